@@ -1,0 +1,250 @@
+"""Scalar data types of the UOp dialect: sizes, ranges, promotion and the NumPy mapping.
+
+Vectors are shapes in this dialect (DESIGN §2), so every DType here is a scalar.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+
+class DTypeError(TypeError):
+    """A dtype was asked for something it cannot do (unknown name, no NumPy equivalent, no promotion)."""
+
+
+@dataclass(frozen=True, eq=True, order=False)
+class DType:
+    """One scalar type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned), 'f' (float), 'x' (index), 'v' (void)."""
+
+    priority: int
+    itemsize: int
+    name: str
+    fmt: str | None
+    kind: str
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dtypes.from_name, (self.name,))
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        """Signed, unsigned and index integers (not bool)."""
+        return self.kind in ("i", "u", "x")
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "u"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.itemsize
+
+    @property
+    def min(self) -> int | float | bool:
+        if self.kind == "b":
+            return False
+        if self.kind == "u":
+            return 0
+        if self.kind in ("i", "x"):
+            return -(1 << (self.bits - 1))
+        if self.kind == "f":
+            return -math.inf
+        raise DTypeError(f"{self} has no range")
+
+    @property
+    def max(self) -> int | float | bool:
+        if self.kind == "b":
+            return True
+        if self.kind == "u":
+            return (1 << self.bits) - 1
+        if self.kind in ("i", "x"):
+            return (1 << (self.bits - 1)) - 1
+        if self.kind == "f":
+            return math.inf
+        raise DTypeError(f"{self} has no range")
+
+    @property
+    def finfo_max(self) -> float:
+        """Largest finite value of a float dtype."""
+        return _FLOAT_MAX[self.name]
+
+    def python_type(self) -> type:
+        return {"b": bool, "f": float}.get(self.kind, int)
+
+    def normalize(self, value: Any) -> bool | int | float:
+        """Convert a Python value to this dtype exactly as a store into memory would (wrap, round, truncate)."""
+        if self.kind == "b":
+            return bool(value)
+        if self.kind in ("i", "u", "x"):
+            if isinstance(value, float):
+                if not math.isfinite(value):
+                    raise DTypeError(f"cannot convert {value} to {self}")
+                value = int(value)  # truncation toward zero, as C casts do
+            v = int(value) & ((1 << self.bits) - 1)
+            if self.kind != "u" and v >= 1 << (self.bits - 1):
+                v -= 1 << self.bits
+            return v
+        if self.kind == "f":
+            v = float(value)
+            if self.name == "float64" or not math.isfinite(v):
+                return v
+            if self.name == "bfloat16":
+                return _round_bfloat16(v)
+            try:
+                return struct.unpack(self.fmt, struct.pack(self.fmt, v))[0]  # type: ignore[arg-type]
+            except OverflowError:
+                return math.copysign(math.inf, v)
+        raise DTypeError(f"{self} holds no values")
+
+
+def _round_bfloat16(v: float) -> float:
+    """Round-to-nearest-even to bfloat16 (the top 16 bits of a float32)."""
+    try:
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+_FLOAT_MAX: Final = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+                     "float64": 1.7976931348623157e308}
+
+
+class dtypes:  # noqa: N801 - a namespace, spelled like NumPy's and tinygrad's
+    """All dtypes, with C-style aliases (`dtypes.float`, `dtypes.int`, ...)."""
+
+    void: Final = DType(-1, 0, "void", None, "v")
+    bool: Final = DType(0, 1, "bool", "?", "b")
+    int8: Final = DType(1, 1, "int8", "b", "i")
+    uint8: Final = DType(2, 1, "uint8", "B", "u")
+    int16: Final = DType(3, 2, "int16", "h", "i")
+    uint16: Final = DType(4, 2, "uint16", "H", "u")
+    int32: Final = DType(5, 4, "int32", "i", "i")
+    uint32: Final = DType(6, 4, "uint32", "I", "u")
+    int64: Final = DType(7, 8, "int64", "q", "i")
+    uint64: Final = DType(8, 8, "uint64", "Q", "u")
+    index: Final = DType(9, 8, "index", "q", "x")
+    float16: Final = DType(10, 2, "float16", "e", "f")
+    bfloat16: Final = DType(11, 2, "bfloat16", None, "f")
+    float32: Final = DType(12, 4, "float32", "f", "f")
+    float64: Final = DType(13, 8, "float64", "d", "f")
+
+    half = float16
+    float = float32
+    double = float64
+    char = int8
+    uchar = uint8
+    short = int16
+    ushort = uint16
+    int = int32
+    uint = uint32
+    long = int64
+    ulong = uint64
+
+    default_float: DType = float32
+    default_int: DType = int32
+
+    @staticmethod
+    def all() -> tuple[DType, ...]:
+        return _ALL
+
+    @staticmethod
+    def from_name(name: str) -> DType:
+        try:
+            return _BY_NAME[name]
+        except KeyError:
+            raise DTypeError(f"unknown dtype {name!r}; known: {', '.join(sorted(_BY_NAME))}") from None
+
+    @staticmethod
+    def from_py(value: Any) -> DType:
+        """The dtype a Python scalar (or nested list of them) gets by default."""
+        if isinstance(value, (list, tuple)):
+            return least_upper_dtype(*(dtypes.from_py(v) for v in value)) if value else dtypes.default_float
+        import numpy as np
+
+        if isinstance(value, (bool, np.bool_)):
+            return dtypes.bool
+        if isinstance(value, (int, np.integer)):
+            return dtypes.default_int
+        if isinstance(value, (float, np.floating)):
+            return dtypes.default_float
+        raise DTypeError(f"no dtype for Python value of type {type(value).__name__}")
+
+    @staticmethod
+    def from_numpy(dt: Any) -> DType:
+        import numpy as np
+
+        name = np.dtype(dt).name
+        if name not in _NUMPY_NAMES:
+            raise DTypeError(f"NumPy dtype {name} has no uopviz equivalent")
+        return _BY_NAME[name]
+
+    @staticmethod
+    def to_numpy(dt: DType) -> Any:
+        """NumPy dtype that stores `dt`; index is int64. bfloat16 and void have none."""
+        import numpy as np
+
+        if dt == dtypes.index:
+            return np.dtype(np.int64)
+        if dt.name not in _NUMPY_NAMES:
+            raise DTypeError(f"{dt} has no NumPy equivalent")
+        return np.dtype(dt.name)
+
+
+_ALL: Final = tuple(v for v in vars(dtypes).values() if isinstance(v, DType) and v.name != "void")
+_BY_NAME: Final = {**{k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}, **{d.name: d for d in _ALL},
+                   "void": dtypes.void}
+_NUMPY_NAMES: Final = {d.name for d in _ALL if d.kind in "biuf" and d.name != "bfloat16"}
+
+
+def _parents(d: DType) -> tuple[DType, ...]:
+    """Edges of the promotion lattice: every value of d is representable (or, for ints→float, the usual rule) above."""
+    t = dtypes
+    return {
+        t.bool: (t.int8, t.uint8), t.int8: (t.int16,), t.int16: (t.int32,), t.int32: (t.int64,),
+        t.int64: (t.float16, t.bfloat16), t.uint8: (t.int16, t.uint16), t.uint16: (t.int32, t.uint32),
+        t.uint32: (t.int64, t.uint64), t.uint64: (t.float16, t.bfloat16), t.index: (t.float16, t.bfloat16),
+        t.float16: (t.float32,), t.bfloat16: (t.float32,), t.float32: (t.float64,), t.float64: (),
+    }[d]
+
+
+def _ancestors(d: DType) -> set[DType]:
+    out = {d}
+    for p in _parents(d):
+        out |= _ancestors(p)
+    return out
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+    """The smallest dtype every argument promotes to (JAX-style lattice: int8+uint8→int16, int64+float16→float16)."""
+    if not ds:
+        raise DTypeError("least_upper_dtype needs at least one dtype")
+    if any(d == dtypes.void for d in ds):
+        raise DTypeError("void does not promote")
+    if dtypes.index in ds and all(d.is_int or d.is_bool for d in ds):
+        return dtypes.index
+    common = set.intersection(*(_ancestors(d) for d in ds))
+    return min(common, key=lambda d: d.priority)
+
+
+def sum_acc_dtype(d: DType) -> DType:
+    """Accumulator dtype for a sum: small ints widen to int32/uint32, halves accumulate in float32."""
+    if d.is_unsigned:
+        return least_upper_dtype(d, dtypes.uint32)
+    if d.is_int or d.is_bool:
+        return d if d == dtypes.index else least_upper_dtype(d, dtypes.int32)
+    return least_upper_dtype(d, dtypes.float32)

@@ -1,0 +1,413 @@
+"""Derived properties of a UOp (dtype, shape, device, min_max, axis), exactly per SPEC's table.
+
+Each function computes one property of one node from its op, arg and its sources' (cached) properties.
+Shape rules that can fail raise SpecError, so an ill-shaped node is rejected wherever its shape is asked for.
+
+Two deliberate refinements of the table, both sound: Idiv and Mod get tight intervals when the divisor's
+sign is known (the simplifier needs them), and an integer interval that would overflow its dtype widens
+to the dtype range (real arithmetic wraps).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from uopviz.dtype import DType, dtypes
+from uopviz.uop.ops import GroupOp, Ops, SpecError, UOp, prod
+
+Shape = tuple[int | UOp, ...]
+
+_VOID_OPS = frozenset({Ops.STORE, Ops.END, Ops.GROUP, Ops.SINK, Ops.LINEAR, Ops.BARRIER, Ops.IF, Ops.ENDIF,
+                       Ops.CUSTOM_FUNCTION, Ops.PROGRAM, Ops.SOURCE})
+_BOOL_OPS = GroupOp.Comparison | {Ops.NOT}
+_FROM_ARG_DTYPE = frozenset({Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.SLICE})
+
+
+# ---------------------------------------------------------------- dtype
+def dtype_of(u: UOp) -> DType:
+    op = u.op
+    if op in _FROM_ARG_DTYPE:
+        return u.arg.dtype
+    if op in (Ops.CAST, Ops.BITCAST):
+        return u.arg
+    if op is Ops.BINARY:
+        return dtypes.uint8
+    if op in (Ops.RANGE, Ops.DEFINE_VAR, Ops.SPECIAL):
+        return dtypes.index
+    if op in _BOOL_OPS:
+        return dtypes.bool
+    if op in _VOID_OPS:
+        return dtypes.void
+    if op is Ops.WHERE:
+        return u.src[1].dtype
+    if op is Ops.WMMA:
+        return u.src[2].dtype
+    if op is Ops.ATOMIC_ADD:
+        return u.src[1].dtype
+    if op in (Ops.INS, Ops.CUSTOM):
+        return u.arg[1] if isinstance(u.arg, tuple) else dtypes.void
+    if op is Ops.GETTUPLE:
+        return _tuple_elem(u).dtype
+    if op in (Ops.STACK, Ops.TUPLE) and not u.src:
+        return dtypes.index if op is Ops.STACK else dtypes.void
+    if not u.src:
+        raise SpecError(u, "needs at least one source to derive its dtype", rule="arity")
+    return u.src[0].dtype
+
+
+def _tuple_elem(u: UOp) -> UOp:
+    """The Tuple element a GetTuple reads, looking through Function/Call to their body."""
+    t = u.src[0]
+    if t.op in (Ops.FUNCTION, Ops.CALL):
+        t = t.src[0]
+    if t.op is not Ops.TUPLE:
+        raise SpecError(u, f"reads from {t.op.value}, not a Tuple (or a Function/Call of one)", 0, rule="gettuple")
+    if not isinstance(u.arg, int) or not 0 <= u.arg < len(t.src):
+        raise SpecError(u, f"index {u.arg!r} out of range for a Tuple of {len(t.src)}", rule="gettuple")
+    return t.src[u.arg]
+
+
+# ---------------------------------------------------------------- shape
+def shape_from_src(u: UOp, i: int) -> Shape:
+    """Decode a shape source: a Stack of index scalars; Const entries become ints."""
+    s = u.src[i] if i < len(u.src) else None
+    if s is None or s.op is not Ops.STACK:
+        raise SpecError(u, "shape source must be a Stack of index scalars", i, rule="shape-source")
+    out: list[int | UOp] = []
+    for e in s.src:
+        if e.dtype != dtypes.index or e.shape != ():
+            raise SpecError(u, f"shape entry {e.op.value} must be an index scalar, not {e.dtype} {e.shape}", i,
+                            rule="shape-source")
+        out.append(int(e.arg.value) if e.op is Ops.CONST else e)
+    return tuple(out)
+
+
+def fmt_shape(s: Shape) -> str:
+    return "(" + ", ".join(str(x) if isinstance(x, int) else x.render() for x in s) + (",)" if len(s) == 1 else ")")
+
+
+def _same(a: int | UOp, b: int | UOp) -> bool:
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+
+
+def broadcast(u: UOp, shapes: list[Shape]) -> Shape:
+    """Right-align the shapes and take the element-wise max; each axis must be equal or 1."""
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+    out: list[int | UOp] = []
+    for k in range(nd):
+        dims = [s[k] for s in padded if not (isinstance(s[k], int) and s[k] == 1)]
+        d = dims[0] if dims else 1
+        if any(not _same(d, x) for x in dims):
+            raise SpecError(u, "cannot broadcast " + " with ".join(fmt_shape(s) for s in shapes) +
+                            f" (axis {k - nd})", rule="broadcast")
+        out.append(d)
+    return tuple(out)
+
+
+def _known(x: int | UOp) -> bool:
+    return isinstance(x, int)
+
+
+def shape_of(u: UOp) -> Shape:  # noqa: C901 - one branch per SPEC row
+    op, src = u.op, u.src
+    if op is Ops.BUFFER:
+        n = len(u.arg.device) if isinstance(u.arg.device, tuple) else 1
+        return (n * u.arg.size,)
+    if op is Ops.PARAM:
+        return shape_from_src(u, 0)
+    if op is Ops.BINARY:
+        return (len(u.arg),)
+    if op is Ops.SLICE:
+        return (u.arg.size,)
+    if op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.BIND, Ops.SPECIAL, Ops.ATOMIC_ADD) or op in _VOID_OPS:
+        return ()
+    if op in (Ops.TUPLE,) and not src:
+        return ()
+    if not src:
+        raise SpecError(u, "needs a source to derive its shape", rule="arity")
+    s0 = src[0].shape
+    if op is Ops.PERMUTE:
+        if sorted(u.arg) != list(range(len(s0))):
+            raise SpecError(u, f"{u.arg} is not a permutation of the {len(s0)} axes of {fmt_shape(s0)}",
+                            rule="permutation")
+        return tuple(s0[i] for i in u.arg)
+    if op is Ops.FLIP:
+        if len(u.arg) != len(s0):
+            raise SpecError(u, f"{len(u.arg)} flags for a shape of {len(s0)} axes {fmt_shape(s0)}", rule="flip-arity")
+        return s0
+    if op is Ops.RESHAPE:
+        new = shape_from_src(u, 1)
+        a, b = prod(s0), prod(new)
+        if (isinstance(a, int) and isinstance(b, int) and a != b) or (not isinstance(a, int) and a is not b
+                                                                      and all(map(_known, new))):
+            raise SpecError(u, f"{a if isinstance(a, int) else a.render()} elements cannot become {fmt_shape(new)}",
+                            rule="reshape-size")
+        return new
+    if op is Ops.EXPAND:
+        new = shape_from_src(u, 1)
+        if len(new) != len(s0) or any(not (_same(a, b) or (isinstance(a, int) and a == 1)) for a, b in zip(s0, new)):
+            raise SpecError(u, f"cannot expand {fmt_shape(s0)} to {fmt_shape(new)}: each axis must be equal or 1",
+                            rule="expand")
+        return new
+    if op in (Ops.PAD, Ops.SHRINK):
+        off, new = shape_from_src(u, 1), shape_from_src(u, 2)
+        if not len(off) == len(new) == len(s0):
+            raise SpecError(u, f"offsets {fmt_shape(off)} and shape {fmt_shape(new)} must both have {len(s0)} axes",
+                            rule="pad-arity")
+        for k, (o, old, nw) in enumerate(zip(off, s0, new)):
+            if not (_known(o) and _known(old) and _known(nw)):
+                continue
+            inner, outer = (old, nw) if op is Ops.PAD else (nw, old)
+            if o < 0 or o + inner > outer:  # type: ignore[operator]
+                word = "pad" if op is Ops.PAD else "shrink"
+                raise SpecError(u, f"{word} axis {k}: offset {o} + {inner} exceeds {outer}", rule=f"{word}-bounds")
+        return new
+    if op is Ops.INDEX:
+        return _index_shape(u, s0)
+    if op is Ops.STACK:
+        for i, s in enumerate(src):
+            if len(s.shape) != len(s0) or not all(_same(a, b) for a, b in zip(s.shape, s0)):
+                raise SpecError(u, f"all shapes must match: {fmt_shape(s.shape)} vs {fmt_shape(s0)}", i,
+                                rule="stack-shapes")
+        return (len(src), *s0)
+    if op is Ops.REPLICATED:
+        if any(not 0 <= a < len(s0) for a in u.arg):
+            raise SpecError(u, f"axes {u.arg} out of range for {fmt_shape(s0)}", rule="axes-range")
+        return tuple(1 if k in u.arg else d for k, d in enumerate(s0))
+    if op is Ops.BITCAST:
+        return _bitcast_shape(u, s0)
+    if op is Ops.REDUCE:
+        if len(src) > 1:
+            return s0
+        if any(not -len(s0) <= a < len(s0) for a in u.arg.axes):
+            raise SpecError(u, f"axes {u.arg.axes} out of range for {fmt_shape(s0)}", rule="axes-range")
+        axes = {a % len(s0) for a in u.arg.axes}
+        return tuple(1 if k in axes else d for k, d in enumerate(s0))
+    if op in (Ops.FUNCTION, Ops.CALL):
+        return _call_shape(u, 0)
+    if op is Ops.GETTUPLE:
+        t = src[0]
+        return _call_shape(t, u.arg) if t.op in (Ops.FUNCTION, Ops.CALL) else _tuple_elem(u).shape
+    if op in (Ops.CAST,) or op in GroupOp.Unary:
+        return s0
+    if op in GroupOp.Elementwise:
+        return broadcast(u, [s.shape for s in src])
+    if op is Ops.WMMA:
+        return src[2].shape
+    # movement/marker/load/copy/after/tuple/codegen values keep their first source's shape
+    return s0
+
+
+def _index_shape(u: UOp, s0: Shape) -> Shape:
+    idxs = u.src[1:]
+    if len(idxs) > len(s0):
+        raise SpecError(u, f"{len(idxs)} indices for a shape of {len(s0)} axes {fmt_shape(s0)}", rule="index-arity")
+    out: list[int | UOp] = []
+    for k, i in enumerate(idxs):
+        if not (i.dtype.is_int or i.dtype.is_bool) and i.dtype != dtypes.void:
+            raise SpecError(u, f"index {k} has dtype {i.dtype}; indices must be integers", k + 1, rule="index-dtype")
+        if len(i.shape) > 1:
+            raise SpecError(u, f"index {k} has shape {fmt_shape(i.shape)}; indices are () or (k,)", k + 1,
+                            rule="index-shape")
+        out.extend(i.shape)
+    return (*out, *s0[len(idxs):])
+
+
+def _bitcast_shape(u: UOp, s0: Shape) -> Shape:
+    old, new = u.src[0].dtype.itemsize, u.arg.itemsize
+    if old == new:
+        return s0
+    if not s0 or not _known(s0[-1]) or (s0[-1] * old) % new:  # type: ignore[operator]
+        raise SpecError(u, f"{fmt_shape(s0)} of {u.src[0].dtype} ({old} B) does not fill a whole {u.arg} ({new} B)"
+                        " on the last axis", rule="bitcast-bytes")
+    return (*s0[:-1], s0[-1] * old // new)  # type: ignore[operator]
+
+
+def _call_shape(fn: UOp, idx: int) -> Shape:
+    """Shape of element idx of a Function/Call body, its Params' symbolic sizes replaced by the arguments'."""
+    body = fn.src[0]
+    if body.op is not Ops.TUPLE:
+        return body.shape
+    if not 0 <= idx < len(body.src):
+        raise SpecError(fn, f"index {idx} out of range for a Tuple of {len(body.src)}", rule="gettuple")
+    shape = body.src[idx].shape
+    if all(map(_known, shape)):
+        return shape
+    args = fn.src[1:]
+    mapping: dict[UOp, UOp] = {}
+    for p in body.toposort():
+        if p.op is Ops.PARAM and p.arg.slot < len(args):
+            for d, a in zip(p.shape, args[p.arg.slot].shape):
+                if isinstance(d, UOp):
+                    mapping[d] = a if isinstance(a, UOp) else UOp.const(dtypes.index, a)
+    out = tuple(d if isinstance(d, int) else d.substitute(mapping) for d in shape)
+    return tuple(int(d.arg.value) if isinstance(d, UOp) and d.op is Ops.CONST else d for d in out)
+
+
+# ---------------------------------------------------------------- device
+def device_of(u: UOp) -> Any:
+    op = u.op
+    if op in (Ops.BUFFER, Ops.PARAM):
+        return u.arg.device
+    if op is Ops.COPY:
+        return u.arg
+    if op is Ops.LOAD and u.arg is not None and u.arg.device is not None:
+        return u.arg.device
+    if op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.BINARY, Ops.SPECIAL):
+        return None
+    if op in (Ops.FUNCTION, Ops.CALL):
+        return u.src[1].device if len(u.src) > 1 else None
+    # elementwise ops take src[0]'s device; a Const there has none, so fall back to the first source that has one
+    for s in u.src:
+        if (d := s.device) is not None:
+            return d
+    return None
+
+
+# ---------------------------------------------------------------- min_max
+def dtype_range(dt: DType) -> tuple[Any, Any]:
+    if dt.kind in "vx" and dt == dtypes.void:
+        return (None, None)
+    return (dt.min, dt.max)
+
+
+def _fit(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
+    """An interval for u, or its dtype range if the interval is undefined (NaN) or overflows an integer dtype."""
+    dt = u.dtype
+    if isinstance(lo, float) and math.isnan(lo) or isinstance(hi, float) and math.isnan(hi):
+        return dtype_range(dt)
+    if dt.is_int and (lo < dt.min or hi > dt.max):
+        return dtype_range(dt)
+    if dt.is_bool:
+        return (bool(lo), bool(hi))
+    return (lo, hi)
+
+
+def min_max_of(u: UOp) -> tuple[Any, Any]:  # noqa: C901 - one branch per SPEC row
+    op, src = u.op, u.src
+    if op is Ops.CONST:
+        return (u.arg.value, u.arg.value)
+    if op is Ops.DEFINE_VAR:
+        return (u.arg.min, u.arg.max)
+    if op in (Ops.RANGE, Ops.SPECIAL):
+        return (0, max(src[0].vmax - 1, 0))
+    if op in (Ops.BIND, Ops.AFTER, Ops.INDEX, Ops.COPY) or op in GroupOp.Marker:
+        return src[0].min_max
+    if op is Ops.STACK:
+        return (min(s.vmin for s in src), max(s.vmax for s in src)) if src else dtype_range(u.dtype)
+    if op in GroupOp.Movement and op not in (Ops.BITCAST, Ops.SLICE):
+        return src[0].min_max
+    if op is Ops.CAST:
+        return _cast_range(u)
+    if op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.WHERE):
+        return _alu_range(u)
+    if op is Ops.NEG:
+        return _fit(u, -src[0].vmax, -src[0].vmin)
+    return dtype_range(u.dtype)
+
+
+def _alu_range(u: UOp) -> tuple[Any, Any]:
+    op = u.op
+    if op is Ops.WHERE:
+        (c, C), (b, B), (d, D) = (s.min_max for s in u.src)
+        if c == C:
+            return (b, B) if c else (d, D)
+        return (min(b, d), max(B, D))
+    (a, A), (b, B) = u.src[0].min_max, u.src[1].min_max
+    if op is Ops.ADD:
+        return _fit(u, a + b, A + B)
+    if op is Ops.MUL:
+        ps = [_mul(x, y) for x in (a, A) for y in (b, B)]
+        return _fit(u, min(ps), max(ps))
+    if op is Ops.MAX:
+        return _fit(u, max(a, b), max(A, B))
+    if op is Ops.CMPLT:
+        return (True, True) if A < b else (False, False) if a >= B else (False, True)
+    if op is Ops.CMPNE:
+        if A < b or B < a:
+            return (True, True)
+        return (False, False) if a == A == b == B else (False, True)
+    if op is Ops.IDIV and u.dtype.is_int and (b > 0 or B < 0):
+        qs = [x // y for x in (a, A) for y in (b, B)]
+        return _fit(u, min(qs), max(qs))
+    if op is Ops.MOD and u.dtype.is_int and (b > 0 or B < 0):
+        if b > 0 and 0 <= a and A < b:
+            return (a, A)
+        if b > 0:
+            return (0, B - 1 if a < 0 else min(A, B - 1))
+        return (b + 1, 0)
+    return dtype_range(u.dtype)
+
+
+def _mul(x: Any, y: Any) -> Any:
+    """Interval-end product where 0·∞ counts as 0 (the bound, not the value, is what matters)."""
+    return 0 if x == 0 or y == 0 else x * y
+
+
+def _cast_range(u: UOp) -> tuple[Any, Any]:
+    a, A = u.src[0].min_max
+    dt = u.dtype
+    if dt.is_bool:
+        if a == A:
+            return (bool(a), bool(a))
+        return (False, True) if a <= 0 <= A else (True, True)
+    if dt.is_float:
+        return (float(a), float(A))
+    lo = max(a, dt.min) if a is not None else dt.min
+    hi = min(A, dt.max) if A is not None else dt.max
+    if isinstance(lo, float):
+        lo = int(lo) if math.isfinite(lo) else dt.min
+    if isinstance(hi, float):
+        hi = int(hi) if math.isfinite(hi) else dt.max
+    return (int(lo), int(hi))
+
+
+# ---------------------------------------------------------------- axis (multi-device shard dimension)
+def axis_of(u: UOp) -> int | None:  # noqa: C901 - one branch per SPEC rule
+    op = u.op
+    if op is Ops.BUFFER:
+        return 0 if isinstance(u.arg.device, tuple) else None
+    if op is Ops.COPY:
+        return 0 if isinstance(u.arg, tuple) else None
+    if not u.src or op in (Ops.RANGE, Ops.SPECIAL, Ops.CONST):
+        return None
+    a = u.src[0].axis
+    if op in GroupOp.Elementwise:
+        return next((s.axis for s in u.src if s.axis is not None), None)
+    if a is None:
+        return None
+    if op is Ops.PERMUTE:
+        return tuple(u.arg).index(a)
+    if op is Ops.RESHAPE:
+        return _reshape_axis(u, a)
+    if op is Ops.REDUCE:
+        axes = {x % max(len(u.src[0].shape), 1) for x in u.arg.axes}
+        return None if a in axes else a
+    if op is Ops.REPLICATED:
+        return None if a in u.arg else a
+    if op is Ops.INDEX:
+        idxs = u.src[1:]
+        if a < len(idxs):
+            return None
+        return a - sum(1 for i in idxs if i.shape == ())
+    if op in (Ops.STACK,):
+        return a + 1
+    if op in GroupOp.Movement or op in GroupOp.Marker or op in (Ops.LOAD, Ops.AFTER, Ops.CAST, Ops.BITCAST):
+        return a
+    return None
+
+
+def _reshape_axis(u: UOp, a: int) -> int:
+    """Keep the shard boundary: the new axis starts after the same number of elements and splits n ways."""
+    old, new = u.src[0].shape, u.shape
+    dev = u.src[0].device
+    n = len(dev) if isinstance(dev, tuple) else 1
+    before = prod(old[:a])
+    for j in range(len(new)):
+        d = new[j]
+        if isinstance(before, int) and prod(new[:j]) == before and isinstance(d, int) and d % n == 0 and d > 1:
+            return j
+    raise SpecError(u, f"reshape {fmt_shape(old)} -> {fmt_shape(new)} splits the shard axis {a} across "
+                       f"{n} devices", rule="shard-axis")
