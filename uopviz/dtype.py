@@ -124,7 +124,7 @@ _FLOAT_MAX: Final = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "flo
                      "float64": 1.7976931348623157e308}
 
 
-class dtypes:  # noqa: N801 - a namespace, spelled like NumPy's and tinygrad's
+class dtypes:
     """All dtypes, with C-style aliases (`dtypes.float`, `dtypes.int`, ...)."""
 
     void: Final = DType(-1, 0, "void", None, "v")

@@ -256,30 +256,35 @@ class UOp:
         return UOp(kw.get("op", self.op), kw.get("src", self.src), kw.get("arg", self.arg), kw.get("tag", self.tag))
 
     # ---- derived properties (rules in props.py) ----
+    def _derive(self, name: str) -> Any:
+        """Compute property `name`; sources lacking it are filled first, iteratively, so deep graphs never recurse."""
+        from uopviz.uop import props
+        fn = props.DERIVE[name]
+        if any(name not in s.__dict__ for s in self.src):
+            for u in toposort([self], gate=lambda x: name not in x.__dict__):
+                if u is not self and name not in u.__dict__:
+                    u.__dict__[name] = fn(u)
+        return fn(self)
+
     @cached_property
     def dtype(self) -> DType:
-        from uopviz.uop import props
-        return props.dtype_of(self)
+        return self._derive("dtype")
 
     @cached_property
     def shape(self) -> tuple[int | UOp, ...]:
-        from uopviz.uop import props
-        return props.shape_of(self)
+        return self._derive("shape")
 
     @cached_property
     def device(self) -> Device:
-        from uopviz.uop import props
-        return props.device_of(self)
+        return self._derive("device")
 
     @cached_property
     def min_max(self) -> tuple[Any, Any]:
-        from uopviz.uop import props
-        return props.min_max_of(self)
+        return self._derive("min_max")
 
     @cached_property
     def axis(self) -> int | None:
-        from uopviz.uop import props
-        return props.axis_of(self)
+        return self._derive("axis")
 
     @property
     def vmin(self) -> Any:
@@ -386,7 +391,7 @@ class UOp:
         return UOp(Ops.PARAM, (UOp.shape_src(shape),), ParamArg(slot, dtype, device, addrspace))
 
     @staticmethod
-    def range(bound: int | UOp, idx: int, type: AxisType = AxisType.LOOP) -> UOp:  # noqa: A002
+    def range(bound: int | UOp, idx: int, type: AxisType = AxisType.LOOP) -> UOp:
         return UOp(Ops.RANGE, (_as_index(bound),), RangeArg(idx, type))
 
     @staticmethod

@@ -77,8 +77,8 @@ def shape_from_src(u: UOp, i: int) -> Shape:
     out: list[int | UOp] = []
     for e in s.src:
         if e.dtype != dtypes.index or e.shape != ():
-            raise SpecError(u, f"shape entry {e.op.value} must be an index scalar, not {e.dtype} {e.shape}", i,
-                            rule="shape-source")
+            raise SpecError(u, f"shape entry {e.op.value} must be an index scalar, not {e.dtype.name} "
+                            f"{fmt_shape(e.shape)}", i, rule="shape-source")
         out.append(int(e.arg.value) if e.op is Ops.CONST else e)
     return tuple(out)
 
@@ -110,7 +110,7 @@ def _known(x: int | UOp) -> bool:
     return isinstance(x, int)
 
 
-def shape_of(u: UOp) -> Shape:  # noqa: C901 - one branch per SPEC row
+def shape_of(u: UOp) -> Shape:
     op, src = u.op, u.src
     if op is Ops.BUFFER:
         n = len(u.arg.device) if isinstance(u.arg.device, tuple) else 1
@@ -123,8 +123,10 @@ def shape_of(u: UOp) -> Shape:  # noqa: C901 - one branch per SPEC row
         return (u.arg.size,)
     if op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.BIND, Ops.SPECIAL, Ops.ATOMIC_ADD) or op in _VOID_OPS:
         return ()
-    if op in (Ops.TUPLE,) and not src:
+    if op is Ops.TUPLE and not src:
         return ()
+    if op is Ops.STACK and not src:
+        return (0,)
     if not src:
         raise SpecError(u, "needs a source to derive its shape", rule="arity")
     s0 = src[0].shape
@@ -188,8 +190,8 @@ def shape_of(u: UOp) -> Shape:  # noqa: C901 - one branch per SPEC row
     if op in (Ops.FUNCTION, Ops.CALL):
         return _call_shape(u, 0)
     if op is Ops.GETTUPLE:
-        t = src[0]
-        return _call_shape(t, u.arg) if t.op in (Ops.FUNCTION, Ops.CALL) else _tuple_elem(u).shape
+        elem = _tuple_elem(u)
+        return _call_shape(src[0], u.arg) if src[0].op in (Ops.FUNCTION, Ops.CALL) else elem.shape
     if op in (Ops.CAST,) or op in GroupOp.Unary:
         return s0
     if op in GroupOp.Elementwise:
@@ -206,8 +208,9 @@ def _index_shape(u: UOp, s0: Shape) -> Shape:
         raise SpecError(u, f"{len(idxs)} indices for a shape of {len(s0)} axes {fmt_shape(s0)}", rule="index-arity")
     out: list[int | UOp] = []
     for k, i in enumerate(idxs):
-        if not (i.dtype.is_int or i.dtype.is_bool) and i.dtype != dtypes.void:
-            raise SpecError(u, f"index {k} has dtype {i.dtype}; indices must be integers", k + 1, rule="index-dtype")
+        if not i.dtype.is_int:
+            raise SpecError(u, f"index {k} has dtype {i.dtype.name}; indices must be integers", k + 1,
+                            rule="index-dtype")
         if len(i.shape) > 1:
             raise SpecError(u, f"index {k} has shape {fmt_shape(i.shape)}; indices are () or (k,)", k + 1,
                             rule="index-shape")
@@ -220,8 +223,8 @@ def _bitcast_shape(u: UOp, s0: Shape) -> Shape:
     if old == new:
         return s0
     if not s0 or not _known(s0[-1]) or (s0[-1] * old) % new:  # type: ignore[operator]
-        raise SpecError(u, f"{fmt_shape(s0)} of {u.src[0].dtype} ({old} B) does not fill a whole {u.arg} ({new} B)"
-                        " on the last axis", rule="bitcast-bytes")
+        raise SpecError(u, f"{fmt_shape(s0)} of {u.src[0].dtype.name} ({old} B) does not fill a whole "
+                        f"{u.arg.name} ({new} B) on the last axis", rule="bitcast-bytes")
     return (*s0[:-1], s0[-1] * old // new)  # type: ignore[operator]
 
 
@@ -276,7 +279,7 @@ def dtype_range(dt: DType) -> tuple[Any, Any]:
 def _fit(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
     """An interval for u, or its dtype range if the interval is undefined (NaN) or overflows an integer dtype."""
     dt = u.dtype
-    if isinstance(lo, float) and math.isnan(lo) or isinstance(hi, float) and math.isnan(hi):
+    if (isinstance(lo, float) and math.isnan(lo)) or (isinstance(hi, float) and math.isnan(hi)):
         return dtype_range(dt)
     if dt.is_int and (lo < dt.min or hi > dt.max):
         return dtype_range(dt)
@@ -285,7 +288,7 @@ def _fit(u: UOp, lo: Any, hi: Any) -> tuple[Any, Any]:
     return (lo, hi)
 
 
-def min_max_of(u: UOp) -> tuple[Any, Any]:  # noqa: C901 - one branch per SPEC row
+def min_max_of(u: UOp) -> tuple[Any, Any]:
     op, src = u.op, u.src
     if op is Ops.CONST:
         return (u.arg.value, u.arg.value)
@@ -355,17 +358,15 @@ def _cast_range(u: UOp) -> tuple[Any, Any]:
         return (False, True) if a <= 0 <= A else (True, True)
     if dt.is_float:
         return (float(a), float(A))
-    lo = max(a, dt.min) if a is not None else dt.min
-    hi = min(A, dt.max) if A is not None else dt.max
-    if isinstance(lo, float):
-        lo = int(lo) if math.isfinite(lo) else dt.min
-    if isinstance(hi, float):
-        hi = int(hi) if math.isfinite(hi) else dt.max
-    return (int(lo), int(hi))
+    # an int cast truncates toward zero and then wraps (DType.normalize): the interval is kept only if it fits
+    if a is None or A is None or not (math.isfinite(a) and math.isfinite(A)):
+        return dtype_range(dt)
+    lo, hi = int(a), int(A)
+    return (lo, hi) if dt.min <= lo and hi <= dt.max else dtype_range(dt)
 
 
 # ---------------------------------------------------------------- axis (multi-device shard dimension)
-def axis_of(u: UOp) -> int | None:  # noqa: C901 - one branch per SPEC rule
+def axis_of(u: UOp) -> int | None:
     op = u.op
     if op is Ops.BUFFER:
         return 0 if isinstance(u.arg.device, tuple) else None
@@ -411,3 +412,6 @@ def _reshape_axis(u: UOp, a: int) -> int:
             return j
     raise SpecError(u, f"reshape {fmt_shape(old)} -> {fmt_shape(new)} splits the shard axis {a} across "
                        f"{n} devices", rule="shard-axis")
+
+
+DERIVE = {"dtype": dtype_of, "shape": shape_of, "device": device_of, "min_max": min_max_of, "axis": axis_of}
