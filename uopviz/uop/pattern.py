@@ -151,6 +151,21 @@ class Rule:
         return f"{_relpath(self.file)}:{self.line}"
 
     @property
+    def summary(self) -> str:
+        """One line naming the rule: a lambda's own text (not the rest of its line), or a function's name."""
+        code = getattr(self.fn, "__code__", None)
+        if code is None or self.fn.__name__ != "<lambda>":
+            return getattr(self.fn, "__qualname__", repr(self.fn))
+        body = [(ln, c, ec) for ln, _, c, ec in code.co_positions() if ln is not None and c is not None and ec]
+        line = linecache.getline(self.file, self.line).rstrip()
+        if not line or not body:
+            return line.strip() or repr(self.pat)
+        first = min(body)
+        start = line.rfind("lambda", 0, first[1] if first[0] == self.line else len(line))
+        end = max(ec for ln, _, ec in body if ln == self.line) if all(ln == self.line for ln, _, _ in body) else None
+        return line[max(start, 0):end].strip() + ("" if end is not None else " ...")
+
+    @property
     def text(self) -> str:
         """The rule's source text (the lambda's line(s), or the function's def), read lazily."""
         if self._text is None:
@@ -246,7 +261,8 @@ class _Rewriter:
         return None
 
     def fail(self, why: str) -> RewriteError:
-        rules = "; ".join(f"{r.location} {r.text.splitlines()[0][:80]}" for r in self.last)
+        """The error naming the pass and the distinct rules among the last ones applied (oldest first)."""
+        rules = "; ".join(f"{r.location} {r.summary}" for r in dict.fromkeys(self.last))
         return RewriteError(f"pass {self.name!r} did not reach a fixpoint: {why}. Last rules applied: {rules}")
 
     def run(self, root: UOp, bottom_up: bool) -> UOp:

@@ -326,6 +326,8 @@ def _alu_range(u: UOp) -> tuple[Any, Any]:
         return _fit(u, min(ps), max(ps))
     if op is Ops.MAX:
         return _fit(u, max(a, b), max(A, B))
+    if op in (Ops.CMPLT, Ops.CMPNE) and u.src[0].dtype.is_float:
+        return (False, True)  # float intervals ignore NaN and rounding: never decide a float comparison by them
     if op is Ops.CMPLT:
         return (True, True) if A < b else (False, False) if a >= B else (False, True)
     if op is Ops.CMPNE:

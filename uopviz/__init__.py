@@ -1,0 +1,11 @@
+"""uopviz: a compiler for the UOp dialect whose every rewrite can be seen, changed and tuned.
+
+`import uopviz` stays light: it loads the IR and the trace recorder, not NumPy, FastAPI or any runtime.
+"""
+
+from uopviz import trace
+from uopviz.dtype import DType, dtypes
+from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
+
+__version__ = "0.1.0"
+__all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "UOp", "__version__", "dtypes", "trace"]

@@ -1,0 +1,142 @@
+"""The trace document's identity (format name, version) and its validation.
+
+Readers of a trace (the CLI, the server, the widget) get a document from a file someone else wrote, so every
+structural problem is reported as a `TraceFormatError` that names where in the document it is and why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from uopviz.dtype import DTypeError, dtypes
+from uopviz.uop.ops import Ops
+
+FORMAT = "uopviz-trace"
+VERSION = 1
+
+_OP_NAMES = frozenset(o.value for o in Ops)
+
+
+class TraceFormatError(ValueError):
+    """A file or document is not a trace this uopviz can read; the message says where and why."""
+
+
+def parse(text: str | bytes) -> dict[str, Any]:
+    """The checked document in `text` (JSON)."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8/16/32
+        raise TraceFormatError(f"not a uopviz trace: invalid JSON ({e})") from None
+    check_document(doc)
+    return doc
+
+
+def check_document(doc: Any) -> None:
+    """Raise TraceFormatError unless `doc` is a well-formed trace of a version this uopviz reads."""
+    if not isinstance(doc, dict):
+        raise TraceFormatError(f"not a uopviz trace: expected a JSON object, got {_kind(doc)}")
+    if doc.get("format") != FORMAT:
+        got = "missing" if "format" not in doc else repr(doc["format"])
+        raise TraceFormatError(f"not a uopviz trace: 'format' is {got}, expected {FORMAT!r}")
+    version = _get(doc, "version", int, "trace")
+    if version > VERSION:
+        raise TraceFormatError(f"trace version {version} is newer than this uopviz supports ({VERSION}); "
+                               "upgrade uopviz")
+    if version < 1:
+        raise TraceFormatError(f"trace version {version} is invalid (versions start at 1)")
+    _get(doc, "uopviz_version", str, "trace")
+    nodes = _get(doc, "nodes", dict, "trace")
+    for nid, entry in nodes.items():
+        _check_node(nodes, nid, entry)
+    rules = _get(doc, "rules", list, "trace")
+    for i, rule in enumerate(rules):
+        where = f"rules[{i}]"
+        _get(_obj(rule, where), "location", str, where)
+        _get(rule, "text", str, where)
+    for c, ctx in enumerate(_get(doc, "contexts", list, "trace")):
+        where = f"contexts[{c}]"
+        _get(_obj(ctx, where), "name", str, where)
+        _get(ctx, "kind", str, where)
+        for p, pas in enumerate(_get(ctx, "passes", list, where)):
+            _check_pass(nodes, len(rules), pas, p, f"{where}.passes[{p}]")
+
+
+def _check_node(nodes: dict[str, Any], nid: str, entry: Any) -> None:
+    where = f"nodes[{nid!r}]"
+    op = _get(_obj(entry, where), "op", str, where)
+    if op not in _OP_NAMES:
+        raise TraceFormatError(f"{where}.op: unknown op {op!r}")
+    dtype = _get(entry, "dtype", (str, type(None)), where)
+    if dtype is not None:
+        try:
+            dtypes.from_name(dtype)
+        except DTypeError:
+            raise TraceFormatError(f"{where}.dtype: unknown dtype {dtype!r}") from None
+    shape = _get(entry, "shape", (list, type(None)), where)
+    for i, d in enumerate(shape or ()):
+        if isinstance(d, str):
+            _ref(nodes, d, f"{where}.shape[{i}]")
+        elif not isinstance(d, int) or isinstance(d, bool):
+            raise TraceFormatError(f"{where}.shape[{i}]: expected an int or a node id, got {_kind(d)}")
+    for key in ("arg", "tag"):
+        if key not in entry:
+            raise TraceFormatError(f"{where}: missing field {key!r}")
+    for i, s in enumerate(_get(entry, "src", list, where)):
+        _ref(nodes, s, f"{where}.src[{i}]")
+
+
+def _check_pass(nodes: dict[str, Any], n_rules: int, pas: Any, index: int, where: str) -> None:
+    _get(_obj(pas, where), "name", str, where)
+    _get(pas, "stage", (str, type(None)), where)
+    if _get(pas, "depth", int, where) < 0:
+        raise TraceFormatError(f"{where}.depth: must be >= 0")
+    parent = _get(pas, "parent", (int, type(None)), where)
+    if parent is not None and not 0 <= parent < index:
+        raise TraceFormatError(f"{where}.parent: {parent} is not an earlier pass of this context")
+    _ref(nodes, _get(pas, "input", str, where), f"{where}.input")
+    if (out := _get(pas, "output", (str, type(None)), where)) is not None:
+        _ref(nodes, out, f"{where}.output")
+    _get(pas, "error", (str, type(None)), where)
+    _get(pas, "time_ns", int, where)
+    for s, step in enumerate(_get(pas, "steps", list, where)):
+        at = f"{where}.steps[{s}]"
+        rule = _get(_obj(step, at), "rule", int, at)
+        if not 0 <= rule < n_rules:
+            raise TraceFormatError(f"{at}.rule: {rule} is not an index into 'rules' ({n_rules} rules)")
+        _ref(nodes, _get(step, "match", str, at), f"{at}.match")
+        _ref(nodes, _get(step, "replacement", str, at), f"{at}.replacement")
+        _get(step, "time_ns", int, at)
+        for i, a in enumerate(_get(step, "added", list, at)):
+            _ref(nodes, a, f"{at}.added[{i}]")
+
+
+def _obj(x: Any, where: str) -> dict[str, Any]:
+    if not isinstance(x, dict):
+        raise TraceFormatError(f"{where}: expected an object, got {_kind(x)}")
+    return x
+
+
+def _get(obj: dict[str, Any], key: str, types: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise TraceFormatError(f"{where}: missing field {key!r}")
+    v = obj[key]
+    allowed = types if isinstance(types, tuple) else (types,)
+    if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
+        names = " or ".join("null" if t is type(None) else _JSON_NAME.get(t, t.__name__) for t in allowed)
+        raise TraceFormatError(f"{where}.{key}: expected {names}, got {_kind(v)}")
+    return v
+
+
+def _ref(nodes: dict[str, Any], nid: Any, where: str) -> None:
+    if not isinstance(nid, str):
+        raise TraceFormatError(f"{where}: expected a node id (string), got {_kind(nid)}")
+    if nid not in nodes:
+        raise TraceFormatError(f"{where}: node id {nid!r} is not in the node table")
+
+
+_JSON_NAME = {dict: "object", list: "array", str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _kind(x: Any) -> str:
+    return "null" if x is None else _JSON_NAME.get(type(x), type(x).__name__)

@@ -1,0 +1,49 @@
+"""Stable content ids for UOps.
+
+A node's id is the first 16 hex digits of the SHA-256 of the canonical JSON (sorted keys, no whitespace,
+ASCII escapes) of `[op, dtype, arg, src ids, tag]`. It depends only on content, never on id(), hash() or
+iteration order, so the same UOp gets the same id in every process, and an id can be recomputed from a
+stored node entry without the compiler (trace replay does that for rebuilt parents).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from uopviz.trace.serialize import encode
+from uopviz.uop.ops import UOp, toposort
+
+ID_HEX_DIGITS = 16
+
+
+def content_id(entry: Mapping[str, Any]) -> str:
+    """The id of a node entry (its shape, being derived, is not part of it)."""
+    payload = json.dumps([entry["op"], entry["dtype"], entry["arg"], entry["src"], entry["tag"]],
+                         sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()[:ID_HEX_DIGITS]
+
+
+def base_entry(u: UOp, src_ids: list[str]) -> dict[str, Any]:
+    """A node's entry without its shape, in the document's key order."""
+    try:
+        dtype: str | None = u.dtype.name
+    except Exception:  # an ill-formed node still gets an id; it just has no dtype
+        dtype = None
+    return {"op": u.op.value, "dtype": dtype, "arg": encode(u.arg), "src": src_ids, "tag": encode(u.tag)}
+
+
+def node_ids(roots: Iterable[UOp], memo: dict[UOp, str] | None = None) -> dict[UOp, str]:
+    """Ids of every node reachable from roots, filled into memo (iterative: deep graphs are fine)."""
+    memo = {} if memo is None else memo
+    for u in toposort(roots, gate=lambda n: n not in memo):
+        if u not in memo:
+            memo[u] = content_id(base_entry(u, [memo[s] for s in u.src]))
+    return memo
+
+
+def node_id(u: UOp) -> str:
+    """The content id of one UOp."""
+    return node_ids([u])[u]

@@ -1,0 +1,261 @@
+"""A trace: contexts of passes of steps over a shared node table; to and from the versioned JSON document.
+
+A live trace (from `record()`) holds its recorder's raw event log and turns it into ids, node entries and
+rule text only when read, so recording stays cheap; a loaded trace is the same objects built from a file.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from uopviz.trace.format import FORMAT, VERSION, check_document, parse
+from uopviz.trace.nodes import Entry, NodeTable
+from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
+from uopviz.uop.ops import UOp
+from uopviz.uop.pattern import Rule, set_recorder
+
+
+@dataclass(frozen=True)
+class TraceRule:
+    location: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One match: rule index, matched and replacement ids, the rule's time, and the node ids it stored first."""
+
+    rule: int
+    match: str
+    replacement: str
+    time_ns: int
+    added: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "match": self.match, "replacement": self.replacement, "time_ns": self.time_ns,
+                "added": list(self.added)}
+
+
+@dataclass(eq=False)
+class TracePass:
+    """One named graph_rewrite. `parent` is the index (in the same context) of the pass it ran inside."""
+
+    name: str
+    stage: str | None
+    depth: int
+    parent: int | None
+    input: str
+    output: str | None = None
+    error: str | None = None
+    time_ns: int = 0
+    steps: list[TraceStep] = field(default_factory=list)
+    _table: NodeTable = field(default_factory=NodeTable, repr=False, kw_only=True)
+    _roots: list[str] = field(default_factory=list, repr=False, kw_only=True)
+
+    def graph_at(self, k: int) -> str:
+        """Root id of the graph after the first k steps (0: the input; len(steps): the output, replayed).
+
+        Replay works on ids alone: each step replaces its match by its replacement and rebuilds the parents.
+        """
+        if not 0 <= k <= len(self.steps):
+            raise IndexError(f"pass {self.name!r} has {len(self.steps)} steps; graph_at takes 0..{len(self.steps)}")
+        roots = self._roots or [self.input]
+        while len(roots) <= k:
+            s = self.steps[len(roots) - 1]
+            roots.append(self._table.substitute(roots[-1], s.match, s.replacement))
+        self._roots = roots
+        return roots[k]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "stage": self.stage, "depth": self.depth, "parent": self.parent,
+                "input": self.input, "output": self.output, "error": self.error, "time_ns": self.time_ns,
+                "steps": [s.to_dict() for s in self.steps]}
+
+
+@dataclass(eq=False)
+class TraceContext:
+    name: str
+    kind: str
+    passes: list[TracePass] = field(default_factory=list)
+
+
+class Trace:
+    """Everything recorded in one `uopviz.trace()` block, or loaded from a file.
+
+    `contexts` -> `passes` -> `steps` hold node ids; `node(id)` is the entry, `uop(id)` rebuilds the UOp.
+    """
+
+    def __init__(self) -> None:
+        self._table = NodeTable()
+        self._rules: list[TraceRule] = []
+        self._contexts: list[TraceContext] = []
+        self._uopviz_version: str | None = None  # a loaded trace keeps its writer's version
+        self._log: list[Any] = []  # the live recorder's events, not yet turned into ids
+        self._open: list[tuple[TraceContext, int, int]] = []  # passes begun, not ended: context, index, start
+        self._ctx_of: dict[Context, TraceContext] = {}
+        self._rule_of: dict[Rule, int] = {}
+        self._rule_index: dict[TraceRule, int] = {}
+
+    # ---- reading ----
+    @property
+    def contexts(self) -> list[TraceContext]:
+        self._sync()
+        return self._contexts
+
+    @property
+    def passes(self) -> list[TracePass]:
+        """Every pass, context by context, in the order they began."""
+        return [p for c in self.contexts for p in c.passes]
+
+    @property
+    def rules(self) -> list[TraceRule]:
+        self._sync()
+        return self._rules
+
+    @property
+    def nodes(self) -> dict[str, Entry]:
+        """The node table: id -> {op, dtype, shape, arg, src, tag}."""
+        self._sync()
+        return self._table.entries
+
+    def node(self, nid: str) -> Entry:
+        """The entry of a stored node, or of a node built by `graph_at` replay."""
+        self._sync()
+        try:
+            return self._table.entry(nid)
+        except KeyError:
+            raise KeyError(f"node id {nid!r} is not in this trace") from None
+
+    def nodes_of(self, root: str) -> set[str]:
+        """Ids of every node in the graph under root."""
+        self.node(root)
+        return self._table.reachable(root)
+
+    def uop(self, nid: str) -> UOp:
+        """Rebuild the UOp of a node id."""
+        self.node(nid)
+        return self._table.uop(nid)
+
+    # ---- the document ----
+    def to_dict(self) -> dict[str, Any]:
+        self._sync()
+        return {
+            "format": FORMAT, "version": VERSION, "uopviz_version": self._uopviz_version or _uopviz_version(),
+            "nodes": dict(self._table.entries),
+            "rules": [{"location": r.location, "text": r.text} for r in self._rules],
+            "contexts": [{"name": c.name, "kind": c.kind, "passes": [p.to_dict() for p in c.passes]}
+                         for c in self._contexts],
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, separators=None if indent else (",", ":"), allow_nan=False)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Trace:
+        """A trace from a document; TraceFormatError if it is malformed or of a newer version."""
+        check_document(doc)
+        tr = cls()
+        tr._uopviz_version = doc["uopviz_version"]
+        tr._table = NodeTable(dict(doc["nodes"]))
+        tr._rules = [TraceRule(r["location"], r["text"]) for r in doc["rules"]]
+        for c in doc["contexts"]:
+            passes = [TracePass(p["name"], p["stage"], p["depth"], p["parent"], p["input"], p["output"],
+                                p["error"], p["time_ns"],
+                                [TraceStep(s["rule"], s["match"], s["replacement"], s["time_ns"], tuple(s["added"]))
+                                 for s in p["steps"]], _table=tr._table)
+                      for p in c["passes"]]
+            tr._contexts.append(TraceContext(c["name"], c["kind"], passes))
+        return tr
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        return cls.from_dict(parse(text))
+
+    # ---- turning recorded events into ids ----
+    def _sync(self) -> None:
+        if not self._log:
+            return
+        events = self._log[:]
+        del self._log[:len(events)]
+        for ev in events:
+            if type(ev) is tuple:
+                self._step(*ev)
+            elif isinstance(ev, PassBegin):
+                self._begin(ev)
+            else:
+                self._end(ev)
+
+    def _begin(self, ev: PassBegin) -> None:
+        ctx = self._ctx_of.get(ev.context)
+        if ctx is None:
+            ctx = self._ctx_of[ev.context] = TraceContext(ev.context.name, ev.context.kind)
+            self._contexts.append(ctx)
+        parent = self._open[-1][1] if self._open and self._open[-1][0] is ctx else None
+        self._table.add(ev.root)
+        ctx.passes.append(TracePass(ev.name, ev.stage, len(self._open), parent, self._table.ids[ev.root],
+                                    _table=self._table))
+        self._open.append((ctx, len(ctx.passes) - 1, ev.t_ns))
+
+    def _end(self, ev: PassEnd) -> None:
+        ctx, i, t0 = self._open.pop()
+        p = ctx.passes[i]
+        if ev.output is not None:
+            self._table.add(ev.output)
+            p.output = self._table.ids[ev.output]
+        p.error, p.time_ns = ev.error, ev.t_ns - t0
+
+    def _step(self, rule: Rule, matched: UOp, replacement: UOp, time_ns: int) -> None:
+        added = self._table.add(matched) + self._table.add(replacement)
+        ctx, i, _ = self._open[-1]
+        ids = self._table.ids
+        step = TraceStep(self._rule_id(rule), ids[matched], ids[replacement], time_ns, tuple(added))
+        ctx.passes[i].steps.append(step)
+
+    def _rule_id(self, rule: Rule) -> int:
+        i = self._rule_of.get(rule)
+        if i is None:
+            key = TraceRule(rule.location, rule.text)
+            i = self._rule_index.setdefault(key, len(self._rules))
+            if i == len(self._rules):
+                self._rules.append(key)
+            self._rule_of[rule] = i
+        return i
+
+
+def _uopviz_version() -> str:
+    v = getattr(sys.modules.get("uopviz"), "__version__", None)
+    if isinstance(v, str):
+        return v
+    try:
+        return importlib.metadata.version("uopviz")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@contextmanager
+def record() -> Iterator[Trace]:
+    """Record every graph_rewrite run inside the block; the previous recorder is restored on exit."""
+    tr = Trace()
+    prev = set_recorder(Recorder(tr._log))
+    try:
+        yield tr
+    finally:
+        set_recorder(prev)
+
+
+def load(path: str | os.PathLike[str]) -> Trace:
+    """Read a trace file written by `Trace.save`; TraceFormatError if it is not one this uopviz reads."""
+    with open(path, "rb") as f:
+        return Trace.from_json(f.read())
+

@@ -1,0 +1,126 @@
+"""The node table of a trace: content id -> node entry, each distinct node stored once.
+
+It is filled from UOps while a live trace is serialized, read from JSON when a trace is loaded, and can
+rebuild UOps from entries or replay a rewrite on ids alone (so a saved trace replays without the compiler).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uopviz.trace.ids import base_entry, content_id
+from uopviz.trace.serialize import decode
+from uopviz.uop.ops import Ops, UOp, toposort
+
+Entry = dict[str, Any]
+
+
+class NodeTable:
+    """Entries by id, plus the ids of the UOps already stored (a stored node's sources are always stored)."""
+
+    def __init__(self, entries: dict[str, Entry] | None = None) -> None:
+        self.entries: dict[str, Entry] = {} if entries is None else entries
+        self.ids: dict[UOp, str] = {}
+        # nodes that exist only in replayed graphs (parents rebuilt around a replacement); never saved
+        self._derived: dict[str, Entry] = {}
+        self._uops: dict[str, UOp] = {}
+
+    def add(self, root: UOp) -> list[str]:
+        """Store the graph under root; return the ids that were not stored before, sources first.
+
+        Descent stops at stored nodes, so the cost is the number of new nodes, not the size of the graph.
+        """
+        ids, new = self.ids, []
+        for u in toposort([root], gate=lambda n: n not in ids):
+            if u in ids:
+                continue
+            e = base_entry(u, [ids[s] for s in u.src])
+            nid = content_id(e)
+            entry = {"op": e["op"], "dtype": e["dtype"], "shape": self._shape(u, new), "arg": e["arg"],
+                     "src": e["src"], "tag": e["tag"]}
+            ids[u] = nid
+            if nid not in self.entries:
+                self.entries[nid] = entry
+                new.append(nid)
+        return new
+
+    def _shape(self, u: UOp, new: list[str]) -> list[int | str] | None:
+        """The shape as ints and node ids (symbolic dims are stored too), or None where it is not defined."""
+        try:
+            shape = u.shape
+        except Exception:  # a node outside SPEC's shape rules (e.g. mid-rewrite) simply has no shape
+            return None
+        out: list[int | str] = []
+        for d in shape:
+            if isinstance(d, UOp):
+                if d not in self.ids:
+                    new.extend(self.add(d))
+                out.append(self.ids[d])
+            else:
+                out.append(d)
+        return out
+
+    def entry(self, nid: str) -> Entry:
+        """A stored or replay-derived entry; KeyError for an unknown id."""
+        e = self.entries.get(nid)
+        return e if e is not None else self._derived[nid]
+
+    def toposort(self, root: str, stop: str | None = None) -> list[str]:
+        """Ids reachable from root, sources first, root last (iterative); nothing below `stop` is visited."""
+        seen, out = {root}, []
+        stack: list[tuple[str, int]] = [(root, 0)]
+        while stack:
+            nid, i = stack.pop()
+            src = () if nid == stop else self.entry(nid)["src"]
+            if i < len(src):
+                stack.append((nid, i + 1))
+                if src[i] not in seen:
+                    seen.add(src[i])
+                    stack.append((src[i], 0))
+            else:
+                out.append(nid)
+        return out
+
+    def reachable(self, root: str) -> set[str]:
+        """Every id in the graph under root."""
+        seen, stack = {root}, [root]
+        while stack:
+            for s in self.entry(stack.pop())["src"]:
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
+        return seen
+
+    def uop(self, nid: str) -> UOp:
+        """Rebuild the UOp of an id (hash-consing makes it the very object recorded, while that is alive)."""
+        if (hit := self._uops.get(nid)) is not None:
+            return hit
+        for i in self.toposort(nid):
+            if i not in self._uops:
+                e = self.entry(i)
+                src = tuple(self._uops[s] for s in e["src"])
+                self._uops[i] = UOp(Ops(e["op"]), src, decode(e["arg"]), decode(e["tag"]))
+        return self._uops[nid]
+
+    def substitute(self, root: str, old: str, new: str) -> str:
+        """The graph under root with node `old` replaced by `new` everywhere, parents rebuilt; its root id.
+
+        A rebuilt parent keeps its op, dtype, shape, arg and tag (rewrites preserve dtype and shape) and gets
+        the content id of its new sources, so it is the node the rewriter built whenever that node exists.
+        """
+        out: dict[str, str] = {}
+        for nid in self.toposort(root, stop=old):
+            if nid == old:
+                out[nid] = new
+                continue
+            e = self.entry(nid)
+            src = [out[s] for s in e["src"]]
+            if src == e["src"]:
+                out[nid] = nid
+                continue
+            rebuilt = {**e, "src": src}
+            rid = content_id(rebuilt)
+            if rid not in self.entries:
+                self._derived.setdefault(rid, rebuilt)
+            out[nid] = rid
+        return out[root]

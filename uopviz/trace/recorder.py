@@ -1,0 +1,88 @@
+"""The recorder graph_rewrite reports to, and the context/stage state passes are filed under.
+
+Recording must stay cheap, so the recorder only appends events (keeping references to the UOps and rules) to
+its trace's log; ids, node entries and rule text are computed later, when the trace is read or saved.
+`context()` and `stage()` set module state that costs nothing while no recorder is active.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from uopviz.uop.ops import UOp
+from uopviz.uop.pattern import Rule
+
+
+@dataclass(eq=False, frozen=True)
+class Context:
+    """One `context()` block (a schedule, a kernel, ...); two blocks of the same name stay apart."""
+
+    name: str
+    kind: str
+
+
+@dataclass(slots=True)
+class PassBegin:
+    name: str
+    stage: str | None
+    root: UOp
+    context: Context
+    t_ns: int
+
+
+@dataclass(slots=True)
+class PassEnd:
+    output: UOp | None
+    error: str | None
+    t_ns: int
+
+
+MAIN = Context("main", "main")
+_context: Context = MAIN
+_stage: str | None = None
+
+
+@contextmanager
+def context(name: str, kind: str = "kernel") -> Iterator[None]:
+    """File the passes run inside this block under a context of this name (default context: "main")."""
+    global _context
+    prev, _context = _context, Context(name, kind)
+    try:
+        yield
+    finally:
+        _context = prev
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Give passes run inside this block that name no stage of their own this stage (e.g. "Rangeify")."""
+    global _stage
+    prev, _stage = _stage, name
+    try:
+        yield
+    finally:
+        _stage = prev
+
+
+class Recorder:
+    """Implements pattern.Recorder by appending to a log; a match is the plain tuple (rule, matched, new, ns)."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log: list[Any]) -> None:
+        self._log = log
+
+    def begin_pass(self, name: str, stage: str | None, root: UOp) -> None:
+        self._log.append(PassBegin(name, _stage if stage is None else stage, root, _context, time.perf_counter_ns()))
+
+    def on_match(self, rule: Rule, matched: UOp, replacement: UOp, time_ns: int) -> None:
+        self._log.append((rule, matched, replacement, time_ns))
+
+    def end_pass(self, output: UOp | None, error: BaseException | None) -> None:
+        # the error is kept as text at once: the exception would pin its traceback's frames
+        why = None if error is None else f"{type(error).__name__}: {error}"
+        self._log.append(PassEnd(output, why, time.perf_counter_ns()))
