@@ -49,6 +49,8 @@ class Ops(enum.Enum):
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
 
+    __hash__ = object.__hash__  # members are singletons; Enum's name-hashing __hash__ is hot in pattern dispatch
+
 
 class GroupOp:
     """SPEC's op groups. `Colour` gives the group colours used to draw graphs."""

@@ -31,7 +31,7 @@ class UPat:
     name: bind the matched node; a name used twice must bind the same node.
     """
 
-    __slots__ = ("allow_any_len", "arg", "dtype", "name", "op", "src", "src_options")
+    __slots__ = ("allow_any_len", "arg", "dtype", "early", "name", "op", "src", "src_options")
 
     def __init__(self, op: Ops | Iterable[Ops] | None = None, dtype: DType | Iterable[DType] | None = None,
                  src: tuple[UPat, ...] | list[UPat] | UPat | None = None, arg: Any = _ANY, name: str | None = None,
@@ -45,6 +45,9 @@ class UPat:
             self.src_options = [src]
         else:
             self.src_options = None
+        # ops that must appear among the direct sources: a cheap set test rejects most nodes before matching
+        first = self.src_options[0] if self.src_options else ()
+        self.early = frozenset(next(iter(p.op)) for p in first if p.op is not None and len(p.op) == 1)
 
     # ---- shorthands used by rule sets ----
     @staticmethod
@@ -78,6 +81,8 @@ class UPat:
 
     def _match(self, u: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
         if self.op is not None and u.op not in self.op:
+            return []
+        if self.early and not self.early.issubset([s.op for s in u.src]):
             return []
         if self.arg is not _ANY and u.arg != self.arg:
             return []
