@@ -1,0 +1,16 @@
+"""README's Python examples run as written (so the first thing a user tries keeps working)."""
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert blocks, "README has no python example"
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        exec(compile(code, str(README), "exec"), {})
+    out = capsys.readouterr().out
+    assert "((r0*3)+r1)" in out and (tmp_path / "simplify.uopviz-trace.json").exists()
