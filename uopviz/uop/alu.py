@@ -6,17 +6,19 @@
 caller decides what it means (the simplifier declines to fold, a runtime reports it). Float edge cases
 follow IEEE 754: 1/0 is ±inf, log2(0) is -inf, log2(x<0), sqrt(x<0) and sin(±inf) are nan.
 
-`evaluate` runs a whole scalar expression graph, iteratively, so deep graphs are fine.
+`bitcast` reinterprets a scalar's bits as another dtype of the same size. `evaluate` runs a whole scalar
+expression graph (elementwise ops and Bitcast), iteratively, so deep graphs are fine.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from uopviz.dtype import DType
+from uopviz.dtype import DType, DTypeError
 from uopviz.uop.ops import Ops, UOp, toposort
 
 Scalar = bool | int | float
@@ -180,6 +182,28 @@ def exec_alu(op: Ops, dtype: DType, operands: Sequence[Scalar]) -> Scalar:
     return dtype.normalize(fn(*operands))
 
 
+def _bits_of(value: Scalar, dtype: DType) -> int:
+    """The unsigned bit pattern that memory of `dtype` holds for value (bfloat16: a float32's top 16 bits)."""
+    if dtype.is_float:
+        v = dtype.normalize(value)
+        if dtype.name == "bfloat16":
+            return struct.unpack("<I", struct.pack("<f", v))[0] >> 16
+        return int.from_bytes(struct.pack("<" + dtype.fmt, v), "little")  # type: ignore[operator]
+    return int(value) & ((1 << dtype.bits) - 1)
+
+
+def bitcast(value: Scalar, src: DType, dst: DType) -> Scalar:
+    """value's bits (as stored in a `src`) read as a `dst` of the same size: Bitcast of one element."""
+    if src.itemsize != dst.itemsize:
+        raise DTypeError(f"cannot bitcast one {src.name} ({src.itemsize} B) to one {dst.name} ({dst.itemsize} B)")
+    raw = _bits_of(value, src)
+    if not dst.is_float:
+        return dst.normalize(raw)
+    if dst.name == "bfloat16":
+        return struct.unpack("<f", struct.pack("<I", raw << 16))[0]
+    return struct.unpack("<" + dst.fmt, raw.to_bytes(dst.itemsize, "little"))[0]  # type: ignore[operator]
+
+
 _LEAVES = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.BIND})
 
 
@@ -208,6 +232,8 @@ def evaluate(root: UOp, env: Mapping[UOp | str, Scalar] | None = None) -> Scalar
             vals[u] = _leaf_value(u, env)
         elif u.op in _FNS or u.op in (Ops.CAST, Ops.NEG, Ops.POW):
             vals[u] = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
+        elif u.op is Ops.BITCAST:
+            vals[u] = bitcast(vals[u.src[0]], u.src[0].dtype, u.dtype)
         else:
             raise ValueError(f"cannot evaluate {u.op.value}: not a scalar expression node")
     return vals[root]

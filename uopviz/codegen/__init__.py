@@ -1,0 +1,1 @@
+"""Kernel code generation: the per-kernel stages from optimization to rendered source."""

@@ -1,0 +1,303 @@
+"""Instruction selection: SPEC's decomposed elementwise ops rewritten into primitives, for targets without them.
+
+`decompose(native)` rewrites every decomposed op that is not in `native` (a target with a hardware exp2 keeps
+Exp2). The rules build only primitives, or other decomposed ops that the same pass rewrites in turn (Sub
+becomes Add(A, Neg(B)), Sqrt becomes Exp2/Log2), so a target's native ops are kept wherever they appear.
+Every rule keeps the node's dtype and shape: constants are scalars of the operand's dtype and broadcast.
+
+The float algorithms (float32 and float64; float16/bfloat16 are computed in float32 and rounded back):
+- Exp2: x = n + f with n = ⌊x + ½⌋, |f| ≤ ½; 2^f by its Taylor series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋
+  and 2^(n−⌊n/2⌋) built from exponent bits, so huge results overflow to inf and tiny ones round once into
+  subnormals or 0. Measured ≤ 1 ulp (float32, float64) over the whole input range.
+- Log2: subnormals scaled by 2^(p+1) first; the exponent field by Bitcast/Shr/And; the mantissa m = 1 + f put in
+  [√½, √2); ln m = 2·atanh(s), s = f/(2+f), written as f − (h − s·(h + R)) with h = f²/2 and R the atanh series
+  beyond its first term (as fdlibm does), so the rounding of the division only touches a small correction.
+  Measured ≤ 1.5 ulp (float32), ≤ 1 ulp (float64) for all finite x > 0, subnormals included.
+- Sin: Cody–Waite reduction r = x − k·π/2 with π/2 split into parts short enough that k·part is exact;
+  Taylor sin/cos on |r| ≤ π/4; the quadrant k mod 4 picks sin/cos and the sign. Measured ≤ 2.1 ulp (float32,
+  |x| ≤ 1e4) and ≤ 1 ulp (float64, |x| ≤ 1e6). The reduction is exact for |x| < 2^16·π/2 ≈ 1.0e5 (float32)
+  and |x| < 2^26·π/2 ≈ 1.05e8 (float64); beyond, k·part is rounded and the result degrades. inf, nan → nan.
+- Sqrt: SPEC's Exp2(½·Log2(A)), then one Newton step y + (x/y − y)/2, which squares the relative error of the
+  estimate: measured ≤ 1.2 ulp (float32), ≤ 1 ulp (float64). ±0, +inf and nan are returned as they are;
+  x < 0 gives nan.
+- Pow: Exp2(Log2(|A|)·B), with C's pow edge cases: a negative base needs an integral exponent (else nan) and
+  an odd one makes the result negative (also for −0 and −inf); pow(x, ±0) = 1, pow(1, y) = 1 and
+  pow(−1, ±inf) = 1, even for nan operands. The relative error grows with |log2 result| (it is Exp2's ulp
+  error plus |B·Log2(A)|·ln2 times Log2's): about 2^-24·|log2 result|·(few) in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from functools import cache
+from typing import NamedTuple
+
+from uopviz.dtype import DType, dtypes
+from uopviz.uop.ops import Ops, SpecError, UOp
+from uopviz.uop.pattern import PatternMatcher, UPat
+
+# π to 50 decimals: enough for the split of π/2 into float64 parts below (about 135 bits are used)
+_PI = Fraction("3.14159265358979323846264338327950288419716939937510")
+
+
+# ---------------------------------------------------------------- per-format constants
+def _split(v: Fraction, bits: int, parts: int) -> tuple[float, ...]:
+    """v as `parts` numbers of `bits` significant bits each, plus the (rounded) rest, summing to v (Cody–Waite).
+    k·part is exact for every |k| < 2^(precision − bits), so x − k·part loses nothing."""
+    out: list[float] = []
+    for _ in range(parts):
+        scale = Fraction(2) ** (bits - math.frexp(float(v))[1])
+        head = Fraction(round(v * scale)) / scale
+        out.append(float(head))
+        v -= head
+    return (*out, float(v))
+
+
+class _Format(NamedTuple):
+    """What the float algorithms need to know about one IEEE format."""
+
+    uint: DType  # the same-width unsigned integer, to take bit fields apart
+    sint: DType  # the same-width signed integer, to build exponents
+    mant: int  # stored mantissa bits
+    bias: int
+    exp2_poly: tuple[float, ...]  # Taylor series of 2^f = e^(f·ln2), |f| ≤ ½
+    log2_poly: tuple[float, ...]  # (2·atanh(s) − 2s)/s³ as a series in s², |s| ≤ (√2−1)/(√2+1)
+    sin_poly: tuple[float, ...]  # (sin r − r)/r³ in r², |r| ≤ π/4
+    cos_poly: tuple[float, ...]  # (cos r − 1)/r² in r²
+    pio2: tuple[float, ...]  # π/2 split for Cody–Waite reduction
+
+    @property
+    def min_normal(self) -> float:
+        return 2.0 ** (1 - self.bias)
+
+    @property
+    def exp2_range(self) -> tuple[float, float]:
+        """Inputs clamped to this range give the same exp2 (0 below: under half the least subnormal; inf above)."""
+        return float(1 - self.bias - self.mant - 3), float(self.bias + 2)
+
+
+def _format(uint: DType, sint: DType, mant: int, bias: int, exp2_deg: int, log2_terms: int, sin_terms: int,
+            pio2_bits: int, pio2_parts: int) -> _Format:
+    """Taylor degrees are chosen so the first dropped term is below ¼ ulp at the end of the interval."""
+    ln2 = math.log(2)
+    return _Format(
+        uint, sint, mant, bias,
+        tuple(ln2 ** k / math.factorial(k) for k in range(exp2_deg + 1)),
+        tuple(2 / (2 * k + 3) for k in range(log2_terms)),
+        tuple((-1) ** (j + 1) / math.factorial(2 * j + 3) for j in range(sin_terms)),
+        tuple((-1) ** (j + 1) / math.factorial(2 * j + 2) for j in range(sin_terms + 1)),
+        _split(_PI / 2, pio2_bits, pio2_parts))
+
+
+_FORMATS: dict[DType, _Format] = {
+    # k = round(x·2/π) of up to 16 bits times 8-bit parts is exact in 24 bits: |x| < 2^16·π/2
+    dtypes.float32: _format(dtypes.uint32, dtypes.int32, 23, 127, 7, 6, 5, 8, 4),
+    # up to 26-bit k times 27-bit parts is exact in 53 bits: |x| < 2^26·π/2
+    dtypes.float64: _format(dtypes.uint64, dtypes.int64, 52, 1023, 13, 11, 8, 27, 3),
+}
+_HALVES = frozenset({dtypes.float16, dtypes.bfloat16})
+
+
+# ---------------------------------------------------------------- helpers building primitives
+def _poly(x: UOp, coeffs: Sequence[float]) -> UOp:
+    """Σ coeffs[k]·x^k by Horner's rule (coeffs lowest first, at least two)."""
+    acc = x * coeffs[-1] + coeffs[-2]
+    for c in reversed(coeffs[:-2]):
+        acc = acc * x + c
+    return acc
+
+
+def _floor(x: UOp) -> UOp:
+    t = x.trunc()
+    return (x < t).where(t + -1.0, t)
+
+
+def _isnan(x: UOp) -> UOp:
+    return x.ne(x)
+
+
+def _isinf(x: UOp) -> UOp:
+    big = x.dtype.finfo_max
+    return (x < -big) | (x.const_like(big) < x)
+
+
+def _pow2(k: UOp, fm: _Format, dtype: DType) -> UOp:
+    """2^k for an integer k within the normal exponent range, from its exponent bits."""
+    return ((k + fm.bias) << fm.mant).bitcast(dtype)
+
+
+# ---------------------------------------------------------------- float algorithms (float32 / float64)
+def _exp2(x: UOp) -> UOp:
+    fm = _FORMATS[x.dtype]
+    lo, hi = fm.exp2_range
+    xc = _isnan(x).where(0.0, x)
+    xc = (xc < hi).where(xc, hi).maximum(lo)
+    n = _floor(xc + 0.5)
+    p = _poly(xc - n, fm.exp2_poly)
+    ni = n.cast(fm.sint)
+    n1 = ni // 2
+    return _isnan(x).where(x, p * _pow2(n1, fm, x.dtype) * _pow2(ni - n1, fm, x.dtype))
+
+
+def _log2(x: UOp) -> UOp:
+    fm = _FORMATS[x.dtype]
+    shift = fm.mant + 1
+    sub = x < fm.min_normal
+    bits = sub.where(x * 2.0 ** shift, x).bitcast(fm.uint)
+    exp = ((bits >> fm.mant) & (2 * fm.bias + 1)).cast(x.dtype) + sub.where(x.const_like(-fm.bias - shift), -fm.bias)
+    m = ((bits & ((1 << fm.mant) - 1)) | (fm.bias << fm.mant)).bitcast(x.dtype)  # in [1, 2)
+    big = x.const_like(math.sqrt(2)) < m
+    m = big.where(m * 0.5, m)
+    exp = exp + big.where(x.const_like(1.0), 0.0)
+    f = m + -1.0  # exact (Sterbenz)
+    s, h = f * (f + 2.0).recip(), f * f * 0.5
+    z = s * s
+    r = exp + (f - (h - s * (h + z * _poly(z, fm.log2_poly)))) * (1 / math.log(2))
+    r = x.ne(math.inf).where(r, x)
+    r = x.ne(0.0).where(r, -math.inf)
+    return (_isnan(x) | (x < 0.0)).where(math.nan, r)
+
+
+def _sin(x: UOp) -> UOp:
+    fm = _FORMATS[x.dtype]
+    bad = (x * 0.0).ne(0.0)  # inf or nan
+    xc = bad.where(0.0, x)
+    k = _floor(xc * (2 / math.pi) + 0.5)
+    r = xc
+    for part in fm.pio2:
+        r = r + k * -part
+    r2 = r * r
+    sin_r = r + r * r2 * _poly(r2, fm.sin_poly)
+    cos_r = r2 * _poly(r2, fm.cos_poly) + 1.0
+    q = k.cast(fm.sint)
+    out = (q & 1).ne(0).where(cos_r, sin_r)
+    out = (q & 2).ne(0).where(-out, out)
+    return bad.where(math.nan, out)
+
+
+def _sqrt(x: UOp) -> UOp:
+    y = (x.alu(Ops.LOG2) * 0.5).alu(Ops.EXP2)
+    y = y + (x * y.recip() - y) * 0.5
+    return (x.ne(0.0) & x.ne(math.inf)).where(y, x)
+
+
+def _pow(a: UOp, b: UOp) -> UOp:
+    sign = a.bitcast(_FORMATS[a.dtype].sint) < 0
+    mag = (sign.where(-a, a).alu(Ops.LOG2) * b).alu(Ops.EXP2)
+    bt, half = b.trunc(), b * 0.5
+    integral = bt.eq(b)
+    odd = integral & half.trunc().ne(half)
+    out = (sign & odd).where(-mag, mag)
+    out = ((a < 0.0) & a.ne(-math.inf) & integral.logical_not()).where(math.nan, out)
+    one = b.eq(0.0) | a.eq(1.0) | (a.eq(-1.0) & _isinf(b))
+    return one.where(1.0, out)
+
+
+_FLOAT_ALGORITHMS: dict[Ops, Callable[..., UOp]] = {
+    Ops.EXP2: _exp2, Ops.LOG2: _log2, Ops.SIN: _sin, Ops.SQRT: _sqrt, Ops.POW: _pow,
+}
+
+
+# ---------------------------------------------------------------- rules
+def _float_only(x: UOp) -> None:
+    if not x.src[0].dtype.is_float:
+        raise SpecError(x, f"needs float operands, got {x.src[0].dtype.name} (use Idiv for integer division)",
+                        0, rule="operand-dtype")
+
+
+def neg(x: UOp) -> UOp:
+    return x.src[0] * -1
+
+
+def sub(x: UOp) -> UOp:
+    return x.src[0] + x.src[1].alu(Ops.NEG)
+
+
+def div(x: UOp) -> UOp:
+    _float_only(x)
+    return x.src[0] * x.src[1].recip()
+
+
+def mulacc(x: UOp) -> UOp:
+    a, b, c = x.src
+    return a * b + c
+
+
+def cmpgt(x: UOp) -> UOp:
+    return x.src[1] < x.src[0]
+
+
+def cmpge(x: UOp) -> UOp:
+    """SPEC's Not(CmpLt(A, B)) for integers; for floats it would say nan ≥ x, so floats use [b < a] ∨ [a = b]."""
+    a, b = x.src
+    return (b < a) | a.eq(b) if a.dtype.is_float else (a < b).ne(True)
+
+
+def cmple(x: UOp) -> UOp:
+    """SPEC's Not(CmpLt(B, A)) for integers; [a < b] ∨ [a = b] for floats (false for nan, as IEEE says)."""
+    a, b = x.src
+    return (a < b) | a.eq(b) if a.dtype.is_float else (b < a).ne(True)
+
+
+def cmpeq(x: UOp) -> UOp:
+    return x.src[0].ne(x.src[1]).ne(True)
+
+
+def logical_not(x: UOp) -> UOp:
+    return x.src[0].ne(1)
+
+
+def transcendental(x: UOp) -> UOp:
+    """Exp2/Log2/Sin/Sqrt/Pow by the algorithms above; half-precision floats go through float32."""
+    _float_only(x)
+    if x.dtype in _HALVES:
+        return UOp(x.op, tuple(s.cast(dtypes.float32) for s in x.src)).cast(x.dtype)
+    return _FLOAT_ALGORITHMS[x.op](*x.src)
+
+
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+
+
+def threefry(x: UOp) -> UOp:
+    """Threefry-2x32, 20 rounds (Random123), exactly as uopviz.uop.alu.threefry2x32: the 64-bit counter and key
+    are split into uint32 halves; rotations are Shl | Shr; every 4 rounds the key schedule is added."""
+    ctr, key = x.src
+    u32 = dtypes.uint32
+    k0, k1 = key.cast(u32), (key >> 32).cast(u32)
+    ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
+    x0, x1 = ctr.cast(u32) + ks[0], (ctr >> 32).cast(u32) + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + (i + 1)
+    return (x1.cast(x.dtype) << 32) | x0.cast(x.dtype)
+
+
+ARITHMETIC: dict[Ops, Callable[[UOp], UOp]] = {Ops.NEG: neg, Ops.SUB: sub, Ops.DIV: div, Ops.MULACC: mulacc}
+COMPARISONS: dict[Ops, Callable[[UOp], UOp]] = {
+    Ops.CMPGT: cmpgt, Ops.CMPGE: cmpge, Ops.CMPLE: cmple, Ops.CMPEQ: cmpeq, Ops.NOT: logical_not,
+}
+TRANSCENDENTALS: dict[Ops, Callable[[UOp], UOp]] = dict.fromkeys(_FLOAT_ALGORITHMS, transcendental)
+PRNG: dict[Ops, Callable[[UOp], UOp]] = {Ops.THREEFRY: threefry}
+RULES: dict[Ops, Callable[[UOp], UOp]] = {**ARITHMETIC, **COMPARISONS, **TRANSCENDENTALS, **PRNG}
+
+
+def _matcher(rules: dict[Ops, Callable[[UOp], UOp]], name: str) -> PatternMatcher:
+    return PatternMatcher([(UPat(op, name="x"), fn) for op, fn in rules.items()], name=name)
+
+
+arithmetic_decompositions = _matcher(ARITHMETIC, "decompose_arithmetic")
+comparison_decompositions = _matcher(COMPARISONS, "decompose_comparisons")
+transcendental_decompositions = _matcher(TRANSCENDENTALS, "decompose_transcendentals")
+prng_decompositions = _matcher(PRNG, "decompose_prng")
+
+
+@cache
+def decompose(native: frozenset[Ops] = frozenset()) -> PatternMatcher:
+    """The rules for every decomposed op the target lacks (those not in `native`).
+    Div, Pow, Exp2, Log2, Sin and Sqrt on non-float operands raise SpecError (SPEC defines them for floats)."""
+    return _matcher({op: fn for op, fn in RULES.items() if op not in native}, "decompose")
