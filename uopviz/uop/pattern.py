@@ -205,12 +205,7 @@ class PatternMatcher:
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
         """The first rule's non-None result for u (a result equal to u counts as declining)."""
-        for rule in self.pdict.get(u.op, ()):
-            for b in rule.pat._match(u, {}):
-                ret = rule.fn(ctx, **b) if rule.wants_ctx else rule.fn(**b)
-                if ret is not None and ret is not u:
-                    return ret
-        return None
+        return _Rewriter(self, ctx, self.name or "rewrite", None, 0).apply(u)
 
 
 def _make_rule(pat: UPat, fn: Callable[..., UOp | None]) -> Rule:
