@@ -8,4 +8,12 @@ from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
 
 __version__ = "0.1.0"
-__all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "UOp", "__version__", "dtypes", "trace"]
+__all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "__version__", "dtypes", "trace"]
+
+
+def __getattr__(name: str) -> object:
+    """`uopviz.Tensor` is imported on first use: it brings NumPy, which `import uopviz` must not load."""
+    if name == "Tensor":
+        from uopviz.tensor import Tensor
+        return Tensor
+    raise AttributeError(f"module 'uopviz' has no attribute {name!r}")

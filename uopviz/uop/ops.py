@@ -141,10 +141,13 @@ Device = str | tuple[str, ...] | None
 
 
 class BufferArg(NamedTuple):
+    """`uid` tells allocations apart: two buffers of equal size, dtype and device are different memory."""
+
     size: int
     dtype: DType
     device: Device = "CPU"
     addrspace: AddrSpace = AddrSpace.GLOBAL
+    uid: int = 0
 
 
 class ParamArg(NamedTuple):
@@ -384,8 +387,8 @@ class UOp:
 
     @staticmethod
     def buffer(size: int, dtype: DType = dtypes.float32, device: Device = "CPU",
-               addrspace: AddrSpace = AddrSpace.GLOBAL) -> UOp:
-        return UOp(Ops.BUFFER, (), BufferArg(size, dtype, device, addrspace))
+               addrspace: AddrSpace = AddrSpace.GLOBAL, uid: int = 0) -> UOp:
+        return UOp(Ops.BUFFER, (), BufferArg(size, dtype, device, addrspace, uid))
 
     @staticmethod
     def param(slot: int, shape: Iterable[int | UOp], dtype: DType = dtypes.float32, device: Device = None,

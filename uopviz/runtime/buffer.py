@@ -1,0 +1,64 @@
+"""Device memory behind Buffer UOps: a Buffer node names an allocation; this module holds its storage.
+
+Storage is keyed weakly by the Buffer UOp, so memory lives exactly as long as some graph (a Tensor) still
+refers to the buffer. Allocation is lazy: a scheduled intermediate costs nothing until a kernel writes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+from uopviz.dtype import DType, dtypes
+from uopviz.runtime import device as devices
+from uopviz.uop.ops import AddrSpace, Ops, UOp
+
+_uids = itertools.count(1)
+_STORAGE: weakref.WeakKeyDictionary[UOp, Any] = weakref.WeakKeyDictionary()
+
+
+def new_buffer(size: int, dtype: DType, device: str | None = None) -> UOp:
+    """A fresh Buffer UOp (distinct from every other) of `size` elements on `device`; no memory yet."""
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"buffer size must be a non-negative int, got {size!r}")
+    return UOp.buffer(max(size, 1), dtype, devices.canonical(device), AddrSpace.GLOBAL, next(_uids))
+
+
+def handle(buf: UOp) -> Any:
+    """The device memory of a Buffer UOp, allocated on first use."""
+    if buf.op is not Ops.BUFFER:
+        raise TypeError(f"expected a Buffer UOp, got {buf.op.value}")
+    h = _STORAGE.get(buf)
+    if h is None:
+        h = _STORAGE[buf] = devices.get(buf.arg.device).alloc(buf.arg.size, buf.arg.dtype)
+    return h
+
+
+def is_allocated(buf: UOp) -> bool:
+    return buf in _STORAGE
+
+
+def from_numpy(arr: Any, device: str | None = None) -> UOp:
+    """A new Buffer holding a copy of `arr` (flattened, row-major) on device; the dtype is the array's."""
+    import numpy as np
+    a = np.ascontiguousarray(arr).reshape(-1)
+    dtype = dtypes.from_numpy(a.dtype)
+    buf = new_buffer(a.size, dtype, device)
+    if a.size:
+        devices.get(buf.arg.device).copyin(handle(buf), a.astype(dtypes.to_numpy(dtype), copy=False))
+    return buf
+
+
+def to_numpy(buf: UOp) -> Any:
+    """A 1-D NumPy copy of a Buffer's contents."""
+    a = buf.arg
+    return devices.get(a.device).copyout(handle(buf), a.size, a.dtype)
+
+
+def copy(dst: UOp, src: UOp) -> None:
+    """Copy src's contents into dst (same size and dtype; devices may differ) through the host."""
+    if (dst.arg.size, dst.arg.dtype) != (src.arg.size, src.arg.dtype):
+        raise ValueError(f"copy between buffers of {src.arg.size} {src.arg.dtype.name} and "
+                         f"{dst.arg.size} {dst.arg.dtype.name}")
+    devices.get(dst.arg.device).copyin(handle(dst), to_numpy(src))
