@@ -101,7 +101,7 @@ class Runtime(ABC):
     def compile(self, kernel: Kernel) -> Program:
         """A callable program for the kernel; raises CompileError with the source and the compiler's message."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027  (a default: most runtimes are synchronous)
         """Wait for queued work (a no-op where calls are synchronous)."""
 
     def describe(self) -> dict[str, str]:

@@ -195,6 +195,8 @@ class Trace:
                 self._begin(ev)
             else:
                 self._end(ev)
+        for c, tc in self._ctx_of.items():
+            tc.name = c.name
 
     def _begin(self, ev: PassBegin) -> None:
         ctx = self._ctx_of.get(ev.context)

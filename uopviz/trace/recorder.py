@@ -17,9 +17,10 @@ from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import Rule
 
 
-@dataclass(eq=False, frozen=True)
+@dataclass(eq=False)
 class Context:
-    """One `context()` block (a schedule, a kernel, ...); two blocks of the same name stay apart."""
+    """One `context()` block (a schedule, a kernel, ...); two blocks of the same name stay apart. The name may
+    be given once the block knows it (a kernel is named after its axes, which lowering decides)."""
 
     name: str
     kind: str
@@ -55,6 +56,12 @@ def context(name: str, kind: str = "kernel") -> Iterator[None]:
         yield
     finally:
         _context = prev
+
+
+def rename_context(name: str) -> None:
+    """Name the current context (no-op outside a `context()` block)."""
+    if _context is not MAIN:
+        _context.name = name
 
 
 @contextmanager

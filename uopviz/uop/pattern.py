@@ -328,3 +328,31 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: str | No
         raise
     rec.end_pass(out, None)
     return out
+
+
+def function_pass(fn: Callable[[UOp], UOp], root: UOp, name: str, stage: str | None = None) -> UOp:
+    """Run a whole-graph transform that is an algorithm rather than a rule set (a kernel split, a linearizer).
+
+    It is recorded like a rewrite pass, as one step that replaces the root, with `fn` as the rule, so a trace
+    shows every stage of the pipeline by name whatever it is written as.
+    """
+    rec = _recorder
+    if rec is None:
+        return fn(root)
+    rec.begin_pass(name, stage, root)
+    try:
+        t0 = time.perf_counter_ns()
+        out = fn(root)
+        dt = time.perf_counter_ns() - t0
+    except BaseException as e:
+        rec.end_pass(None, e)
+        raise
+    if out is not root:
+        rec.on_match(_make_rule(UPat(root.op), fn), root, out, dt)
+    rec.end_pass(out, None)
+    return out
+
+
+def recording() -> bool:
+    """Whether a recorder is active (callers may skip caches so that the work they cache gets recorded)."""
+    return _recorder is not None

@@ -1,0 +1,50 @@
+"""Reductions to accumulators: a Reduce over ranges becomes a REG buffer that a loop updates.
+
+Targets have no reduce instruction, so `Reduce(v, r)` becomes: store the identity into a one-element REG
+buffer, then inside the loop over r store acc op v back into it, and after the loop (End) load the result.
+After nodes carry the order: the initial store waits for the ranges the value depends on outside the
+reduction, so the accumulator restarts for every output element that needs its own sum, and is computed
+once, hoisted, when the value does not depend on them.
+"""
+
+from __future__ import annotations
+
+from uopviz.dtype import DType
+from uopviz.schedule.rangeify import identity
+from uopviz.uop.ops import AddrSpace, Ops, UOp
+from uopviz.uop.pattern import PatternMatcher, UPat
+
+
+class Accumulators:
+    """Numbers the REG buffers of one kernel (equal-looking buffers are different storage)."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.count = device, 0
+
+    def new(self, dtype: DType) -> UOp:
+        self.count += 1
+        return UOp.buffer(1, dtype, self.device, AddrSpace.REG, uid=self.count)
+
+
+def combine(op: Ops, acc: UOp, v: UOp) -> UOp:
+    """acc op v, with bools as logic (a sum of bools is any, a product all)."""
+    if acc.dtype.is_bool and op in (Ops.ADD, Ops.MAX):
+        return acc | v
+    if acc.dtype.is_bool:
+        return acc & v
+    return acc + v if op is Ops.ADD else acc.maximum(v) if op is Ops.MAX else acc * v
+
+
+def to_accumulator(ctx: Accumulators, red: UOp) -> UOp:
+    val, ranges = red.src[0], red.src[1:]
+    acc = ctx.new(red.dtype)
+    outer = [u for u in val.toposort() if u.op is Ops.RANGE and u not in ranges]
+    init = (acc.after(*outer) if outer else acc).index(0).store(UOp.const(red.dtype, identity(red.arg.op, red.dtype)))
+    cur = acc.after(init, *ranges)
+    loop = cur.index(0).store(combine(red.arg.op, cur.index(0).load(), val)).end(*ranges)
+    return acc.after(loop).index(0).load()
+
+
+accumulate = PatternMatcher([
+    (UPat(Ops.REDUCE, name="red"), lambda ctx, red: to_accumulator(ctx, red) if len(red.src) > 1 else None),
+], name="reduce to accumulator")

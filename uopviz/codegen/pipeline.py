@@ -1,0 +1,83 @@
+"""The lowering of one kernel, from its Store over a Tensor-level value to rendered source: the ordered list of
+named passes, each filed under its SPEC stage (Rangeify, Optimize, Instruction Selection, Linearize,
+Register/Memory Plan, Render). This is the one place that says what runs in which order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from uopviz.codegen.accumulate import Accumulators, accumulate
+from uopviz.codegen.decompositions import decompose
+from uopviz.codegen.gpudims import global_axes, to_specials
+from uopviz.codegen.linearize import linearize
+from uopviz.codegen.naming import kernel_name
+from uopviz.codegen.regplan import plan_registers
+from uopviz.renderer.cstyle import render
+from uopviz.runtime.device import Kernel, Target
+from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
+from uopviz.trace.recorder import rename_context
+from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite
+from uopviz.uop.symbolic import symbolic
+
+simplify = PatternMatcher([*symbolic.rules, *collapse.rules], name="simplify")  # type: ignore[list-item]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pipeline step under a SPEC stage: a rule set (run by graph_rewrite, with ctx made per kernel) or a
+    whole-graph function of (graph, target)."""
+
+    name: str
+    stage: str
+    rules: PatternMatcher | Callable[[Target], PatternMatcher] | None = None
+    ctx: Callable[[UOp, Target], Any] | None = None
+    fn: Callable[[UOp, Target], UOp] | None = None
+
+    def run(self, u: UOp, target: Target) -> UOp:
+        if self.fn is not None:
+            return function_pass(lambda x: self.fn(x, target), u, self.name)  # type: ignore[misc]
+        pm = self.rules if isinstance(self.rules, PatternMatcher) else self.rules(target)  # type: ignore[misc]
+        return graph_rewrite(u, pm, self.ctx(u, target) if self.ctx else None, name=self.name)
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass("rangeify", "Rangeify", pushdown, ctx=lambda u, t: RangeCounter(range_start(u))),
+    Pass("simplify", "Rangeify", simplify),
+    Pass("global axes", "Optimize", fn=global_axes),
+    Pass("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, t: Accumulators(t.device)),
+    Pass("decompose", "Instruction Selection", lambda t: decompose(t.native)),
+    Pass("simplify", "Instruction Selection", symbolic),
+    Pass("hardware ids", "Instruction Selection", to_specials),
+    Pass("linearize", "Linearize", fn=lambda u, t: linearize(u)),
+    Pass("register plan", "Register/Memory Plan", fn=lambda u, t: plan_registers(u)),
+)
+
+
+def lower(ast: UOp, target: Target) -> Kernel:
+    """Run every pass on a kernel (recorded when tracing) and render it for the target."""
+    from uopviz.trace.recorder import stage
+    u, name = ast, ""
+    for p in PASSES:
+        with stage(p.stage):
+            u = p.run(u, target)
+        if p.stage == "Optimize":
+            name = kernel_name(u)
+            rename_context(name)
+    with stage("Render"):
+        prog = function_pass(lambda lin: _program(lin, name, target), u, "render")
+    linear, source = prog.src[0], prog.src[1].arg
+    params = {x.arg.slot: x.arg.dtype for x in linear.src if x.op is Ops.PARAM}
+    specials = sorted((x for x in linear.src if x.op is Ops.SPECIAL and x.arg.startswith("gidx")), key=lambda x: x.arg)
+    gsize = tuple(int(x.src[0].arg.value) for x in specials) or None
+    return Kernel(name, linear, source or None, tuple(params[k] for k in range(len(params))), global_size=gsize,
+                  vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR))
+
+
+def _program(linear: UOp, name: str, target: Target) -> UOp:
+    """Program(linear, Source) — the PYTHON target interprets the Linear program and has no source."""
+    text = render(linear, name, target.dialect) if target.dialect else ""
+    return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), text)), name)

@@ -1,0 +1,92 @@
+"""realize(): schedule Tensor-level graphs into kernels, lower each for its device, and run them.
+
+Scheduling (Callify, then the kernel split) is recorded under a "schedule" context and each kernel's lowering
+under a context named after the kernel, so `with uopviz.trace()` around a realize shows every stage. Lowered
+kernels are cached per (kernel graph, device) — graphs are hash-consed, so an equal kernel is the same node —
+except while recording, when lowering runs again so that the trace has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from uopviz.codegen.pipeline import lower
+from uopviz.runtime import buffer as buffers
+from uopviz.runtime import device as devices
+from uopviz.runtime.device import Kernel, Program
+from uopviz.schedule.callify import callify
+from uopviz.schedule.split import split
+from uopviz.trace.recorder import context
+from uopviz.uop.ops import Ops, UOp, prod
+from uopviz.uop.pattern import function_pass, recording
+
+_programs: dict[tuple[UOp, str], tuple[Kernel, Program]] = {}
+
+
+def is_realized(u: UOp) -> bool:
+    """Data in a buffer, row-major: Reshape(Buffer, shape)."""
+    return u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER
+
+
+def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> UOp:
+    """The command-buffer graph (Sink of After(buffer, Call(kernel, buffers...))) computing roots."""
+    with context("schedule", "schedule"):
+        fn = callify(roots)
+        return function_pass(lambda f: split(f, outputs), fn, "kernel split", stage="Rangeify")
+
+
+def compile_kernel(ast: UOp, device: str) -> tuple[Kernel, Program]:
+    """The lowered kernel and its program for a device (cached unless recording)."""
+    key = (ast, device)
+    if key in _programs and not recording():
+        return _programs[key]
+    rt = devices.get(device)
+    with context("kernel", "kernel"):
+        kernel = lower(ast, rt.target)
+    _programs[key] = (kernel, rt.compile(kernel))
+    return _programs[key]
+
+
+def run_schedule(graph: UOp) -> None:
+    """Run the graph's Calls in dependency order."""
+    for call in (u for u in graph.toposort() if u.op is Ops.CALL):
+        bufs = [b.src[0] if b.op is Ops.AFTER else b for b in call.src[1:]]
+        device = bufs[0].arg.device
+        _, prog = compile_kernel(call.src[0], device)
+        prog([buffers.handle(b) for b in bufs])
+
+
+def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> list[UOp]:
+    """Each root as Reshape(Buffer, shape), computing what is not in memory yet."""
+    todo = [k for k, r in enumerate(roots) if not is_realized(r) or (outputs and k in outputs)]
+    if not todo:
+        return list(roots)
+    pins = {i: outputs[k] for i, k in enumerate(todo) if outputs and k in outputs}
+    graph = schedule([roots[k] for k in todo], pins)
+    run_schedule(graph)
+    written = iter(graph.src)
+    out = list(roots)
+    for k in todo:
+        r = roots[k]
+        buf = next(written).src[0] if prod(r.shape) != 0 else buffers.new_buffer(0, r.dtype, r.device)
+        out[k] = buf.reshape(r.shape)
+    return out
+
+
+def assign(target: UOp, value: UOp) -> None:
+    """Compute value into target's buffer (target: Reshape(Buffer, shape) of value's shape and dtype)."""
+    if not is_realized(target):
+        raise ValueError("assign needs a realized target (Reshape of a Buffer)")
+    if target.shape != value.shape or target.dtype != value.dtype:
+        raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
+    buf = target.src[0]
+    if buf in value.sparents():  # reading what is written: compute into new memory first, then copy
+        value = realize([value])[0]
+    realize([value], outputs={0: buf})
+
+
+def to_host(u: UOp) -> Any:
+    """A NumPy array of a realized value's contents, in its shape."""
+    arr = buffers.to_numpy(u.src[0])
+    return arr[: int(prod(u.shape))].reshape(u.shape)

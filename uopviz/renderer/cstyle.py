@@ -1,0 +1,291 @@
+"""One C-style renderer for Linear programs, with dialects for C (the CPU) and OpenCL C.
+
+Index arithmetic is written inline where it is used (it reads like the math), every other value gets a
+named variable, so the source maps line by line onto the Linear listing. Integer Idiv and Mod are floor
+division and floor modulo (SPEC); C's `/` and `%` truncate, so they are used directly only where the operands'
+intervals prove both non-negative, and the floor forms otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from uopviz.dtype import DType, dtypes
+from uopviz.uop.ops import AddrSpace, Ops, UOp
+
+
+class RenderError(ValueError):
+    """The program uses something this dialect cannot express (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Dialect:
+    name: str
+    kernel_prefix: str
+    buffer_prefix: str
+    types: dict[str, str]
+    memory_types: dict[str, str]  # element types of buffers where they differ from value types (OpenCL bools)
+    functions: dict[Ops, str]  # native transcendental spellings by dtype suffix '{f}'
+    preamble: Callable[[set[DType]], str]
+    arg_const: str = "const "
+    restrict: str = " restrict"
+
+
+_C_TYPES = {"bool": "_Bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+            "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+            "uint64": "unsigned long long", "float16": "_Float16", "float32": "float", "float64": "double",
+            "index": "int"}
+_CL_TYPES = {**_C_TYPES, "bool": "bool", "int8": "char", "uint8": "uchar", "uint16": "ushort", "uint32": "uint",
+             "int64": "long", "uint64": "ulong", "float16": "half"}
+
+
+def _c_preamble(used: set[DType]) -> str:
+    return "#include <math.h>\n"
+
+
+def _cl_preamble(used: set[DType]) -> str:
+    lines = []
+    if dtypes.float64 in used:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    if dtypes.float16 in used:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+C = Dialect("c", "void", "", _C_TYPES, {}, {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
+                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}, _c_preamble)
+OPENCL = Dialect("opencl", "__kernel void", "__global ", _CL_TYPES, {"bool": "uchar"},
+                 {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"},
+                 _cl_preamble, restrict="")
+DIALECTS = {"c": C, "opencl": OPENCL}
+
+_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&",
+          Ops.SHL: "<<", Ops.SHR: ">>"}
+
+
+class _Writer:
+    def __init__(self, d: Dialect, name: str) -> None:
+        self.d, self.name = d, name
+        self.expr: dict[UOp, str] = {}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.args: list[tuple[int, str]] = []
+        self.vars: list[str] = []
+        self.used: set[DType] = set()
+        self.counts: dict[str, int] = {}
+        self.written: set[UOp] = set()
+
+    def type(self, dt: DType) -> str:
+        if dt.name not in self.d.types:
+            raise RenderError(f"the {self.d.name} dialect has no type for {dt.name}")
+        self.used.add(dt)
+        return self.d.types[dt.name]
+
+    def mem_type(self, dt: DType) -> str:
+        return self.d.memory_types.get(dt.name) or self.type(dt)
+
+    def fresh(self, prefix: str) -> str:
+        n = self.counts.get(prefix, 0)
+        self.counts[prefix] = n + 1
+        return f"{prefix}{n}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def define(self, u: UOp, prefix: str, value: str) -> None:
+        name = self.fresh(prefix)
+        self.line(f"{self.type(u.dtype)} {name} = {value};")
+        self.expr[u] = name
+
+
+def literal(value: bool | int | float, dt: DType, d: Dialect) -> str:
+    """A constant as the dialect writes it (exact: floats by their shortest round-tripping repr)."""
+    if dt.is_bool:
+        return "1" if value else "0"
+    if dt.is_float:
+        if math.isnan(value):
+            s = "NAN"
+        elif math.isinf(value):
+            s = "INFINITY" if value > 0 else "-INFINITY"
+        else:
+            s = repr(float(value)) + ("f" if dt in (dtypes.float32, dtypes.float16) else "")
+        if dt is dtypes.float64 and not math.isfinite(value):
+            s = f"(double){s}"
+        if dt is dtypes.float16:
+            s = f"(({d.types['float16']}){s})"
+        return s
+    v = int(value)
+    suffix = {"uint32": "u", "int64": "ll", "uint64": "ull"}.get(dt.name, "")
+    if d.name == "opencl" and suffix in ("ll", "ull"):
+        suffix = "l" if suffix == "ll" else "ul"
+    if dt.name == "int64" and v == dt.min:
+        return f"({v + 1}{suffix}-1)"
+    if dt.name == "int32" and v == dt.min:
+        return f"({v + 1}-1)"
+    return f"{v}{suffix}"
+
+
+def _floor_div(a: str, b: str) -> str:
+    return f"(({a})/({b})-((({a})%({b})!=0)&((({a})<0)!=(({b})<0))))"
+
+
+def _floor_mod(a: str, b: str) -> str:
+    return f"(((({a})%({b}))+({b}))%({b}))"
+
+
+def _nonneg(u: UOp) -> bool:
+    lo = u.vmin
+    return isinstance(lo, (int, float)) and lo >= 0
+
+
+def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
+    op, dt = u.op, u.src[0].dtype
+    if op in _INFIX:
+        return f"({s[0]}{_INFIX[op]}{s[1]})"
+    if op in (Ops.IDIV, Ops.MOD):
+        if dt.is_float:
+            raise RenderError(f"{op.value} on {dt.name}: the front-end builds float floor division from Trunc")
+        if (_nonneg(u.src[0]) and _nonneg(u.src[1])) or dt.kind == "u":
+            return f"({s[0]}{'/' if op is Ops.IDIV else '%'}{s[1]})"
+        return _floor_div(s[0], s[1]) if op is Ops.IDIV else _floor_mod(s[0], s[1])
+    if op is Ops.MAX:  # nan-propagating, like NumPy's maximum and the PYTHON runtime
+        nan = f"||{s[0]}!={s[0]}" if dt.is_float else ""
+        return f"(({s[0]}>{s[1]}{nan})?{s[0]}:{s[1]})"
+    if op is Ops.WHERE:
+        return f"({s[0]}?{s[1]}:{s[2]})"
+    if op is Ops.RECIP:
+        return f"({literal(1.0, u.dtype, w.d)}/{s[0]})"
+    if op is Ops.CAST:
+        return f"(({w.type(u.dtype)})({s[0]}))"
+    if op in w.d.functions:
+        if not dt.is_float:
+            raise RenderError(f"{op.value} of {dt.name} (cast to a float first)")
+        return f"{w.d.functions[op].format(f='f' if dt is dtypes.float32 else '')}({s[0]})"
+    raise RenderError(f"the {w.d.name} dialect cannot render {op.value} (instruction selection should have "
+                      f"decomposed it)")
+
+
+def _bitcast(w: _Writer, u: UOp, x: str) -> None:
+    src, dst = u.src[0].dtype, u.dtype
+    if w.d.name == "opencl":
+        w.define(u, "cast", f"as_{w.type(dst)}({x})")
+        return
+    tmp = w.fresh("pun")
+    w.line(f"union {{ {w.type(src)} a; {w.type(dst)} b; }} {tmp};")
+    w.line(f"{tmp}.a = {x};")
+    w.define(u, "cast", f"{tmp}.b")
+
+
+def _buffer_of(u: UOp) -> UOp:
+    while u.op is Ops.AFTER:
+        u = u.src[0]
+    return u
+
+
+def render(linear: UOp, name: str, dialect: str) -> str:
+    """The source of kernel `name` for a Linear program in the given dialect ("c" or "opencl")."""
+    d = DIALECTS[dialect]
+    w = _Writer(d, name)
+    uses: dict[UOp, int] = {}
+    for u in linear.src:
+        for s in u.src:
+            uses[s] = uses.get(s, 0) + 1
+    for u in linear.src:
+        op, s = u.op, [w.expr.get(x, "") for x in u.src]
+        if op in (Ops.STACK, Ops.SINK, Ops.GROUP, Ops.BARRIER) and not (op is Ops.BARRIER and d.name == "opencl"):
+            continue
+        if op is Ops.BARRIER:
+            w.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        elif op is Ops.CONST:
+            w.expr[u] = literal(u.arg.value, u.dtype, d)
+        elif op is Ops.PARAM:
+            w.expr[u] = f"data{u.arg.slot}"
+            w.args.append((u.arg.slot, _buffer_decl(w, u, linear)))
+        elif op is Ops.DEFINE_VAR:
+            w.expr[u] = u.arg.name
+            w.vars.append(u.arg.name)
+        elif op is Ops.BUFFER:
+            kind = {AddrSpace.REG: ("acc", ""), AddrSpace.LOCAL: ("temp", "__local ")}[u.arg.addrspace]
+            nm = w.fresh(kind[0])
+            w.line(f"{kind[1]}{w.mem_type(u.arg.dtype)} {nm}[{u.arg.size}];")
+            w.expr[u] = nm
+        elif op is Ops.SPECIAL:
+            if d.name != "opencl":
+                raise RenderError(f"{u.arg}: the {d.name} dialect has no hardware thread ids")
+            fn = "get_global_id" if u.arg.startswith("g") else "get_local_id"
+            w.line(f"int {u.arg} = {fn}({u.arg[-1]}); /* {s[0]} */")
+            w.expr[u] = u.arg
+        elif op is Ops.RANGE:
+            nm = f"ridx{u.arg.idx}"
+            w.line(f"for (int {nm} = 0; {nm} < {s[0]}; {nm}++) {{")
+            w.depth += 1
+            w.expr[u] = nm
+        elif op is Ops.END:
+            w.depth -= 1
+            w.line("}")
+        elif op is Ops.AFTER:
+            w.expr[u] = s[0]
+        elif op is Ops.INDEX:
+            w.expr[u] = f"{s[0]}[{_strip(s[1])}]"
+        elif op is Ops.LOAD:
+            _load(w, u, s)
+        elif op is Ops.STORE:
+            _store(w, u, s)
+        elif op is Ops.BITCAST:
+            _bitcast(w, u, s[0])
+        elif op is Ops.IF:
+            w.line(f"if ({s[0]}) {{")
+            w.depth += 1
+        elif op is Ops.ENDIF:
+            w.depth -= 1
+            w.line("}")
+        else:
+            e = _alu(w, u, s)
+            if u.dtype is dtypes.index or (uses.get(u, 0) <= 1 and op is not Ops.WHERE and len(e) < 60
+                                           and u.dtype.is_bool):
+                w.expr[u] = e
+            else:
+                w.define(u, "alu", e)
+    args = [a for _, a in sorted(w.args)] + [f"int {v}" for v in w.vars]
+    head = f"{d.kernel_prefix} {name}({', '.join(args)}) {{"
+    return d.preamble(w.used) + "\n".join([head, *w.lines, "}"]) + "\n"
+
+
+def _strip(e: str) -> str:
+    return e[1:-1] if e.startswith("(") and e.endswith(")") and _balanced(e[1:-1]) else e
+
+
+def _balanced(e: str) -> bool:
+    depth = 0
+    for ch in e:
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _buffer_decl(w: _Writer, p: UOp, linear: UOp) -> str:
+    written = any(u.op is Ops.STORE and _buffer_of(u.src[0].src[0]) is p for u in linear.src)
+    const = "" if written else w.d.arg_const
+    return f"{w.d.buffer_prefix}{const}{w.mem_type(p.dtype)}*{w.d.restrict} data{p.arg.slot}"
+
+
+def _load(w: _Writer, u: UOp, s: list[str]) -> None:
+    val = s[0]
+    if u.dtype.name in w.d.memory_types:
+        val = f"({w.type(u.dtype)})({val})"
+    if len(u.src) == 3:
+        val = f"({s[2]}?{val}:{s[1]})"
+    w.define(u, "val", val)
+
+
+def _store(w: _Writer, u: UOp, s: list[str]) -> None:
+    val = s[1]
+    dt = u.src[1].dtype
+    if dt.name in w.d.memory_types:
+        val = f"({w.d.memory_types[dt.name]})({val})"
+    st = f"{s[0]} = {val};"
+    w.line(f"if ({s[2]}) {st}" if len(u.src) == 3 else st)

@@ -1,0 +1,140 @@
+"""The CL runtime: OpenCL through pyopencl, on one explicitly chosen device.
+
+`UOPVIZ_CL_DEVICE` picks the device: "P:D" (platform and device index) or a case-insensitive part of its name;
+by default the first GPU, else the first device of the first platform. One context and one in-order queue with
+profiling, so a timed call reports the kernel's own device time rather than host overhead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from uopviz.dtype import DType, dtypes
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel, Runtime, Target
+from uopviz.uop.ops import Ops
+
+INSTALL_HINT = ("the CL device needs pyopencl and an OpenCL driver: pip install 'uopviz[opencl]', and install a "
+                "driver such as PoCL (apt-get install pocl-opencl-icd) or your GPU vendor's")
+
+
+class CLRuntime(Runtime):
+    """cl.Buffer memory and OpenCL C programs built from rendered source (cached by source text)."""
+
+    name = "CL"
+
+    def __init__(self) -> None:
+        try:
+            import pyopencl as cl
+        except ImportError as e:
+            raise DeviceUnavailableError(f"pyopencl is not importable ({e}); {INSTALL_HINT}") from None
+        self._cl = cl
+        self.device = _pick_device(cl, os.environ.get("UOPVIZ_CL_DEVICE", ""))
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.target = Target("CL", dialect="opencl", native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
+                             global_dims=3, local_dims=3, max_local=self.device.max_work_group_size)
+        self._programs: dict[str, Any] = {}
+
+    def alloc(self, size: int, dtype: DType) -> Any:
+        cl = self._cl
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(size, 1) * dtype.itemsize)
+
+    def copyin(self, handle: Any, data: Any) -> None:
+        data = np.ascontiguousarray(data)
+        if data.size:
+            self._cl.enqueue_copy(self.queue, handle, data)
+
+    def copyout(self, handle: Any, size: int, dtype: DType) -> np.ndarray:
+        out = np.empty(size, dtypes.to_numpy(dtype))
+        if size:
+            self._cl.enqueue_copy(self.queue, out, handle, is_blocking=True)
+        return out
+
+    def compile(self, kernel: Kernel) -> CLProgram:
+        if kernel.source is None:
+            raise CompileError("CL", kernel.name, "", "the kernel has no rendered OpenCL C source")
+        prog = self._programs.get(kernel.source)
+        if prog is None:
+            prog = self._programs[kernel.source] = self._build(kernel)
+        try:
+            knl = self._cl.Kernel(prog, kernel.name)
+        except self._cl.Error as e:
+            raise CompileError("CL", kernel.name, kernel.source, f"no kernel named {kernel.name}: {e}") from None
+        return CLProgram(self, kernel, knl)
+
+    def _build(self, kernel: Kernel) -> Any:
+        cl = self._cl
+        prog = cl.Program(self.context, kernel.source)
+        try:
+            with warnings.catch_warnings():  # a successful build's chatter is not the user's concern
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                return prog.build()
+        except cl.Error as e:
+            try:
+                log = prog.get_build_info(self.device, cl.program_build_info.LOG)
+            except cl.Error:
+                log = str(e)
+            raise CompileError("CL", kernel.name, kernel.source, log or str(e)) from None
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def describe(self) -> dict[str, str]:
+        d = self.device
+        return {"device": self.name, "name": d.name.strip(), "platform": d.platform.name.strip(),
+                "driver": d.driver_version.strip(), "opencl": d.version.strip()}
+
+
+class CLProgram:
+    """A built kernel: `prog(handles, vals=(), wait=False)`; buffers by Param slot, then the vars as int32."""
+
+    def __init__(self, runtime: CLRuntime, kernel: Kernel, knl: Any) -> None:
+        self.runtime, self.kernel, self._knl = runtime, kernel, knl
+        self._global = kernel.global_size or (1,)
+        self._local = kernel.local_size
+
+    def __call__(self, handles: Sequence[Any], vals: Sequence[int] = (), wait: bool = False) -> float | None:
+        k, cl = self.kernel, self.runtime._cl
+        if len(handles) != len(k.params) or len(vals) != len(k.vars):
+            raise ValueError(f"kernel {k.name} takes {len(k.params)} buffers and vars {k.vars}, got "
+                             f"{len(handles)} buffers and {len(vals)} values")
+        self._knl.set_args(*handles, *(np.int32(v) for v in vals))
+        event = cl.enqueue_nd_range_kernel(self.runtime.queue, self._knl, self._global, self._local)
+        if not wait:
+            return None
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-9
+
+
+def _pick_device(cl: Any, choice: str) -> Any:
+    """The device `choice` names ("P:D" or part of a name), or the default; DeviceUnavailableError otherwise."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as e:
+        raise DeviceUnavailableError(f"no OpenCL platform found ({e}); {INSTALL_HINT}") from None
+    found: list[tuple[int, int, Any]] = []
+    for p, plat in enumerate(platforms):
+        try:
+            found += [(p, d, dev) for d, dev in enumerate(plat.get_devices())]
+        except cl.Error:  # a platform with no devices (DEVICE_NOT_FOUND)
+            continue
+    if not found:
+        raise DeviceUnavailableError(f"no OpenCL device found; {INSTALL_HINT}")
+    if not choice:
+        gpus = [dev for _, _, dev in found if dev.type & cl.device_type.GPU]
+        return gpus[0] if gpus else found[0][2]
+    if m := re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", choice):
+        hits = [dev for p, d, dev in found if (p, d) == (int(m[1]), int(m[2]))]
+    else:
+        hits = [dev for _, _, dev in found if choice.strip().lower() in dev.name.lower()]
+    if not hits:
+        listing = "; ".join(f"{p}:{d} {dev.name.strip()} ({dev.platform.name.strip()})" for p, d, dev in found)
+        raise DeviceUnavailableError(f"UOPVIZ_CL_DEVICE={choice!r} matches no OpenCL device; set it to one of "
+                                     f"these (\"P:D\" or part of the name): {listing}")
+    return hits[0]

@@ -1,0 +1,110 @@
+"""The CPU runtime: C source compiled by the system C compiler into a shared library, called through ctypes.
+
+The compiler is `$CC` if set, else the first of gcc, clang, cc found on PATH, with `-O2 -march=native`.
+Compiled libraries are cached on disk under the cache directory (`$UOPVIZ_CACHE_DIR`, default
+`~/.cache/uopviz`), keyed by a hash of the source, the compiler's identity and the flags, so a kernel is
+compiled once per machine, not once per process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from uopviz.dtype import DType, dtypes
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel, Program, Runtime, Target
+from uopviz.uop.ops import Ops
+
+FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
+
+
+def cache_dir() -> Path:
+    """Where uopviz keeps compiled kernels and its tuning database."""
+    return Path(os.environ.get("UOPVIZ_CACHE_DIR") or Path.home() / ".cache" / "uopviz")
+
+
+def find_compiler() -> str:
+    """The C compiler to use; DeviceUnavailableError saying how to get one if there is none."""
+    cc = os.environ.get("CC")
+    candidates = [cc] if cc else ["gcc", "clang", "cc"]
+    for c in candidates:
+        path = shutil.which(c)
+        if path:
+            return path
+    raise DeviceUnavailableError(
+        f"the CPU device needs a C compiler and found none ({'$CC=' + cc if cc else 'tried gcc, clang, cc'}); "
+        "install one (e.g. apt-get install gcc) or set CC to its path")
+
+
+class CPURuntime(Runtime):
+    name = "CPU"
+    target = Target("CPU", dialect="c", native=frozenset({Ops.SQRT}), global_dims=0)
+
+    def __init__(self) -> None:
+        self.cc = find_compiler()
+        self._libs: dict[str, Any] = {}
+
+    @cached_property
+    def compiler_version(self) -> str:
+        out = subprocess.run([self.cc, "--version"], capture_output=True, text=True, check=False)
+        return (out.stdout.splitlines() or [self.cc])[0].strip()
+
+    def describe(self) -> dict[str, str]:
+        return {"device": "CPU", "compiler": self.compiler_version, "flags": " ".join(FLAGS)}
+
+    def alloc(self, size: int, dtype: DType) -> Any:
+        import numpy as np
+        return np.empty(max(size, 1), dtype=dtypes.to_numpy(dtype))
+
+    def copyin(self, handle: Any, data: Any) -> None:
+        handle[: data.size] = data
+
+    def copyout(self, handle: Any, size: int, dtype: DType) -> Any:
+        return handle[:size].copy()
+
+    def library(self, source: str, name: str) -> Path:
+        """The shared library for source, from the disk cache or compiled into it."""
+        key = hashlib.sha256("\0".join([source, self.compiler_version, *FLAGS]).encode()).hexdigest()[:32]
+        path = cache_dir() / "cpu" / f"{key}.so"
+        if path.exists():
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+        try:
+            proc = subprocess.run([self.cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=source,
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise CompileError("CPU", name, source, proc.stderr or proc.stdout)
+            os.replace(tmp, path)  # atomic: a concurrent process sees the whole library or none
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def compile(self, kernel: Kernel) -> Program:
+        if kernel.source is None:
+            raise CompileError("CPU", kernel.name, "", "the kernel has no C source")
+        path = self.library(kernel.source, kernel.name)
+        lib = self._libs.get(str(path))
+        if lib is None:
+            lib = self._libs[str(path)] = ctypes.CDLL(str(path))
+        fn = getattr(lib, kernel.name)
+        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
+        fn.restype = None
+
+        def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+            args = [h.ctypes.data for h in handles]
+            t0 = time.perf_counter()
+            fn(*args, *vals)
+            return time.perf_counter() - t0 if wait else None
+
+        return run

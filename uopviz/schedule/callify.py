@@ -1,0 +1,40 @@
+"""Callify: the Tensor graph of the tensors being realized becomes one stateless Function.
+
+Every Buffer (realized data) becomes a Param slot, and the outputs are packed in a Tuple: the body then
+holds no state, so equal programs over different data are equal graphs, and the Function's sources say
+which buffers fill which slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite
+
+
+class Slots:
+    """The buffers a function reads, in the order their Param slots were given."""
+
+    def __init__(self) -> None:
+        self.buffers: list[UOp] = []
+        self.slot: dict[UOp, int] = {}
+
+    def param(self, b: UOp) -> UOp:
+        if b not in self.slot:
+            self.slot[b] = len(self.buffers)
+            self.buffers.append(b)
+        a = b.arg
+        return UOp.param(self.slot[b], (a.size,), a.dtype, a.device, a.addrspace)
+
+
+buffers_to_params = PatternMatcher([
+    (UPat(Ops.BUFFER, name="b"), lambda ctx, b: ctx.param(b)),
+], name="callify")
+
+
+def callify(roots: Sequence[UOp]) -> UOp:
+    """Function(Tuple(*roots with buffers as Params), *buffers)."""
+    slots = Slots()
+    body = graph_rewrite(UOp(Ops.TUPLE, tuple(roots)), buffers_to_params, ctx=slots, stage="Callify")
+    return UOp(Ops.FUNCTION, (body, *slots.buffers))

@@ -1,0 +1,86 @@
+"""The kernel split: which values of a Function are stored to memory, and the kernel that computes each.
+
+A value is materialized (gets a buffer and a kernel of its own) when it is an output, when the program asks
+(Contiguous), or when it is a Reduce whose result is used other than elementwise by its kernel's output: a
+reduction broadcast or moved before use would otherwise be recomputed for every element that reads it.
+Everything else fuses: elementwise chains into their consumer, and into the Reduce that consumes them.
+
+The result is the command-buffer graph: `Sink(After(buf, Call(kernel, buf, *inputs)), ...)`, where each Call's
+kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params
+(slot 0 is written) and its inputs are Buffers or the After nodes of the kernels that write them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from uopviz.runtime.buffer import new_buffer
+from uopviz.schedule.rangeify import kernel_ast
+from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
+
+# ops through which a value reaches its kernel's output one element to one element
+_DIRECT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.BITCAST, Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
+
+
+def materialized(body: UOp) -> list[UOp]:
+    """The nodes of a Function body that get buffers, sources before users (outputs included)."""
+    roots = set(body.src)
+    order = body.toposort()[:-1]
+    chosen = set(roots) | {u for u in order if u.op is Ops.CONTIGUOUS}
+    direct: dict[UOp, bool] = {}  # reached only along direct paths from the kernel output above it
+    for u in reversed(order):
+        if u.op is Ops.REDUCE and not direct.get(u, True):
+            chosen.add(u)
+        here = u in chosen or direct.get(u, True)
+        for s in u.src:
+            if s in chosen:
+                continue
+            d = here and u.op in _DIRECT
+            direct[s] = direct.get(s, True) and d
+    return [u for u in order if u in chosen and not _is_buffer_view(u)]
+
+
+def _is_buffer_view(u: UOp) -> bool:
+    """Already data in memory in row-major order: nothing to compute."""
+    return u.op is Ops.RESHAPE and u.src[0].op is Ops.PARAM
+
+
+def split(fn: UOp, outputs: Mapping[int, UOp] | None = None) -> UOp:
+    """The command-buffer graph of Function `fn`; `outputs` pins output k to an existing buffer (assign)."""
+    body, args = fn.src[0], fn.src[1:]
+    pinned = {body.src[k]: b for k, b in (outputs or {}).items()}
+    chosen = materialized(body)
+    chosen += [u for u in pinned if u not in chosen]
+    written: dict[UOp, UOp] = {}  # materialized value -> After(buffer, Call)
+    for u in chosen:
+        if prod(u.shape) == 0:
+            continue
+        buf = pinned.get(u) or new_buffer(int(prod(u.shape)), u.dtype, u.device)
+        written[u] = _kernel_call(u, buf, set(chosen), written, args)
+    return UOp.sink(*(written[r] for r in body.src if r in written))  # output order; size-0 outputs have none
+
+
+def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, UOp], args: tuple[UOp, ...]) -> UOp:
+    """After(buf, Call(kernel, buf, *inputs)) for one materialized value: its inputs (Buffers, or the After
+    nodes of the kernels that write them) get Param slots 1.. in the order the value first reads them."""
+    inputs: list[UOp] = []
+    mapping: dict[UOp, UOp] = {}
+
+    def slot(src: UOp, b: UOp) -> UOp:
+        inputs.append(src)
+        return UOp.param(len(inputs), (b.arg.size,), b.arg.dtype, b.arg.device)
+
+    for u in _walk(value, chosen):
+        if u is not value and u in chosen:
+            if u in written:  # (a size-0 value has no kernel: its readers never index it)
+                mapping[u] = slot(written[u], written[u].src[0]).reshape(u.shape)
+        elif u.op is Ops.PARAM:
+            mapping[u] = slot(args[u.arg.slot], args[u.arg.slot])
+    a = buf.arg
+    ast = kernel_ast(value.substitute(mapping), UOp.param(0, (a.size,), a.dtype, a.device))
+    return buf.after(UOp(Ops.CALL, (ast, buf, *inputs)))
+
+
+def _walk(value: UOp, chosen: set[UOp]) -> list[UOp]:
+    """value's graph down to (and including) the materialized values it reads, sources first."""
+    return toposort([value], gate=lambda u: u is value or u not in chosen)

@@ -1,0 +1,410 @@
+"""Elementwise Tensor ops: NumPy broadcasting and promotion, arithmetic, comparisons, math, activations, bits.
+
+Every op here builds SPEC primitives (or its decomposed ops Exp2/Log2/Sin/Sqrt/Pow) over sources of one shape
+and one dtype: operands are promoted with `least_upper_dtype` and broadcast with explicit reshape + expand first.
+Python scalars are "weak" (NumPy 2 / NEP 50): they take the tensor's dtype unless their kind is wider, so
+`int8_tensor + 1` stays int8 and `int_tensor * 1.5` becomes the default float.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
+from uopviz.tensor_util import broadcast_shapes, const_uop, expand_to, to_dtype
+from uopviz.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopviz.tensor import Tensor
+
+Scalar = bool | int | float
+_LN2 = math.log(2)
+
+
+def _is_scalar(x: Any) -> bool:
+    """A Python scalar (weakly typed). NumPy scalars carry a dtype, so they are not."""
+    return type(x) in (bool, int, float)
+
+
+def _weak_dtype(dt: DType, v: Scalar) -> DType:
+    """The dtype of `tensor op v`: the tensor's, unless v is of a wider kind (int over bool, float over int)."""
+    if isinstance(v, bool):
+        out = dt
+    elif isinstance(v, int):
+        out = dtypes.default_int if dt.is_bool else dt
+    else:
+        out = dt if dt.is_float else dtypes.default_float
+    if out.is_int and isinstance(v, int) and not out.min <= v <= out.max:
+        raise OverflowError(f"Python int {v} is out of range for {out.name}; cast the tensor to a wider dtype first")
+    return out
+
+
+class ElementwiseMixin:
+    """Elementwise ops of Tensor."""
+
+    __slots__ = ()
+
+    # ---------------------------------------------------------------- operands
+    def _alu(self: Tensor, op: Ops, *others: Tensor) -> Tensor:
+        return self._new(UOp(op, (self.uop, *(o.uop for o in others))))
+
+    def _const_like(self: Tensor, value: Scalar, dtype: DType | None = None) -> Tensor:
+        """A constant of self's shape and device (and dtype unless given)."""
+        return self._new(const_uop(value, dtype or self.dtype, self.shape))
+
+    def _coerce(self: Tensor, x: Any) -> Tensor:
+        """x as a Tensor on self's device (a Python scalar gets the weak dtype it has in `self op x`)."""
+        if isinstance(x, type(self)):
+            return x
+        if _is_scalar(x):
+            return self._new(const_uop(x, _weak_dtype(self.dtype, x), ()))
+        return type(self)(x, device=self.device)
+
+    def _pair(self: Tensor, x: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
+        """(self, x) — or (x, self) when reverse — promoted to one dtype and broadcast to one shape."""
+        y = self._coerce(x)
+        self._same_device(y)
+        dt = y.dtype if _is_scalar(x) else least_upper_dtype(self.dtype, y.dtype)
+        shape = broadcast_shapes(self.shape, y.shape)
+        a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
+        return (b, a) if reverse else (a, b)
+
+    def _broadcast_uop(self: Tensor, shape: tuple[int, ...]) -> Tensor:
+        return self if self.shape == shape else self._new(expand_to(self.uop, shape))
+
+    def _float(self: Tensor) -> Tensor:
+        """Self in a float dtype (ints and bools become the default float), for math that needs one."""
+        return self if self.dtype.is_float else self.cast(dtypes.default_float)
+
+    def _need(self: Tensor, what: str, ok: bool, hint: str) -> None:
+        if not ok:
+            raise DTypeError(f"{what} is not defined for {self.dtype.name} tensors; {hint}")
+
+    # ---------------------------------------------------------------- arithmetic
+    def add(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        a, b = self._pair(x, reverse)
+        return a._alu(Ops.OR if a.dtype.is_bool else Ops.ADD, b)
+
+    def sub(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        a, b = self._pair(x, reverse)
+        a._need("subtraction", not a.dtype.is_bool, "use ^ or logical_not, or cast to an int dtype")
+        return a._alu(Ops.ADD, -b)
+
+    def mul(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        a, b = self._pair(x, reverse)
+        return a._alu(Ops.AND if a.dtype.is_bool else Ops.MUL, b)
+
+    def div(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """True division (ints give the default float, as in NumPy): a · recip(b)."""
+        a, b = self._pair(x, reverse)
+        a, b = a._float(), b._float()
+        return a._alu(Ops.MUL, b.reciprocal())
+
+    def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """NumPy's //: Idiv (floor division) for ints, floor(a/b) for floats."""
+        a, b = self._pair(x, reverse)
+        if a.dtype.is_bool:
+            a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+        return a._alu(Ops.IDIV, b) if a.dtype.is_int else a.div(b).floor()
+
+    def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """NumPy's %: the sign of the divisor. Mod for ints, a − b·floor(a/b) for floats."""
+        a, b = self._pair(x, reverse)
+        if a.dtype.is_bool:
+            a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+        return a._alu(Ops.MOD, b) if a.dtype.is_int else a.sub(b.mul(a.div(b).floor()))
+
+    def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """a ** b. Floats use Pow (C's pow edge cases); ints multiply by repeated squaring, so they wrap like
+        NumPy; a negative int exponent gives what truncating 1/a**|b| would (0 unless |a| = 1)."""
+        if not reverse and _is_scalar(x) and not isinstance(x, bool):
+            if isinstance(x, int) and not self.dtype.is_float:
+                if x < 0:
+                    raise ValueError(f"integers to negative integer powers are not allowed ({x}); "
+                                     "cast the base to a float dtype first")
+                return self._int_pow_const(x)
+            if x == 2:
+                return self.mul(self)
+            if x == 0.5:
+                return self._float().sqrt()
+        a, b = self._pair(x, reverse)
+        if a.dtype.is_float:
+            return a._alu(Ops.POW, b)
+        if a.dtype.is_bool:
+            a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
+        return a._int_pow(b)
+
+    def _int_pow_const(self: Tensor, e: int) -> Tensor:
+        x = self.cast(dtypes.int8) if self.dtype.is_bool else self
+        out, base = x._const_like(1), x
+        while e:
+            if e & 1:
+                out = out._alu(Ops.MUL, base)
+            e >>= 1
+            if e:
+                base = base._alu(Ops.MUL, base)
+        return out
+
+    def _int_pow(self: Tensor, e: Tensor) -> Tensor:
+        """self ** e for int tensors: square-and-multiply over the bits of e, with where per bit."""
+        one, zero = self._const_like(1), self._const_like(0)
+        out, base = one, self
+        for k in range(e.dtype.bits - (0 if e.dtype.is_unsigned else 1)):
+            bit = e._alu(Ops.SHR, self._const_like(k)).bitwise_and(1).ne(zero)
+            out = bit.where(out._alu(Ops.MUL, base), out)
+            base = base._alu(Ops.MUL, base)
+        if e.dtype.is_unsigned:
+            return out
+        neg_one = self._const_like(-1)
+        odd = e.bitwise_and(1).ne(zero)
+        negative = self.eq(one).where(one, self.eq(neg_one).where(odd.where(neg_one, one), zero))
+        return e.lt(zero).where(negative, out)
+
+    def neg(self: Tensor) -> Tensor:
+        self._need("negation", not self.dtype.is_bool, "use ~ or logical_not")
+        return self._alu(Ops.MUL, self._const_like(-1))
+
+    def reciprocal(self: Tensor) -> Tensor:
+        return self._float()._alu(Ops.RECIP)
+
+    def maximum(self: Tensor, x: Any) -> Tensor:
+        a, b = self._pair(x)
+        return a._alu(Ops.OR if a.dtype.is_bool else Ops.MAX, b)
+
+    def minimum(self: Tensor, x: Any) -> Tensor:
+        """min(a, b) = −max(−a, −b) for floats; ~max(~a, ~b) for ints, which cannot overflow."""
+        a, b = self._pair(x)
+        if a.dtype.is_bool:
+            return a._alu(Ops.AND, b)
+        if a.dtype.is_float:
+            return -(-a)._alu(Ops.MAX, -b)
+        return ~(~a)._alu(Ops.MAX, ~b)
+
+    def where(self: Tensor, x: Any, y: Any) -> Tensor:
+        """x where self (the condition) is true, else y; all three broadcast, x and y promoted."""
+        cond = self if self.dtype.is_bool else self.ne(0)
+        if _is_scalar(x) and _is_scalar(y):
+            x = cond._new(const_uop(x, dtypes.from_py(x), ()))
+        a, b = (x, y) if not _is_scalar(x) else (y, x)
+        a = cond._coerce(a)
+        p, q = a._pair(b)
+        if _is_scalar(x):
+            p, q = q, p
+        cond._same_device(p)
+        shape = broadcast_shapes(cond.shape, p.shape)
+        c, p, q = cond._broadcast_uop(shape), p._broadcast_uop(shape), q._broadcast_uop(shape)
+        return c._alu(Ops.WHERE, p, q)
+
+    # ---------------------------------------------------------------- comparisons (bool results)
+    def lt(self: Tensor, x: Any) -> Tensor:
+        a, b = self._pair(x)
+        return a._alu(Ops.CMPLT, b)
+
+    def gt(self: Tensor, x: Any) -> Tensor:
+        a, b = self._pair(x)
+        return b._alu(Ops.CMPLT, a)
+
+    def ne(self: Tensor, x: Any) -> Tensor:
+        a, b = self._pair(x)
+        return a._alu(Ops.CMPNE, b)
+
+    def eq(self: Tensor, x: Any) -> Tensor:
+        return self.ne(x).logical_not()
+
+    def le(self: Tensor, x: Any) -> Tensor:
+        """a <= b; for floats (a < b) | (a == b), so that NaN compares false."""
+        a, b = self._pair(x)
+        return a.lt(b).add(a.eq(b)) if a.dtype.is_float else b.lt(a).logical_not()
+
+    def ge(self: Tensor, x: Any) -> Tensor:
+        a, b = self._pair(x)
+        return b.lt(a).add(a.eq(b)) if a.dtype.is_float else a.lt(b).logical_not()
+
+    def logical_not(self: Tensor) -> Tensor:
+        x = self if self.dtype.is_bool else self.ne(0)
+        return x._alu(Ops.CMPNE, x._const_like(True))
+
+    def isnan(self: Tensor) -> Tensor:
+        return self._alu(Ops.CMPNE, self) if self.dtype.is_float else self._const_like(False, dtypes.bool)
+
+    # ---------------------------------------------------------------- bitwise (ints and bools)
+    def _bitwise(self: Tensor, op: Ops, x: Any, reverse: bool) -> Tensor:
+        a, b = self._pair(x, reverse)
+        a._need(f"bitwise {op.value}", a.dtype.is_int or a.dtype.is_bool, "cast to an int dtype first")
+        return a._alu(op, b)
+
+    def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        return self._bitwise(Ops.AND, x, reverse)
+
+    def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        return self._bitwise(Ops.OR, x, reverse)
+
+    def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        return self._bitwise(Ops.XOR, x, reverse)
+
+    def bitwise_not(self: Tensor) -> Tensor:
+        """~x: logical not for bools, x ^ all-ones for ints."""
+        if self.dtype.is_bool:
+            return self.logical_not()
+        self._need("bitwise not", self.dtype.is_int, "cast to an int dtype first")
+        return self._alu(Ops.XOR, self._const_like(-1))
+
+    def _shift(self: Tensor, op: Ops, x: Any, reverse: bool) -> Tensor:
+        a, b = self._pair(x, reverse)
+        a._need("a shift", a.dtype.is_int, "cast to an int dtype first")
+        return a._alu(op, b)
+
+    def lshift(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """a << b; shifting by the width of the dtype or more is undefined (as in C)."""
+        return self._shift(Ops.SHL, x, reverse)
+
+    def rshift(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """a >> b: arithmetic for signed, logical for unsigned dtypes."""
+        return self._shift(Ops.SHR, x, reverse)
+
+    # ---------------------------------------------------------------- math (ints become the default float)
+    def exp2(self: Tensor) -> Tensor:
+        return self._float()._alu(Ops.EXP2)
+
+    def exp(self: Tensor) -> Tensor:
+        x = self._float()
+        return x.mul(1 / _LN2).exp2()
+
+    def log2(self: Tensor) -> Tensor:
+        return self._float()._alu(Ops.LOG2)
+
+    def log(self: Tensor) -> Tensor:
+        return self.log2().mul(_LN2)
+
+    def sin(self: Tensor) -> Tensor:
+        return self._float()._alu(Ops.SIN)
+
+    def cos(self: Tensor) -> Tensor:
+        return self._float().sub(math.pi / 2, reverse=True).sin()
+
+    def tan(self: Tensor) -> Tensor:
+        return self.sin().div(self.cos())
+
+    def sqrt(self: Tensor) -> Tensor:
+        return self._float()._alu(Ops.SQRT)
+
+    def rsqrt(self: Tensor) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def abs(self: Tensor) -> Tensor:
+        if self.dtype.is_bool or self.dtype.is_unsigned:
+            return self
+        return self._alu(Ops.MAX, -self)
+
+    def sign(self: Tensor) -> Tensor:
+        """-1, 0 or 1 in self's dtype; NaN stays NaN."""
+        if self.dtype.is_bool or self.dtype.is_unsigned:
+            return self.ne(0).cast(self.dtype)
+        return self.gt(0).where(self._const_like(1), self.lt(0).where(self._const_like(-1), self))
+
+    def trunc(self: Tensor) -> Tensor:
+        return self._alu(Ops.TRUNC) if self.dtype.is_float else self
+
+    def floor(self: Tensor) -> Tensor:
+        """trunc(x) − (x < trunc(x))."""
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return t.sub(self.lt(t).cast(self.dtype))
+
+    def ceil(self: Tensor) -> Tensor:
+        """trunc(x) + (x > trunc(x))."""
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        return t.add(self.gt(t).cast(self.dtype))
+
+    # ---------------------------------------------------------------- activations
+    def relu(self: Tensor) -> Tensor:
+        return self.maximum(0)
+
+    def sigmoid(self: Tensor) -> Tensor:
+        """1 / (1 + e^-x): saturates to 0 and 1 without overflow trouble (1/inf = 0)."""
+        return self._float().neg().exp().add(1).reciprocal()
+
+    def tanh(self: Tensor) -> Tensor:
+        """2·sigmoid(2x) − 1."""
+        return self._float().mul(2).sigmoid().mul(2).sub(1)
+
+    def gelu(self: Tensor) -> Tensor:
+        """The tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+        x = self._float()
+        inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(math.sqrt(2 / math.pi))
+        return x.mul(0.5).mul(inner.tanh().add(1))
+
+    def silu(self: Tensor) -> Tensor:
+        """x · sigmoid(x)."""
+        return self._float().mul(self.sigmoid())
+
+    # ---------------------------------------------------------------- dtype changes
+    def cast(self: Tensor, dtype: Any) -> Tensor:
+        dt = to_dtype(dtype)
+        return self if dt == self.dtype else self._new(self.uop.cast(dt))
+
+    def bitcast(self: Tensor, dtype: Any) -> Tensor:
+        """Reinterpret the bits as another dtype of the same size."""
+        dt = to_dtype(dtype)
+        if dt.itemsize != self.dtype.itemsize:
+            raise DTypeError(f"cannot bitcast {self.dtype.name} ({self.dtype.itemsize} B) to {dt.name} "
+                             f"({dt.itemsize} B); bitcast needs dtypes of the same size")
+        return self if dt == self.dtype else self._new(self.uop.bitcast(dt))
+
+    def float(self: Tensor) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def half(self: Tensor) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def double(self: Tensor) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def int(self: Tensor) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def long(self: Tensor) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def bool(self: Tensor) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    # ---------------------------------------------------------------- Python operators
+    def __add__(self, x: Any) -> Tensor: return self.add(x)  # noqa: E704
+    def __radd__(self, x: Any) -> Tensor: return self.add(x, True)  # noqa: E704
+    def __sub__(self, x: Any) -> Tensor: return self.sub(x)  # noqa: E704
+    def __rsub__(self, x: Any) -> Tensor: return self.sub(x, True)  # noqa: E704
+    def __mul__(self, x: Any) -> Tensor: return self.mul(x)  # noqa: E704
+    def __rmul__(self, x: Any) -> Tensor: return self.mul(x, True)  # noqa: E704
+    def __truediv__(self, x: Any) -> Tensor: return self.div(x)  # noqa: E704
+    def __rtruediv__(self, x: Any) -> Tensor: return self.div(x, True)  # noqa: E704
+    def __floordiv__(self, x: Any) -> Tensor: return self.floordiv(x)  # noqa: E704
+    def __rfloordiv__(self, x: Any) -> Tensor: return self.floordiv(x, True)  # noqa: E704
+    def __mod__(self, x: Any) -> Tensor: return self.mod(x)  # noqa: E704
+    def __rmod__(self, x: Any) -> Tensor: return self.mod(x, True)  # noqa: E704
+    def __pow__(self, x: Any) -> Tensor: return self.pow(x)  # noqa: E704
+    def __rpow__(self, x: Any) -> Tensor: return self.pow(x, True)  # noqa: E704
+    def __and__(self, x: Any) -> Tensor: return self.bitwise_and(x)  # noqa: E704
+    def __rand__(self, x: Any) -> Tensor: return self.bitwise_and(x, True)  # noqa: E704
+    def __or__(self, x: Any) -> Tensor: return self.bitwise_or(x)  # noqa: E704
+    def __ror__(self, x: Any) -> Tensor: return self.bitwise_or(x, True)  # noqa: E704
+    def __xor__(self, x: Any) -> Tensor: return self.bitwise_xor(x)  # noqa: E704
+    def __rxor__(self, x: Any) -> Tensor: return self.bitwise_xor(x, True)  # noqa: E704
+    def __lshift__(self, x: Any) -> Tensor: return self.lshift(x)  # noqa: E704
+    def __rlshift__(self, x: Any) -> Tensor: return self.lshift(x, True)  # noqa: E704
+    def __rshift__(self, x: Any) -> Tensor: return self.rshift(x)  # noqa: E704
+    def __rrshift__(self, x: Any) -> Tensor: return self.rshift(x, True)  # noqa: E704
+    def __neg__(self) -> Tensor: return self.neg()  # noqa: E704
+    def __invert__(self) -> Tensor: return self.bitwise_not()  # noqa: E704
+    def __abs__(self) -> Tensor: return self.abs()  # noqa: E704
+    def __lt__(self, x: Any) -> Tensor: return self.lt(x)  # noqa: E704
+    def __gt__(self, x: Any) -> Tensor: return self.gt(x)  # noqa: E704
+    def __le__(self, x: Any) -> Tensor: return self.le(x)  # noqa: E704
+    def __ge__(self, x: Any) -> Tensor: return self.ge(x)  # noqa: E704
+    def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]  # noqa: E704
+    def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]  # noqa: E704
+    __hash__ = object.__hash__  # __eq__ is elementwise; tensors hash by identity
