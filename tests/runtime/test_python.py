@@ -129,7 +129,7 @@ def test_gemm_nested_ranges() -> None:
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     c, a, b = UOp.param(0, (M, N), f32), UOp.param(1, (M, K), f32), UOp.param(2, (K, N), f32)
-    i, j, k = UOp.range(M, 0), UOp.range(N, 1), UOp.range(K, 2, )
+    i, j, k = UOp.range(M, 0), UOp.range(N, 1), UOp.range(K, 2)
     acc = UOp.buffer(1, f32, device="PYTHON", addrspace=AddrSpace.REG, uid=1)
     init = acc.index(0).store(UOp.const(f32, 0.0))
     prod_ = a.index(i * K + k).load() * b.index(k * N + j).load()

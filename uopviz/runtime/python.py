@@ -88,7 +88,7 @@ class PythonProgram:
         return CompileError("PYTHON", self.kernel.name, listing, f"instruction {i + 1}: {msg}")
 
     def _translate(self) -> None:
-        instrs, name = self._instrs, self.kernel.name
+        instrs = self._instrs
         step_at = list(itertools.accumulate((u.op not in _PASSIVE for u in instrs), initial=0))
         # where each Range's End and each If's Endif is: a zero-trip loop or a false If jumps past it
         closer = {u.src[1] if u.op is Ops.END else u.src[0]: i for i, u in enumerate(instrs)
@@ -102,13 +102,13 @@ class PythonProgram:
             return slot[s]
 
         for i, u in enumerate(instrs):
-            op, where = u.op, f"kernel {name}, instruction {i + 1} ({u.op.value})"
+            op = u.op
             if op is Ops.CONST:
                 self._template[i] = u.arg.value
             elif op is Ops.PARAM:
                 if u.arg.slot >= len(self.kernel.params):
                     raise self._fail(i, f"Param slot {u.arg.slot} but the kernel has {len(self.kernel.params)} params")
-                self._params.append((i, u.arg.slot, u.src[0].src if u.src else ()))
+                self._params.append((i, u.arg.slot, u.src[0].src))
             elif op is Ops.DEFINE_VAR:
                 if u.arg.name not in self.kernel.vars:
                     raise self._fail(i, f"variable {u.arg.name!r} is not among the kernel's vars {self.kernel.vars}")
@@ -134,11 +134,11 @@ class PythonProgram:
             elif op in _PASSIVE:
                 continue
             else:
-                self._steps.append(self._step(i, u, where, val, addr, step_at, closer))
+                self._steps.append(self._step(i, u, val, addr, step_at, closer))
                 self._step_pos.append(i)
             slot[u] = i
 
-    def _step(self, i: int, u: UOp, where: str, val: Callable[[int, UOp], int],
+    def _step(self, i: int, u: UOp, val: Callable[[int, UOp], int],
               addr: dict[UOp, tuple[int, int, str, DType]], step_at: list[int], closer: dict[UOp, int]) -> Step:
         op, src = u.op, u.src
         if op in GroupOp.Elementwise:
@@ -168,6 +168,7 @@ class PythonProgram:
                 raise self._fail(i, f"{op.value} uses {one_line(src[0])}, which has no value before it"
                                  if src[0].op is Ops.INDEX else f"{op.value} must address memory through an Index")
             b, x, desc, dt = addr[src[0]]
+            where = f"kernel {self.kernel.name}, instruction {i + 1} ({op.value})"
             gate = val(i, src[2]) if len(src) > 2 else None
             if op is Ops.LOAD:
                 return _load(i, b, x, val(i, src[1]) if gate is not None else 0, gate, f"{where} reads {desc}")

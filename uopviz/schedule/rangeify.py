@@ -208,7 +208,7 @@ def _conjuncts(c: UOp) -> list[UOp]:
 
 def isolate_range(c: UOp, r: UOp, a: UOp, k: UOp) -> UOp | None:
     """(a + r) < k  ->  r < k - a, so a mask on a sum of ranges becomes a bound on one of them."""
-    if r.op is not Ops.RANGE or _uses(a, r) or _uses(k, r):
+    if r.arg.type is not AxisType.REDUCE or _uses(a, r) or _uses(k, r):
         return None
     return r < k + a * -1
 

@@ -133,8 +133,10 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
         bound += max(abs(t.vmin * k), abs(t.vmax * k))
     if bound > dt.max:
         return None
-    q_terms = [(t, k // cv) for t, k in terms if k % cv == 0]
-    r_terms = [(t, k) for t, k in terms if k % cv != 0]
+    # a coefficient at least |c| splits as c·q + r: its c·q part joins Q (so (r0*14 + r1) % 13 -> (r0 + r1) % 13)
+    quots = [k // cv if k % cv == 0 or abs(k) >= abs(cv) else 0 for _, k in terms]
+    q_terms = [(t, q) for (t, _), q in zip(terms, quots) if q != 0]
+    r_terms = [(t, k - cv * q) for (t, k), q in zip(terms, quots) if k - cv * q != 0]
     r_lo = sum(min(t.vmin * k, t.vmax * k) for t, k in r_terms) + const % cv
     r_hi = sum(max(t.vmin * k, t.vmax * k) for t, k in r_terms) + const % cv
     floor_known = r_lo // cv == r_hi // cv
@@ -220,6 +222,8 @@ _symbolic_rules: list[tuple[UPat, Callable[..., UOp | None]]] = [
     (_op(Ops.AND, xib, xib), lambda x: x),
     (_op(Ops.OR, xib, xib), lambda x: x),
     (_op(Ops.XOR, xib, xib, name="u"), lambda x, u: _const(u, 0)),
+    (_op(Ops.AND, UPat.var("x", dtypes.bool), UPat.cvar("c", dtypes.bool)), lambda x, c: x if c.arg.value else c),
+    (_op(Ops.OR, UPat.var("x", dtypes.bool), UPat.cvar("c", dtypes.bool)), lambda x, c: c if c.arg.value else x),
     # ---- comparisons (ints and bools: a float x may be nan, and nan != nan)
     (_op(Ops.CMPLT, xib, xib, name="u"), lambda x, u: _const(u, False)),
     (_op(Ops.CMPNE, xib, xib, name="u"), lambda x, u: _const(u, False)),

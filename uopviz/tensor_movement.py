@@ -1,0 +1,343 @@
+"""Movement Tensor ops: reshape, permute, expand, pad, shrink, flip, concatenation and NumPy-style indexing.
+
+All of them are SPEC movement ops on the Tensor graph (no data moves until realize). Indexing with integer
+tensors is SPEC's gather composition: a one-hot mask of the index against an arange, then a sum over the
+indexed axis — with `where` instead of a multiply, so a NaN or inf elsewhere in the row cannot leak in.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
+from uopviz.tensor_util import (
+    AxisError,
+    ShapeError,
+    broadcast_shapes,
+    const_uop,
+    expand_to,
+    fmt,
+    int_args,
+    normalize_axes,
+    normalize_axis,
+    numel,
+)
+from uopviz.uop.ops import Ops
+
+if TYPE_CHECKING:
+    from uopviz.tensor import Tensor
+
+
+class MovementMixin:
+    """Movement and indexing ops of Tensor."""
+
+    __slots__ = ()
+
+    def reshape(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+        """New shape with the same number of elements; one size may be -1 (inferred)."""
+        new = int_args(shape)
+        n = numel(self.shape)
+        if new.count(-1) > 1 or any(d < -1 for d in new):
+            raise ShapeError(f"reshape to {new}: sizes must be >= 0, with at most one -1")
+        if -1 in new:
+            rest = numel(d for d in new if d != -1)
+            if rest == 0 or n % rest:
+                raise ShapeError(f"cannot reshape {fmt(self.shape)} ({n} elements) into {new}: "
+                                 f"{n} is not a multiple of {rest}")
+            new = tuple(n // rest if d == -1 else d for d in new)
+        if numel(new) != n:
+            raise ShapeError(f"cannot reshape {fmt(self.shape)} ({n} elements) into {fmt(new)} "
+                             f"({numel(new)} elements); the sizes must multiply to the same count")
+        return self if new == self.shape else self._new(self.uop.reshape(new))
+
+    def permute(self: Tensor, *order: int | tuple[int, ...]) -> Tensor:
+        """Reorder the axes: result axis k is self's axis order[k] (negatives allowed)."""
+        axes = int_args(order)
+        if len(axes) != self.ndim:
+            raise AxisError(f"permute of a {self.ndim}-d tensor needs {self.ndim} axes, got {axes}")
+        norm = tuple(normalize_axis(a, self.ndim) for a in axes)
+        if sorted(norm) != list(range(self.ndim)):
+            raise AxisError(f"{axes} is not a permutation of the axes of {fmt(self.shape)}")
+        return self if norm == tuple(range(self.ndim)) else self._new(self.uop.permute(norm))
+
+    def transpose(self: Tensor, a: int = -2, b: int = -1) -> Tensor:
+        """Swap two axes (the last two by default)."""
+        order = list(range(self.ndim))
+        a, b = normalize_axis(a, self.ndim), normalize_axis(b, self.ndim)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self: Tensor) -> Tensor:
+        """All axes reversed, as NumPy's .T (a plain transpose for 2-D)."""
+        return self.permute(tuple(range(self.ndim))[::-1])
+
+    def expand(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+        """Broadcast to shape (NumPy's broadcast_to): size-1 axes grow, new axes are added on the left;
+        -1 keeps a size."""
+        new = int_args(shape)
+        if len(new) < self.ndim:
+            raise ShapeError(f"cannot expand {fmt(self.shape)} to {new}: the target needs at least {self.ndim} axes")
+        old = (1,) * (len(new) - self.ndim) + self.shape
+        new = tuple(o if d == -1 else d for o, d in zip(old, new))
+        if any(o != d and o != 1 for o, d in zip(old, new)) or any(d < 0 for d in new):
+            raise ShapeError(f"cannot expand {fmt(self.shape)} to {fmt(new)}: only size-1 axes can grow")
+        return self if new == self.shape else self._new(expand_to(self.uop, new))
+
+    def broadcast_to(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+        return self.expand(*shape)
+
+    def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0) -> Tensor:
+        """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad);
+        the new elements are `value`."""
+        pairs = self._pad_pairs(pad_width)
+        if all(p == (0, 0) for p in pairs):
+            return self
+        new = tuple(b + d + a for (b, a), d in zip(pairs, self.shape))
+        out = self._new(self.uop.pad(tuple(b for b, _ in pairs), new))
+        if value == 0 and not (isinstance(value, float) and str(value) == "-0.0"):
+            return out
+        inside = self._new(const_uop(True, dtypes.bool, self.shape).pad(tuple(b for b, _ in pairs), new))
+        return inside.where(out, out._const_like(value))
+
+    def _pad_pairs(self: Tensor, pad_width: Any) -> list[tuple[int, int]]:
+        def pair(p: Any) -> tuple[int, int]:
+            if p is None:
+                return (0, 0)
+            b, a = (p, p) if isinstance(p, int) else tuple(p)
+            if not (isinstance(b, int) and isinstance(a, int)) or b < 0 or a < 0:
+                raise ShapeError(f"pad widths must be non-negative ints, got {p!r} (use shrink or slicing to cut)")
+            return (b, a)
+        if isinstance(pad_width, int) or (isinstance(pad_width, (tuple, list)) and len(pad_width) == 2
+                                          and all(isinstance(p, int) for p in pad_width)):
+            return [pair(pad_width)] * self.ndim
+        pw = list(pad_width)
+        if len(pw) != self.ndim:
+            raise ShapeError(f"pad of {fmt(self.shape)} needs {self.ndim} (before, after) pairs, got {len(pw)}")
+        return [pair(p) for p in pw]
+
+    def shrink(self: Tensor, arg: Any) -> Tensor:
+        """Keep elements start..stop-1 of each axis, from one (start, stop) pair per axis (None = all)."""
+        pairs = list(arg)
+        if len(pairs) != self.ndim:
+            raise ShapeError(f"shrink of {fmt(self.shape)} needs {self.ndim} (start, stop) pairs, got {len(pairs)}")
+        rng = [(0, d) if p is None else tuple(p) for p, d in zip(pairs, self.shape)]
+        for (s, e), d in zip(rng, self.shape):
+            if not 0 <= s <= e <= d:
+                raise ShapeError(f"shrink {tuple(arg)} of {fmt(self.shape)}: need 0 <= start <= stop <= size")
+        if all(r == (0, d) for r, d in zip(rng, self.shape)):
+            return self
+        return self._new(self.uop.shrink(tuple(s for s, _ in rng), tuple(e - s for s, e in rng)))
+
+    def flip(self: Tensor, axis: int | tuple[int, ...] | None = None) -> Tensor:
+        """Reverse the order along the given axes (all by default, as NumPy)."""
+        axes = normalize_axes(axis, self.ndim)
+        if not axes:
+            return self
+        return self._new(self.uop.flip(tuple(k in axes for k in range(self.ndim))))
+
+    def squeeze(self: Tensor, axis: int | tuple[int, ...] | None = None) -> Tensor:
+        """Remove size-1 axes (all of them, or the given ones, which must have size 1)."""
+        if axis is None:
+            axes = tuple(k for k, d in enumerate(self.shape) if d == 1)
+        else:
+            axes = normalize_axes(axis, self.ndim)
+            if any(self.shape[k] != 1 for k in axes):
+                raise ShapeError(f"cannot squeeze axis {axis} of {fmt(self.shape)}: only size-1 axes can go")
+        return self.reshape(tuple(d for k, d in enumerate(self.shape) if k not in axes))
+
+    def unsqueeze(self: Tensor, axis: int) -> Tensor:
+        """Insert a size-1 axis so that it is axis `axis` of the result."""
+        k = normalize_axis(axis, self.ndim + 1)
+        return self.reshape(self.shape[:k] + (1,) + self.shape[k:])
+
+    def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge axes start_dim..end_dim (inclusive) into one."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
+        if s > e:
+            raise AxisError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(self.shape[:s] + (numel(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def repeat(self: Tensor, *repeats: int | tuple[int, ...]) -> Tensor:
+        """Tile the tensor (NumPy's tile): axis k repeated repeats[k] times; extra repeats add leading axes."""
+        reps = int_args(repeats)
+        if any(r < 0 for r in reps):
+            raise ShapeError(f"repeat counts must be non-negative, got {reps}")
+        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape) if len(reps) > self.ndim else self
+        reps = (1,) * (x.ndim - len(reps)) + reps
+        inter = tuple(v for d in x.shape for v in (1, d))
+        tiled = tuple(v for r, d in zip(reps, x.shape) for v in (r, d))
+        return x.reshape(inter).expand(tiled).reshape(tuple(r * d for r, d in zip(reps, x.shape)))
+
+    def cat(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
+        """Join tensors along an existing axis (`Tensor.cat(a, b, dim=1)` or `a.cat(b, dim=1)`): each is padded
+        into place with zeros and the pieces are added (or-ed for bools)."""
+        ts = (self, *others)
+        if self.ndim == 0:
+            raise ShapeError("0-d tensors cannot be concatenated; stack them instead")
+        d = normalize_axis(dim, self.ndim)
+        for t in others:
+            self._same_device(t)
+            if t.ndim != self.ndim or any(a != b for k, (a, b) in enumerate(zip(t.shape, self.shape)) if k != d):
+                raise ShapeError(f"cat along axis {dim}: {fmt(t.shape)} does not match {fmt(self.shape)} "
+                                 "outside that axis")
+        dt = least_upper_dtype(*(t.dtype for t in ts))
+        total = sum(t.shape[d] for t in ts)
+        new = self.shape[:d] + (total,) + self.shape[d + 1:]
+        out, off = None, 0
+        for t in ts:
+            piece = t.cast(dt)._new(t.cast(dt).uop.pad((0,) * d + (off,) + (0,) * (self.ndim - d - 1), new))
+            out = piece if out is None else out.add(piece)
+            off += t.shape[d]
+        return out
+
+    def stack(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
+        """Join tensors of one shape along a new axis."""
+        for t in others:
+            if t.shape != self.shape:
+                raise ShapeError(f"stack needs tensors of one shape, got {fmt(self.shape)} and {fmt(t.shape)}")
+        d = normalize_axis(dim, self.ndim + 1)
+        return self.unsqueeze(d).cat(*(t.unsqueeze(d) for t in others), dim=d)
+
+    # ---------------------------------------------------------------- indexing
+    def __getitem__(self: Tensor, index: Any) -> Tensor:
+        """NumPy indexing: ints (negative too), slices with any step, None, Ellipsis, and integer tensors or
+        lists (advanced indexing, broadcast together). Index values inside a tensor are not bounds-checked:
+        an out-of-range one selects nothing (gives 0)."""
+        items = list(index) if isinstance(index, tuple) else [index]
+        items = [self._index_tensor(i) if isinstance(i, (list, type(self))) else i for i in items]
+        if sum(i is Ellipsis for i in items) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        for i in items:
+            if not (i is None or i is Ellipsis or isinstance(i, (slice, type(self)))
+                    or (isinstance(i, int) and not isinstance(i, bool))):
+                raise IndexError(f"only ints, slices, None, '...' and integer tensors are valid indices, got {i!r}")
+        used = sum(i is not None and i is not Ellipsis for i in items)
+        if used > self.ndim:
+            raise IndexError(f"too many indices for a tensor of shape {fmt(self.shape)}: {used} were given")
+        ell = items.index(Ellipsis) if Ellipsis in items else len(items)
+        items[ell:ell + 1] = [slice(None)] * (self.ndim - used)
+        advanced = any(isinstance(i, type(self)) for i in items)
+        if advanced:  # NumPy treats ints as advanced indices too once any array index is present
+            items = [self._new(const_uop(self._check_int(i, k, items), dtypes.int32, ()))
+                     if isinstance(i, int) else i for k, i in enumerate(items)]
+        return self._basic_index(items)._advanced_index([i for i in items if i is not None])
+
+    def _index_tensor(self: Tensor, i: Any) -> Tensor:
+        t = i if isinstance(i, type(self)) else type(self)(i, device=self.device)
+        if isinstance(i, list) and not i:
+            t = t.cast(dtypes.int32)
+        if not t.dtype.is_int:
+            raise IndexError(f"index tensors must have an integer dtype, got {t.dtype.name} (boolean masks are not "
+                             "supported: use where)")
+        self._same_device(t)
+        return t
+
+    def _check_int(self: Tensor, i: int, pos: int, items: list[Any]) -> int:
+        """An int index for the source axis at `pos` of items, in range, made non-negative."""
+        k = sum(j is not None for j in items[:pos])
+        d = self.shape[k]
+        if not -d <= i < d:
+            raise IndexError(f"index {i} is out of bounds for axis {k} with size {d}")
+        return i % d
+
+    def _basic_index(self: Tensor, items: list[Any]) -> Tensor:
+        """Apply ints, slices and None (tensor items keep their axis whole), in one flip, shrink and reshape."""
+        flips, ranges, steps, out_shape = [], [], [], []
+        k = 0
+        for pos, it in enumerate(items):
+            if it is None:
+                out_shape.append(1)
+                continue
+            d = self.shape[k]
+            if isinstance(it, slice):
+                start, stop, step = it.indices(d)
+                n = len(range(start, stop, step))
+                if step < 0:
+                    start, step = d - 1 - start, -step
+                flips.append(it.step is not None and it.step < 0)
+                ranges.append((start, start + (n - 1) * step + 1) if n else (0, 0))
+                steps.append(step if n > 1 else 1)
+                out_shape.append(n)
+            elif isinstance(it, int):
+                i = self._check_int(it, pos, items)
+                flips.append(False)
+                ranges.append((i, i + 1))
+                steps.append(1)
+            else:
+                flips.append(False)
+                ranges.append((0, d))
+                steps.append(1)
+                out_shape.append(d)
+            k += 1
+        x = self.flip(tuple(k for k, f in enumerate(flips) if f)).shrink(ranges)
+        if any(s > 1 for s in steps):
+            lens = x.shape
+            x = x.pad([(0, (-n) % s) for n, s in zip(lens, steps)])
+            x = x.reshape(tuple(v for n, s in zip(x.shape, steps) for v in (n // s, s)))
+            x = x.shrink([(0, v) if j % 2 == 0 else (0, 1) for j, v in enumerate(x.shape)])
+            x = x.reshape(tuple(x.shape[::2]))
+        return x.reshape(tuple(out_shape))
+
+    def _advanced_index(self: Tensor, items: list[Any]) -> Tensor:
+        """Gather with the tensor indices among items (one item per axis of self after basic indexing)."""
+        pos = [k for k, it in enumerate(items) if isinstance(it, type(self))]
+        if not pos:
+            return self
+        idx: list[Tensor] = [items[k] for k in pos]
+        bshape = broadcast_shapes(*(t.shape for t in idx))
+        rest = [k for k in range(self.ndim) if k not in pos]
+        dims = [self.shape[k] for k in pos]
+        nb, na = len(bshape), len(pos)
+        mask = None
+        for j, (t, d) in enumerate(zip(idx, dims)):
+            t = t.lt(0).where(t.add(d), t) if not t.dtype.is_unsigned else t
+            t = t.expand(bshape).reshape(bshape + (1,) * na)
+            ar = type(self).arange(d, dtype=t.dtype, device=self.device)
+            hit = t.eq(ar.reshape((1,) * (nb + j) + (d,) + (1,) * (na - j - 1)))
+            mask = hit if mask is None else mask.bitwise_and(hit)
+        src_shape = tuple(self.shape[k] for k in rest)
+        x = self.permute(rest + pos).reshape(src_shape + (1,) * nb + tuple(dims))
+        picked = mask.where(x, x._const_like(0)) if not x.dtype.is_bool else mask.bitwise_and(x)
+        red = tuple(range(len(rest) + nb, len(rest) + nb + na))
+        summed = (picked.cast(dtypes.uint8) if x.dtype.is_bool else picked)._reduce_op(Ops.ADD, red, False)
+        out = summed.ne(0) if x.dtype.is_bool else summed
+        if pos == list(range(pos[0], pos[0] + na)):  # adjacent tensor indices keep their place, else they go first
+            order = list(range(nb, nb + pos[0])) + list(range(nb)) + list(range(nb + pos[0], nb + len(rest)))
+            return out.permute(list(range(len(rest), len(rest) + nb)) + list(range(len(rest))))\
+                .permute(order)
+        return out.permute(list(range(len(rest), len(rest) + nb)) + list(range(len(rest))))
+
+    def gather(self: Tensor, idx: Any, axis: int = 0) -> Tensor:
+        """np.take(self, idx, axis): the result has self's axes with `axis` replaced by idx's shape."""
+        ax = normalize_axis(axis, self.ndim)
+        return self[(slice(None),) * ax + (self._index_tensor(idx),)]
+
+    def scatter_add(self: Tensor, idx: Any, val: Any, axis: int = 0) -> Tensor:
+        """self with val[..., i, ...] added at position idx[i] of `axis` (np.add.at; repeated indices add up).
+        idx is 1-D; val has self's shape with `axis` sized len(idx). SPEC's one-hot composition."""
+        ax = normalize_axis(axis, self.ndim)
+        idx = self._index_tensor(idx)
+        if idx.ndim != 1:
+            raise ShapeError(f"scatter_add needs a 1-D index, got shape {fmt(idx.shape)}")
+        val = self._coerce(val)
+        want = self.shape[:ax] + idx.shape + self.shape[ax + 1:]
+        if val.shape != want:
+            raise ShapeError(f"scatter_add: values of shape {fmt(val.shape)} do not fit; expected {fmt(want)} "
+                             f"(self's shape with axis {axis} sized len(idx))")
+        if val.dtype != self.dtype and not (least_upper_dtype(val.dtype, self.dtype) == self.dtype):
+            raise DTypeError(f"scatter_add of {val.dtype.name} values into a {self.dtype.name} tensor would "
+                             "lose precision; cast the values first")
+        k, n = self.shape[ax], idx.shape[0]
+        idx = idx.lt(0).where(idx.add(k), idx) if not idx.dtype.is_unsigned else idx
+        pos = type(self).arange(k, dtype=idx.dtype, device=self.device).reshape(k, 1)
+        mask = pos.eq(idx.reshape(1, n))                                          # (K, D)
+        v = val.cast(self.dtype).transpose(ax, -1).unsqueeze(-2)                  # (..., 1, D)
+        added = mask.where(v, v._const_like(0))._reduce_op(Ops.ADD, (v.ndim - 1,), False)  # (..., K)
+        return self.add(added.transpose(ax, -1))
+
+    def _check_index_axes(self: Tensor, axes: tuple[int, ...]) -> None:
+        if len(set(axes)) != len(axes):
+            raise AxisError(f"axes {axes} repeat an axis")
