@@ -90,3 +90,28 @@ def to_host(u: UOp) -> Any:
     """A NumPy array of a realized value's contents, in its shape."""
     arr = buffers.to_numpy(u.src[0])
     return arr[: int(prod(u.shape))].reshape(u.shape)
+
+
+class KernelArgumentError(ValueError):
+    """Arrays that do not fit a hand-built kernel's Params (count, size or dtype)."""
+
+
+def run_kernel(sink: UOp, arrays: Sequence[Any], device: str | None = None) -> list[Any]:
+    """Lower, compile and run a hand-built kernel (a Sink of Stores over Params, Ranges, Index, Load, End) on a
+    device, with arrays bound to the Param slots in order; returns every buffer's contents after the run."""
+    import numpy as np
+
+    from uopviz.dtype import dtypes
+    params = {u.arg.slot: u for u in sink.toposort() if u.op is Ops.PARAM}
+    if sorted(params) != list(range(len(arrays))):
+        raise KernelArgumentError(f"the kernel has Param slots {sorted(params)} but {len(arrays)} arrays were given")
+    bufs = []
+    for k, arr in enumerate(arrays):
+        p, a = params[k], np.asarray(arr)
+        want = (int(prod(p.shape)), p.arg.dtype)
+        if (a.size, dtypes.from_numpy(a.dtype)) != want:
+            raise KernelArgumentError(f"slot {k}: Param of {want[0]} {want[1].name} got an array of {a.size} {a.dtype}")
+        bufs.append(buffers.from_numpy(a, device))
+    _, prog = compile_kernel(sink, devices.canonical(device))
+    prog([buffers.handle(b) for b in bufs])
+    return [buffers.to_numpy(b) for b in bufs]

@@ -31,7 +31,13 @@ def linearize(sink: UOp) -> UOp:
     """Linear(instructions in execution order) for a kernel Sink."""
     order = sink.toposort()
     rs = _ranges(order)
-    end_of = {u.src[1]: u for u in order if u.op is Ops.END}
+    end_of: dict[UOp, UOp] = {}
+    for u in order:
+        if u.op is Ops.END:
+            if u.src[1] in end_of:
+                raise LinearizeError(f"Range r{u.src[1].arg.idx} is closed by two Ends; put the stores of one loop in "
+                                     "a Group and End it once")
+            end_of[u.src[1]] = u
     for r in (u for u in order if u.op is Ops.RANGE):
         if r not in end_of:
             raise LinearizeError(f"Range r{r.arg.idx} has no End: every loop must be closed")

@@ -11,6 +11,7 @@ from typing import Any
 
 from uopviz.codegen.accumulate import Accumulators, accumulate
 from uopviz.codegen.decompositions import decompose
+from uopviz.codegen.expand import expander
 from uopviz.codegen.gpudims import global_axes, to_specials
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
@@ -48,6 +49,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("rangeify", "Rangeify", pushdown, ctx=lambda u, t: RangeCounter(range_start(u))),
     Pass("simplify", "Rangeify", simplify),
     Pass("global axes", "Optimize", fn=global_axes),
+    Pass("expand", "Expand", expander),
     Pass("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, t: Accumulators(t.device)),
     Pass("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Pass("simplify", "Instruction Selection", symbolic),

@@ -18,7 +18,7 @@ def plan_registers(linear: UOp) -> UOp:
     span: dict[UOp, list[int]] = {}
     for i, u in enumerate(linear.src):
         b = _owner(u)
-        if b is not None:
+        if b is not None and u is not b:  # a life starts at the first use (the initial store), not the declaration
             span.setdefault(b, [i, i])[1] = i
     free: list[tuple[int, UOp]] = []  # (last use, buffer)
     remap: dict[UOp, UOp] = {}

@@ -61,7 +61,8 @@ class Kernel:
     """A lowered kernel as runtimes receive it.
 
     params: the dtype of each buffer parameter, by slot (slot 0 is written).
-    global_size/local_size: launch dimensions for targets with global ids (innermost first), else None.
+    global_size/local_size: work-items in all and per work-group, per dimension (innermost first), for
+    targets with global ids; None elsewhere (local_size None: the driver picks).
     vars: names of the symbolic integer arguments, in call order.
     """
 

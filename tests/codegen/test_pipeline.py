@@ -1,0 +1,128 @@
+"""The lowering pipeline end to end: hand-built kernels and scheduled graphs on every runtime, against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import uopviz
+from uopviz.codegen.linearize import LinearizeError, linearize
+from uopviz.codegen.pipeline import lower
+from uopviz.dtype import dtypes
+from uopviz.realize import KernelArgumentError, realize, run_kernel, schedule, to_host
+from uopviz.runtime import device as devices
+from uopviz.runtime.buffer import from_numpy
+from uopviz.uop.ops import AxisType, Ops, UOp
+
+DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
+STAGES = ["Rangeify", "Optimize", "Expand", "Instruction Selection", "Linearize", "Register/Memory Plan", "Render"]
+
+
+def gemm_kernel(M: int, K: int, N: int, k_type: AxisType = AxisType.REDUCE, n_type: AxisType = AxisType.LOOP) -> UOp:
+    """C = A @ B written by hand from Params, Ranges, Index, Load, Reduce, Store and End."""
+    c, a, b = UOp.param(0, (M * N,)), UOp.param(1, (M * K,)), UOp.param(2, (K * N,))
+    i, j, k = UOp.range(M, 0), UOp.range(N, 1, n_type), UOp.range(K, 2, k_type)
+    prod = a.index(i * K + k).load() * b.index(k * N + j).load()
+    return UOp.sink(c.index(i * N + j).store(prod.reduce(Ops.ADD, k)).end(i, j))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("types", [(AxisType.REDUCE, AxisType.LOOP), (AxisType.UNROLL, AxisType.UPCAST)])
+def test_hand_built_gemm(device: str, types: tuple[AxisType, AxisType]) -> None:
+    M, K, N = 5, 7, 3
+    rng = np.random.default_rng(0)
+    a, b = rng.random((M, K), dtype=np.float32), rng.random((K, N), dtype=np.float32)
+    out = run_kernel(gemm_kernel(M, K, N, *types), [np.zeros(M * N, np.float32), a, b], device)[0]
+    np.testing.assert_allclose(out.reshape(M, N), a @ b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hand_built_elementwise_with_floor_division(device: str) -> None:
+    # (i - 5) // 3 and (i - 5) % 3 for i in 0..10: C's / and % truncate; the dialect must floor
+    n = 11
+    out = UOp.param(0, (2 * n,), dtypes.int32)
+    i = UOp.range(n, 0)
+    v = (i - 5).cast(dtypes.int32)
+    k = UOp.sink(UOp(Ops.GROUP, (out.index(i).store(v // 3), out.index(i + n).store(v % -3))).end(i))
+    got = run_kernel(k, [np.zeros(2 * n, np.int32)], device)[0]
+    x = np.arange(n) - 5
+    np.testing.assert_array_equal(got, np.concatenate([x // 3, x % -3]))
+
+
+def test_run_kernel_checks_its_arguments() -> None:
+    with pytest.raises(KernelArgumentError, match="slots"):
+        run_kernel(gemm_kernel(2, 2, 2), [np.zeros(4, np.float32)])
+    with pytest.raises(KernelArgumentError, match="slot 1"):
+        run_kernel(gemm_kernel(2, 2, 2), [np.zeros(4, np.float32), np.zeros(5, np.float32), np.zeros(4, np.float32)])
+
+
+def test_linearize_hoists_invariants_and_nests_loops() -> None:
+    lin = lower(gemm_kernel(5, 7, 3), devices.get("CPU").target).linear
+    ops = [u.op for u in lin.src]
+    assert ops.count(Ops.RANGE) == ops.count(Ops.END) == 3
+    pos = {u: n for n, u in enumerate(lin.src)}
+    ranges = [u for u in lin.src if u.op is Ops.RANGE]
+    # i*7 (depends on i only) is computed before the j loop opens
+    i7 = next(u for u in lin.src if u.op is Ops.MUL and u.src[0] is ranges[0])
+    assert pos[ranges[0]] < pos[i7] < pos[ranges[1]]
+
+
+def test_linearize_rejects_open_and_twice_closed_ranges() -> None:
+    r = UOp.range(4, 0)
+    st = UOp.param(0, (4,)).index(r).store(UOp.const(dtypes.float32, 1.0))
+    with pytest.raises(LinearizeError, match="no End"):
+        linearize(UOp.sink(st))
+    with pytest.raises(LinearizeError, match="two Ends"):
+        linearize(UOp.sink(st.end(r), UOp.param(1, (4,)).index(r).store(UOp.const(dtypes.float32, 2.0)).end(r)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scheduled_reductions_share_registers(device: str) -> None:
+    x = np.random.default_rng(1).random((4, 33), dtype=np.float32)
+    X = from_numpy(x, device).reshape((4, 33))
+    y = X.reduce(Ops.ADD, axes=(1,)) + X.reduce(Ops.MAX, axes=(1,))
+    with uopviz.trace() as tr:
+        (out,) = realize([y])
+    np.testing.assert_allclose(to_host(out), x.sum(1, keepdims=True) + x.max(1, keepdims=True), rtol=1e-5)
+    (kctx,) = [c for c in tr.contexts if c.kind == "kernel"]
+    lin = tr.uop(next(p for p in kctx.passes if p.name == "register plan").output)
+    regs = [u for u in lin.src if u.op is Ops.BUFFER]
+    assert len(regs) == 1  # the max reuses the sum's accumulator
+
+
+def test_trace_of_realize_shows_every_stage() -> None:
+    a = from_numpy(np.arange(12, dtype=np.float32)).reshape((3, 4))
+    with uopviz.trace() as tr:
+        realize([(a * 2).reduce(Ops.ADD, axes=(1,))])
+    sched, kern = tr.contexts
+    assert (sched.name, sched.kind) == ("schedule", "schedule")
+    assert [p.stage for p in sched.passes] == ["Callify", "Rangeify"]
+    assert kern.name == "r_L3_R4"
+    assert list(dict.fromkeys(p.stage for p in kern.passes)) == STAGES
+    assert all(p.error is None for c in tr.contexts for p in c.passes)
+
+
+def test_kernel_split_materializes_broadcast_reductions() -> None:
+    x = from_numpy(np.ones((4, 5), np.float32)).reshape((4, 5))
+    m = x.reduce(Ops.MAX, axes=(1,)).expand((4, 5))
+    e = (x - m)
+    y = e * e.reduce(Ops.ADD, axes=(1,)).expand((4, 5)).recip()
+    calls = [u for u in schedule([y]).toposort() if u.op is Ops.CALL]
+    assert len(calls) == 3
+    chain = x
+    for _ in range(10):
+        chain = (chain * 1.5 + 1.0).maximum(0.0)
+    assert len([u for u in schedule([chain]).toposort() if u.op is Ops.CALL]) == 1
+
+
+def test_arange_composition_collapses_to_linear_work() -> None:
+    n = 1000
+    one = UOp.const(dtypes.int32, 1).reshape((1,)).expand((n,))
+    x = one.pad((n - 1,), (2 * n - 1,)).reshape((1, 2 * n - 1)).expand((n + 1, 2 * n - 1))
+    x = x.reshape(((n + 1) * (2 * n - 1),)).shrink((0,), (2 * n * n,)).reshape((n, 2 * n)).shrink((0, 0), (n, n))
+    ar = x.reduce(Ops.ADD, axes=(1,)).reshape((n,)) - one
+    with uopviz.trace() as tr:
+        (out,) = realize([ar])
+    np.testing.assert_array_equal(to_host(out), np.arange(n))
+    lin = tr.uop(next(p for p in tr.contexts[1].passes if p.name == "linearize").output)
+    assert [u.op for u in lin.src].count(Ops.RANGE) == 1  # the inner sum was replaced by its closed form
