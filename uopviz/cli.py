@@ -1,4 +1,4 @@
-"""`uopviz` command line: `demo` (the main job until `serve` lands) and `trace show`."""
+"""`uopviz` command line: `demo` (the main job until `serve` lands), `kernels` (the zoo) and `trace show`."""
 
 from __future__ import annotations
 
@@ -70,6 +70,50 @@ def cmd_trace_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kernels(args: argparse.Namespace) -> int:
+    import json
+
+    from kernels import ZOO
+    if not args.name:
+        rows = [ZOO[n].describe(ZOO[n].sizes(small=args.small)) for n in ZOO]
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        print(f"{'kernel':13s} {'sizes':36s} {'GFLOP':>8s} {'MB':>8s}  what")
+        for r in rows:
+            sizes = ",".join(f"{k}={v}" for k, v in r["sizes"].items())
+            print(f"{r['name']:13s} {sizes:36s} {r['flops'] / 1e9:8.3f} {r['bytes'] / 1e6:8.2f}  {r['doc']}")
+        return 0
+    return _run_zoo_kernel(args)
+
+
+def _run_zoo_kernel(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from kernels import get
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.runtime.device import DeviceError
+    try:
+        z = get(args.name)
+        sizes = z.sizes(small=args.small)
+        out, arrays = z.build(sizes, args.device)
+        graph = schedule([out.uop])
+        for ast, bufs in kernels_of(graph):
+            kernel, _ = compile_kernel(ast, bufs[0].arg.device)
+            print(f"{kernel.name}  ({len(bufs)} buffers)")
+            if args.source:
+                print(kernel.source or kernel.linear.tree())
+        got = out.numpy()
+    except (KeyError, ValueError, DeviceError) as e:
+        print(f"uopviz: {e.args[0] if isinstance(e, KeyError) else e}", file=sys.stderr)
+        return 1
+    want = z.reference(*arrays)
+    ok = np.allclose(got, want, rtol=z.rtol, atol=z.rtol)
+    print(f"{z.name} {sizes} on {out.device}: {'matches NumPy' if ok else 'DIFFERS from NumPy'} "
+          f"(max abs error {float(np.max(np.abs(got - want))) if got.size else 0.0:.3g})")
+    return 0 if ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="uopviz", description="See, change and tune what a tensor compiler does.")
     p.add_argument("--version", action="version", version=f"uopviz {uopviz.__version__}")
@@ -78,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", default="demo.uopviz-trace.json", help="where to save the trace")
     demo.add_argument("--shape", type=int, nargs=3, default=(5, 7, 3), metavar=("M", "N", "K"))
     demo.set_defaults(fn=cmd_demo)
+    kern = sub.add_parser("kernels", help="list the kernel zoo, or run one kernel and check it against NumPy")
+    kern.add_argument("name", nargs="?", help="a zoo kernel to run (omit to list them all)")
+    kern.add_argument("--small", action="store_true", help="the small sizes (as the tests use)")
+    kern.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
+    kern.add_argument("--source", action="store_true", help="print each kernel's generated source")
+    kern.add_argument("--json", action="store_true", help="the list as JSON")
+    kern.set_defaults(fn=cmd_kernels)
     tr = sub.add_parser("trace", help="work with saved traces").add_subparsers(dest="trace_command", required=True)
     show = tr.add_parser("show", help="summarize a saved trace")
     show.add_argument("file")

@@ -48,13 +48,20 @@ def compile_kernel(ast: UOp, device: str) -> tuple[Kernel, Program]:
     return _programs[key]
 
 
-def run_schedule(graph: UOp) -> None:
-    """Run the graph's Calls in dependency order."""
-    for call in (u for u in graph.toposort() if u.op is Ops.CALL):
-        bufs = [b.src[0] if b.op is Ops.AFTER else b for b in call.src[1:]]
-        device = bufs[0].arg.device
-        _, prog = compile_kernel(call.src[0], device)
-        prog([buffers.handle(b) for b in bufs])
+def kernels_of(graph: UOp) -> list[tuple[UOp, list[UOp]]]:
+    """(kernel, buffers) of each Call of a command-buffer graph, in dependency order."""
+    return [(c.src[0], [b.src[0] if b.op is Ops.AFTER else b for b in c.src[1:]])
+            for c in graph.toposort() if c.op is Ops.CALL]
+
+
+def run_schedule(graph: UOp, timed: bool = False) -> float:
+    """Run the graph's Calls in dependency order; with timed, wait for each and return the kernels' total
+    time in seconds (device time where the device measures it)."""
+    total = 0.0
+    for ast, bufs in kernels_of(graph):
+        _, prog = compile_kernel(ast, bufs[0].arg.device)
+        total += prog([buffers.handle(b) for b in bufs], wait=timed) or 0.0
+    return total
 
 
 def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> list[UOp]:

@@ -69,9 +69,15 @@ def _static(x: UOp) -> list[int | UOp]:
     return [s.arg.value if s.op is Ops.CONST else s for s in x.src]
 
 
+_SCALARS = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.RANGE, Ops.SPECIAL})
+
+
 def _index(x: UOp, idx: Sequence[UOp]) -> UOp:
-    """Index x by idx; a scalar (shape ()) is its own value at every index."""
-    return x if x.shape == () else UOp(Ops.INDEX, (x, *idx))
+    """Index x by idx; a scalar leaf is its own value at every index, other shape-() values are still indexed
+    (with no indices) so that the rules break them down too."""
+    if x.op in _SCALARS:
+        return x
+    return UOp(Ops.INDEX, (x,)) if x.shape == () else UOp(Ops.INDEX, (x, *idx))
 
 
 def _reshape(ix: UOp, x: UOp) -> UOp:
@@ -156,7 +162,7 @@ pushdown = PatternMatcher([
     (_on(Ops.REDUCE), _reduce),
     (_on(GroupOp.Elementwise | {Ops.BITCAST}), _elementwise),
     (_on(frozenset({Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD})), _passthrough),
-    (UPat(Ops.INDEX, src=(UPat(name="x"),)), lambda x: x if x.shape == () else None),
+    (UPat(Ops.INDEX, src=(UPat(_SCALARS, name="x"),)), lambda x: x),
 ], name="rangeify")
 
 

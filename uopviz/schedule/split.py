@@ -18,6 +18,10 @@ from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.rangeify import kernel_ast
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
 
+class DeviceMismatchError(ValueError):
+    """One computation reads tensors on different devices."""
+
+
 # ops through which a value reaches its kernel's output one element to one element
 _DIRECT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.BITCAST, Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
 
@@ -77,6 +81,11 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
         elif u.op is Ops.PARAM:
             mapping[u] = slot(args[u.arg.slot], args[u.arg.slot])
     a = buf.arg
+    for src in inputs:
+        b = src.src[0] if src.op is Ops.AFTER else src
+        if b.arg.device != a.device:
+            raise DeviceMismatchError(f"a kernel on {a.device} reads a buffer on {b.arg.device}: every tensor of one "
+                                      f"computation must be on one device (move one with .to({a.device!r}))")
     ast = kernel_ast(value.substitute(mapping), UOp.param(0, (a.size,), a.dtype, a.device))
     return buf.after(UOp(Ops.CALL, (ast, buf, *inputs)))
 

@@ -1,0 +1,72 @@
+"""The CPU runtime and the device registry: compiler discovery, the disk cache, and the named errors."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uopviz.dtype import dtypes
+from uopviz.runtime import device as devices
+from uopviz.runtime.cpu import CPURuntime
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel, UnknownDeviceError
+from uopviz.uop.ops import Ops, UOp
+
+ADD = """void add3(float* restrict data0, const float* restrict data1) {
+  for (int i = 0; i < 3; i++) data0[i] = data1[i] + 1.0f;
+}
+"""
+
+
+def kernel(source: str, name: str = "add3") -> Kernel:
+    return Kernel(name, UOp(Ops.LINEAR, ()), source, (dtypes.float32, dtypes.float32))
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_compiles_runs_and_caches_on_disk(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = CPURuntime()
+    out, inp = rt.alloc(3, dtypes.float32), rt.alloc(3, dtypes.float32)
+    rt.copyin(inp, np.array([1, 2, 3], np.float32))
+    rt.compile(kernel(ADD))([out, inp])
+    np.testing.assert_array_equal(rt.copyout(out, 3, dtypes.float32), [2, 3, 4])
+    assert len(list((cache / "cpu").glob("*.so"))) == 1
+
+    def no_compiler(*a: object, **k: object) -> None:
+        raise AssertionError("the cached library should have been used")
+
+    fresh = CPURuntime()
+    fresh.compiler_version  # noqa: B018  (read once before the compiler is taken away)
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    fresh.compile(kernel(ADD))([out, inp])
+
+
+def test_compile_error_shows_source_and_message(cache: Path) -> None:
+    with pytest.raises(CompileError) as e:
+        CPURuntime().compile(kernel(ADD.replace("1.0f;", "1.0f +;")))
+    msg = str(e.value)
+    assert "add3" in msg and "error" in msg and "data1[i] + 1.0f +;" in msg
+    assert e.value.source.startswith("void add3")
+
+
+def test_missing_compiler_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.raises(DeviceUnavailableError, match="apt-get install gcc"):
+        CPURuntime()
+
+
+def test_device_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert devices.canonical("cpu") == "CPU" and devices.canonical("CL:0") == "CL"
+    with pytest.raises(UnknownDeviceError, match="known devices: CL, CPU, PYTHON"):
+        devices.canonical("TPU")
+    monkeypatch.setenv("UOPVIZ_DEVICE", "python")
+    assert devices.default_device() == "PYTHON"
+    monkeypatch.setenv("UOPVIZ_DEVICE", "nope")
+    with pytest.raises(UnknownDeviceError, match="nope"):
+        devices.default_device()
