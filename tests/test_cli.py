@@ -4,18 +4,20 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from uopviz.cli import main
 
 
-def test_demo_simplifies_and_saves_a_loadable_trace(tmp_path, capsys):
+def test_demo_runs_a_gemm_and_saves_a_loadable_trace(tmp_path, capsys):
     out = tmp_path / "demo.uopviz-trace.json"
     assert main(["demo", "--out", str(out), "--shape", "6", "5", "3"]) == 0
     text = capsys.readouterr().out
-    assert "((r0*3)+r2)" in text and "((r2*5)+r1)" in text and "((r0*5)+r1)" in text
+    assert "kernel r_L6_L5_R3 on CPU" in text and "acc0[0] = 0.0f;" in text and "error vs NumPy" in text
     doc = json.loads(out.read_text())
-    assert doc["format"] == "uopviz-trace" and doc["contexts"][0]["name"] == "gemm"
+    assert doc["format"] == "uopviz-trace" and [c["name"] for c in doc["contexts"]] == ["schedule", "r_L6_L5_R3"]
     assert main(["trace", "show", str(out)]) == 0
-    assert "Symbolic / simplify index math" in capsys.readouterr().out
+    assert "Rangeify / rangeify" in capsys.readouterr().out
 
 
 def test_trace_show_reports_a_bad_file_without_a_traceback(tmp_path):
@@ -26,3 +28,13 @@ def test_trace_show_reports_a_bad_file_without_a_traceback(tmp_path):
     r = subprocess.run([sys.executable, "-m", "uopviz.cli", "trace", "show", str(tmp_path / "missing.json")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "No such file" in r.stderr
+
+
+def test_kernels_lists_and_runs_the_zoo(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["kernels"]) == 0
+    listing = capsys.readouterr().out
+    assert all(n in listing for n in ("gemm", "conv2d", "attention", "scatter_add", "elementwise"))
+    assert main(["kernels", "softmax", "--small", "--device", "PYTHON"]) == 0
+    assert "matches NumPy" in capsys.readouterr().out
+    assert main(["kernels", "gemm", "--device", "TPU"]) == 1
+    assert "unknown device 'TPU'" in capsys.readouterr().err

@@ -9,43 +9,36 @@ from collections import Counter
 from collections.abc import Sequence
 
 import uopviz
-from uopviz.uop.ops import AxisType, Ops, UOp
-
-
-def gemm_kernel(m: int = 5, n: int = 7, k: int = 3) -> UOp:
-    """C[m,n] = A[m,k] @ B[k,n] written by hand, with index math left unsimplified as a front-end would emit it."""
-    a, b, c = UOp.param(0, (m * k,)), UOp.param(1, (k * n,)), UOp.param(2, (m * n,))
-    i, j = UOp.range(m, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL)
-    r = UOp.range(k, 2, AxisType.REDUCE)
-    flat_a = i * k + r
-    a_idx = (flat_a // k) * k + flat_a % k  # a reshape round trip: (i, r) -> flat -> (row, col) -> flat
-    b_idx = (r * n + j * 1 + 0) % (k * n)
-    acc = (a.index(a_idx).load() * b.index(b_idx).load()).reduce(Ops.ADD, r)
-    return UOp.sink(c.index((i * n + j) // 1).store(acc).end(i, j))
-
-
-def _index_exprs(kernel: UOp) -> list[str]:
-    return [u.src[1].render() for u in kernel.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM]
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from uopviz.uop.pattern import graph_rewrite
-    from uopviz.uop.spec import validate
-    from uopviz.uop.symbolic import symbolic
+    import numpy as np
 
-    kernel = validate(gemm_kernel(*args.shape))
-    print(f"gemm {args.shape}: {len(kernel.toposort())} nodes; index expressions before simplification:")
-    for e in _index_exprs(kernel):
-        print("   ", e)
-    with uopviz.trace() as tr, uopviz.trace.context("gemm", kind="kernel"), uopviz.trace.stage("Symbolic"):
-        out = validate(graph_rewrite(kernel, symbolic, name="simplify index math"))
-    print(f"after the 'simplify index math' pass: {len(out.toposort())} nodes")
-    for e in _index_exprs(out):
-        print("   ", e)
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.runtime.device import DeviceError
+    from uopviz.tensor import Tensor
+
+    m, n, k = args.shape
+    rng = np.random.default_rng(0)
+    a, b = rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
+    try:
+        A, B = Tensor(a, device=args.device), Tensor(b, device=args.device)
+        C = A @ B
+        with uopviz.trace() as tr:
+            got = C.numpy()
+        for ast, bufs in kernels_of(schedule([(A @ B).uop])):
+            kernel, _ = compile_kernel(ast, bufs[0].arg.device)
+            print(f"kernel {kernel.name} on {C.device}:")
+            print(kernel.source or kernel.linear.tree())
+    except DeviceError as e:
+        print(f"uopviz: {e}", file=sys.stderr)
+        return 1
+    err = float(np.max(np.abs(got - a @ b)))
+    print(f"gemm {m}x{k} @ {k}x{n} on {C.device}: max abs error vs NumPy {err:.3g}")
     tr.save(args.out)
     print()
     _summarize(uopviz.trace.load(args.out), args.out)
-    return 0
+    return 0 if err < 1e-3 else 1
 
 
 def _summarize(t: uopviz.trace.Trace, path: str) -> None:
@@ -118,9 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="uopviz", description="See, change and tune what a tensor compiler does.")
     p.add_argument("--version", action="version", version=f"uopviz {uopviz.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build a gemm kernel by hand, simplify it under the recorder, save the trace")
+    demo = sub.add_parser("demo", help="lower and run a gemm under the recorder; print its kernel; save the trace")
     demo.add_argument("--out", default="demo.uopviz-trace.json", help="where to save the trace")
-    demo.add_argument("--shape", type=int, nargs=3, default=(5, 7, 3), metavar=("M", "N", "K"))
+    demo.add_argument("--shape", type=int, nargs=3, default=(33, 7, 5), metavar=("M", "N", "K"))
+    demo.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
     demo.set_defaults(fn=cmd_demo)
     kern = sub.add_parser("kernels", help="list the kernel zoo, or run one kernel and check it against NumPy")
     kern.add_argument("name", nargs="?", help="a zoo kernel to run (omit to list them all)")

@@ -33,7 +33,7 @@ def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> 
     """The command-buffer graph (Sink of After(buffer, Call(kernel, buffers...))) computing roots."""
     with context("schedule", "schedule"):
         fn = callify(roots)
-        return function_pass(lambda f: split(f, outputs), fn, "kernel split", stage="Rangeify")
+        return function_pass(lambda f: split(f, outputs), fn, "kernel split", stage="Rangeify", origin=split)
 
 
 def compile_kernel(ast: UOp, device: str) -> tuple[Kernel, Program]:

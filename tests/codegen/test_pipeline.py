@@ -126,3 +126,18 @@ def test_arange_composition_collapses_to_linear_work() -> None:
     np.testing.assert_array_equal(to_host(out), np.arange(n))
     lin = tr.uop(next(p for p in tr.contexts[1].passes if p.name == "linearize").output)
     assert [u.op for u in lin.src].count(Ops.RANGE) == 1  # the inner sum was replaced by its closed form
+
+
+@pytest.mark.parametrize("name", ["gemm", "softmax", "conv2d", "prefix_sum", "scatter_add"])
+def test_every_pass_output_is_valid_spec(name: str) -> None:
+    from kernels import get
+    from uopviz.uop.spec import validate
+    z = get(name)
+    out, _ = z.build(z.sizes(small=True), DEVICES[-1])
+    with uopviz.trace() as tr:
+        out.realize()
+    outputs = [tr.uop(p.output) for c in tr.contexts for p in c.passes if p.output is not None]
+    for u in outputs:
+        if u.op not in (Ops.LINEAR, Ops.PROGRAM):  # instruction lists: checked by running them
+            validate(u)
+    assert len(outputs) > 10

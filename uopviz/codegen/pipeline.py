@@ -37,10 +37,12 @@ class Pass:
     rules: PatternMatcher | Callable[[Target], PatternMatcher] | None = None
     ctx: Callable[[UOp, Target], Any] | None = None
     fn: Callable[[UOp, Target], UOp] | None = None
+    origin: Callable[..., Any] | None = None  # what a trace names as the rule of a fn pass (default: fn)
 
     def run(self, u: UOp, target: Target) -> UOp:
         if self.fn is not None:
-            return function_pass(lambda x: self.fn(x, target), u, self.name)  # type: ignore[misc]
+            return function_pass(lambda x: self.fn(x, target), u, self.name,  # type: ignore[misc]
+                                 origin=self.origin or self.fn)
         pm = self.rules if isinstance(self.rules, PatternMatcher) else self.rules(target)  # type: ignore[misc]
         return graph_rewrite(u, pm, self.ctx(u, target) if self.ctx else None, name=self.name)
 
@@ -54,8 +56,8 @@ PASSES: tuple[Pass, ...] = (
     Pass("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Pass("simplify", "Instruction Selection", symbolic),
     Pass("hardware ids", "Instruction Selection", to_specials),
-    Pass("linearize", "Linearize", fn=lambda u, t: linearize(u)),
-    Pass("register plan", "Register/Memory Plan", fn=lambda u, t: plan_registers(u)),
+    Pass("linearize", "Linearize", fn=lambda u, t: linearize(u), origin=linearize),
+    Pass("register plan", "Register/Memory Plan", fn=lambda u, t: plan_registers(u), origin=plan_registers),
 )
 
 
@@ -70,7 +72,7 @@ def lower(ast: UOp, target: Target) -> Kernel:
             name = kernel_name(u)
             rename_context(name)
     with stage("Render"):
-        prog = function_pass(lambda lin: _program(lin, name, target), u, "render")
+        prog = function_pass(lambda lin: _program(lin, name, target), u, "render", origin=render)
     linear, source = prog.src[0], prog.src[1].arg
     params = {x.arg.slot: x.arg.dtype for x in linear.src if x.op is Ops.PARAM}
     specials = sorted((x for x in linear.src if x.op is Ops.SPECIAL and x.arg.startswith("gidx")), key=lambda x: x.arg)

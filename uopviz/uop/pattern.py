@@ -330,11 +330,13 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: str | No
     return out
 
 
-def function_pass(fn: Callable[[UOp], UOp], root: UOp, name: str, stage: str | None = None) -> UOp:
+def function_pass(fn: Callable[[UOp], UOp], root: UOp, name: str, stage: str | None = None,
+                  origin: Callable[..., Any] | None = None) -> UOp:
     """Run a whole-graph transform that is an algorithm rather than a rule set (a kernel split, a linearizer).
 
     It is recorded like a rewrite pass, as one step that replaces the root, with `fn` as the rule, so a trace
-    shows every stage of the pipeline by name whatever it is written as.
+    shows every stage of the pipeline by name whatever it is written as. `origin` is the function the trace
+    should point at when fn is a small adapter around it.
     """
     rec = _recorder
     if rec is None:
@@ -348,7 +350,7 @@ def function_pass(fn: Callable[[UOp], UOp], root: UOp, name: str, stage: str | N
         rec.end_pass(None, e)
         raise
     if out is not root:
-        rec.on_match(_make_rule(UPat(root.op), fn), root, out, dt)
+        rec.on_match(_make_rule(UPat(root.op), origin or fn), root, out, dt)
     rec.end_pass(out, None)
     return out
 

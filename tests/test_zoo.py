@@ -1,0 +1,36 @@
+"""Every zoo kernel on every runtime, at its small sizes, against its NumPy reference; and the kernel counts
+that show fusion is real."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import ZOO, get
+from uopviz.realize import kernels_of, schedule
+from uopviz.runtime import device as devices
+
+DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_kernel_matches_numpy(name: str, device: str) -> None:
+    z = ZOO[name]
+    out, arrays = z.build(z.sizes(small=True), device)
+    np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=z.rtol, atol=z.rtol)
+
+
+@pytest.mark.parametrize(("name", "most"), [("elementwise", 1), ("softmax", 3), ("gemm", 1), ("sum", 1),
+                                            ("layernorm", 3), ("conv2d", 1)])
+def test_fusion_kernel_counts(name: str, most: int) -> None:
+    z = get(name)
+    out, _ = z.build(z.sizes(small=True))
+    assert 1 <= len(kernels_of(schedule([out.uop]))) <= most
+
+
+def test_sizes_are_checked() -> None:
+    with pytest.raises(ValueError, match="unknown: Q"):
+        get("gemm").sizes(Q=3)
+    with pytest.raises(KeyError, match="the zoo has"):
+        get("nope")
