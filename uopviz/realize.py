@@ -16,6 +16,7 @@ from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import Kernel, Program
 from uopviz.schedule.callify import callify
+from uopviz.schedule.memory import plan_memory
 from uopviz.schedule.split import split
 from uopviz.trace.recorder import context
 from uopviz.uop.ops import Ops, UOp, prod
@@ -33,7 +34,8 @@ def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> 
     """The command-buffer graph (Sink of After(buffer, Call(kernel, buffers...))) computing roots."""
     with context("schedule", "schedule"):
         fn = callify(roots)
-        return function_pass(lambda f: split(f, outputs), fn, "kernel split", stage="Rangeify", origin=split)
+        graph = function_pass(lambda f: split(f, outputs), fn, "kernel split", stage="Rangeify", origin=split)
+        return function_pass(plan_memory, graph, "memory plan", stage="Register/Memory Plan")
 
 
 def compile_kernel(ast: UOp, device: str) -> tuple[Kernel, Program]:

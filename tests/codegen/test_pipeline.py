@@ -141,3 +141,19 @@ def test_every_pass_output_is_valid_spec(name: str) -> None:
         if u.op not in (Ops.LINEAR, Ops.PROGRAM):  # instruction lists: checked by running them
             validate(u)
     assert len(outputs) > 10
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_memory_plan_reuses_dead_intermediates(device: str) -> None:
+    from uopviz.realize import kernels_of
+    x = np.random.default_rng(2).random((8, 13), dtype=np.float32)
+    X = from_numpy(x, device).reshape((8, 13))
+    y, want = X, x
+    for _ in range(5):  # each step materialized (Contiguous) and read only by the next
+        y = UOp(Ops.CONTIGUOUS, (y * 2.0 + 1.0,))
+        want = want * 2 + 1
+    graph = schedule([y])
+    kernels = kernels_of(graph)
+    assert len(kernels) == 5
+    assert len({b for _, bufs in kernels for b in bufs}) == 4  # x, out, and two intermediates taking turns
+    np.testing.assert_allclose(to_host(realize([y])[0]), want, rtol=1e-6)

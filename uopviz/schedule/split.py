@@ -18,6 +18,7 @@ from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.rangeify import kernel_ast
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
 
+
 class DeviceMismatchError(ValueError):
     """One computation reads tensors on different devices."""
 

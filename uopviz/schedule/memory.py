@@ -1,0 +1,54 @@
+"""Memory plan of a schedule: intermediate buffers whose lives do not overlap share one allocation.
+
+A buffer lives from the kernel that writes it to the last kernel that reads it. Walking the kernels in
+order, a new intermediate takes over a buffer of equal size, dtype and device whose last reader has run; its
+writer then also waits for that reader (an After on the shared buffer), so running the graph in any
+dependency order keeps the reuse safe. Outputs and the caller's buffers are never shared.
+"""
+
+from __future__ import annotations
+
+from uopviz.uop.ops import Ops, UOp
+
+
+def _buf(u: UOp) -> UOp:
+    return u.src[0] if u.op is Ops.AFTER else u
+
+
+def plan_memory(graph: UOp) -> UOp:
+    """The command-buffer graph with intermediates sharing storage (the same graph if nothing can be shared)."""
+    calls = [u for u in graph.toposort() if u.op is Ops.CALL]
+    outputs = {_buf(s) for s in graph.src}
+    last_read: dict[UOp, int] = {}
+    for i, c in enumerate(calls):
+        for s in c.src[2:]:
+            last_read[_buf(s)] = i
+    tenant: dict[UOp, UOp] = {}  # buffer -> the storage it uses
+    before: dict[UOp, UOp] = {}  # buffer -> the storage's previous tenant
+    free: list[tuple[UOp, UOp]] = []  # (storage, its last tenant)
+    for i, c in enumerate(calls):
+        b = _buf(c.src[1])
+        if b in outputs or b not in last_read:
+            continue
+        key = (b.arg.size, b.arg.dtype, b.arg.device)
+        for storage, prev in free:
+            if (storage.arg.size, storage.arg.dtype, storage.arg.device) == key and last_read[prev] < i:
+                free.remove((storage, prev))
+                tenant[b], before[b] = storage, prev
+                break
+        free.append((tenant.get(b, b), b))
+    if not tenant:
+        return graph
+    new: dict[UOp, UOp] = {}  # old After/Call -> rebuilt
+    by_buffer: dict[UOp, UOp] = {}  # old buffer -> its rebuilt After (the writer)
+    for c in calls:
+        out = _buf(c.src[1])
+        dst = tenant.get(out, out)
+        if out in tenant:  # wait for the last reader of the storage's previous tenant
+            reader = calls[last_read[before[out]]]
+            dst = dst.after(new[reader])
+        srcs = [by_buffer.get(_buf(s), s) if s.op is Ops.AFTER else s for s in c.src[2:]]
+        call = new[c] = UOp(Ops.CALL, (c.src[0], dst, *srcs))
+        by_buffer[out] = tenant.get(out, out).after(call)
+    return UOp.sink(*(by_buffer[_buf(s)] for s in graph.src))
+
