@@ -374,37 +374,37 @@ class ElementwiseMixin:
         return self.cast(dtypes.bool)
 
     # ---------------------------------------------------------------- Python operators
-    def __add__(self, x: Any) -> Tensor: return self.add(x)  # noqa: E704
-    def __radd__(self, x: Any) -> Tensor: return self.add(x, True)  # noqa: E704
-    def __sub__(self, x: Any) -> Tensor: return self.sub(x)  # noqa: E704
-    def __rsub__(self, x: Any) -> Tensor: return self.sub(x, True)  # noqa: E704
-    def __mul__(self, x: Any) -> Tensor: return self.mul(x)  # noqa: E704
-    def __rmul__(self, x: Any) -> Tensor: return self.mul(x, True)  # noqa: E704
-    def __truediv__(self, x: Any) -> Tensor: return self.div(x)  # noqa: E704
-    def __rtruediv__(self, x: Any) -> Tensor: return self.div(x, True)  # noqa: E704
-    def __floordiv__(self, x: Any) -> Tensor: return self.floordiv(x)  # noqa: E704
-    def __rfloordiv__(self, x: Any) -> Tensor: return self.floordiv(x, True)  # noqa: E704
-    def __mod__(self, x: Any) -> Tensor: return self.mod(x)  # noqa: E704
-    def __rmod__(self, x: Any) -> Tensor: return self.mod(x, True)  # noqa: E704
-    def __pow__(self, x: Any) -> Tensor: return self.pow(x)  # noqa: E704
-    def __rpow__(self, x: Any) -> Tensor: return self.pow(x, True)  # noqa: E704
-    def __and__(self, x: Any) -> Tensor: return self.bitwise_and(x)  # noqa: E704
-    def __rand__(self, x: Any) -> Tensor: return self.bitwise_and(x, True)  # noqa: E704
-    def __or__(self, x: Any) -> Tensor: return self.bitwise_or(x)  # noqa: E704
-    def __ror__(self, x: Any) -> Tensor: return self.bitwise_or(x, True)  # noqa: E704
-    def __xor__(self, x: Any) -> Tensor: return self.bitwise_xor(x)  # noqa: E704
-    def __rxor__(self, x: Any) -> Tensor: return self.bitwise_xor(x, True)  # noqa: E704
-    def __lshift__(self, x: Any) -> Tensor: return self.lshift(x)  # noqa: E704
-    def __rlshift__(self, x: Any) -> Tensor: return self.lshift(x, True)  # noqa: E704
-    def __rshift__(self, x: Any) -> Tensor: return self.rshift(x)  # noqa: E704
-    def __rrshift__(self, x: Any) -> Tensor: return self.rshift(x, True)  # noqa: E704
-    def __neg__(self) -> Tensor: return self.neg()  # noqa: E704
-    def __invert__(self) -> Tensor: return self.bitwise_not()  # noqa: E704
-    def __abs__(self) -> Tensor: return self.abs()  # noqa: E704
-    def __lt__(self, x: Any) -> Tensor: return self.lt(x)  # noqa: E704
-    def __gt__(self, x: Any) -> Tensor: return self.gt(x)  # noqa: E704
-    def __le__(self, x: Any) -> Tensor: return self.le(x)  # noqa: E704
-    def __ge__(self, x: Any) -> Tensor: return self.ge(x)  # noqa: E704
-    def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]  # noqa: E704
-    def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]  # noqa: E704
+    def __add__(self, x: Any) -> Tensor: return self.add(x)
+    def __radd__(self, x: Any) -> Tensor: return self.add(x, True)
+    def __sub__(self, x: Any) -> Tensor: return self.sub(x)
+    def __rsub__(self, x: Any) -> Tensor: return self.sub(x, True)
+    def __mul__(self, x: Any) -> Tensor: return self.mul(x)
+    def __rmul__(self, x: Any) -> Tensor: return self.mul(x, True)
+    def __truediv__(self, x: Any) -> Tensor: return self.div(x)
+    def __rtruediv__(self, x: Any) -> Tensor: return self.div(x, True)
+    def __floordiv__(self, x: Any) -> Tensor: return self.floordiv(x)
+    def __rfloordiv__(self, x: Any) -> Tensor: return self.floordiv(x, True)
+    def __mod__(self, x: Any) -> Tensor: return self.mod(x)
+    def __rmod__(self, x: Any) -> Tensor: return self.mod(x, True)
+    def __pow__(self, x: Any) -> Tensor: return self.pow(x)
+    def __rpow__(self, x: Any) -> Tensor: return self.pow(x, True)
+    def __and__(self, x: Any) -> Tensor: return self.bitwise_and(x)
+    def __rand__(self, x: Any) -> Tensor: return self.bitwise_and(x, True)
+    def __or__(self, x: Any) -> Tensor: return self.bitwise_or(x)
+    def __ror__(self, x: Any) -> Tensor: return self.bitwise_or(x, True)
+    def __xor__(self, x: Any) -> Tensor: return self.bitwise_xor(x)
+    def __rxor__(self, x: Any) -> Tensor: return self.bitwise_xor(x, True)
+    def __lshift__(self, x: Any) -> Tensor: return self.lshift(x)
+    def __rlshift__(self, x: Any) -> Tensor: return self.lshift(x, True)
+    def __rshift__(self, x: Any) -> Tensor: return self.rshift(x)
+    def __rrshift__(self, x: Any) -> Tensor: return self.rshift(x, True)
+    def __neg__(self) -> Tensor: return self.neg()
+    def __invert__(self) -> Tensor: return self.bitwise_not()
+    def __abs__(self) -> Tensor: return self.abs()
+    def __lt__(self, x: Any) -> Tensor: return self.lt(x)
+    def __gt__(self, x: Any) -> Tensor: return self.gt(x)
+    def __le__(self, x: Any) -> Tensor: return self.le(x)
+    def __ge__(self, x: Any) -> Tensor: return self.ge(x)
+    def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
+    def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
     __hash__ = object.__hash__  # __eq__ is elementwise; tensors hash by identity

@@ -95,7 +95,7 @@ class MovementMixin:
             return self
         new = tuple(b + d + a for (b, a), d in zip(pairs, self.shape))
         out = self._new(self.uop.pad(tuple(b for b, _ in pairs), new))
-        if value == 0 and not (isinstance(value, float) and str(value) == "-0.0"):
+        if value == 0:
             return out
         inside = self._new(const_uop(True, dtypes.bool, self.shape).pad(tuple(b for b, _ in pairs), new))
         return inside.where(out, out._const_like(value))
@@ -149,7 +149,7 @@ class MovementMixin:
     def unsqueeze(self: Tensor, axis: int) -> Tensor:
         """Insert a size-1 axis so that it is axis `axis` of the result."""
         k = normalize_axis(axis, self.ndim + 1)
-        return self.reshape(self.shape[:k] + (1,) + self.shape[k:])
+        return self.reshape((*self.shape[:k], 1, *self.shape[k:]))
 
     def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Merge axes start_dim..end_dim (inclusive) into one."""
@@ -158,7 +158,7 @@ class MovementMixin:
         s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
         if s > e:
             raise AxisError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        return self.reshape(self.shape[:s] + (numel(self.shape[s:e + 1]),) + self.shape[e + 1:])
+        return self.reshape((*self.shape[:s], numel(self.shape[s:e + 1]), *self.shape[e + 1:]))
 
     def repeat(self: Tensor, *repeats: int | tuple[int, ...]) -> Tensor:
         """Tile the tensor (NumPy's tile): axis k repeated repeats[k] times; extra repeats add leading axes."""
@@ -185,10 +185,11 @@ class MovementMixin:
                                  "outside that axis")
         dt = least_upper_dtype(*(t.dtype for t in ts))
         total = sum(t.shape[d] for t in ts)
-        new = self.shape[:d] + (total,) + self.shape[d + 1:]
+        new = (*self.shape[:d], total, *self.shape[d + 1:])
         out, off = None, 0
         for t in ts:
-            piece = t.cast(dt)._new(t.cast(dt).uop.pad((0,) * d + (off,) + (0,) * (self.ndim - d - 1), new))
+            c = t.cast(dt)
+            piece = c._new(c.uop.pad((0,) * d + (off,) + (0,) * (self.ndim - d - 1), new))
             out = piece if out is None else out.add(piece)
             off += t.shape[d]
         return out
@@ -223,7 +224,8 @@ class MovementMixin:
         if advanced:  # NumPy treats ints as advanced indices too once any array index is present
             items = [self._new(const_uop(self._check_int(i, k, items), dtypes.int32, ()))
                      if isinstance(i, int) else i for k, i in enumerate(items)]
-        return self._basic_index(items)._advanced_index([i for i in items if i is not None])
+        after_basic = [slice(None) if i is None else i for i in items if not isinstance(i, int)]
+        return self._basic_index(items)._advanced_index(after_basic)
 
     def _index_tensor(self: Tensor, i: Any) -> Tensor:
         t = i if isinstance(i, type(self)) else type(self)(i, device=self.device)
@@ -255,9 +257,9 @@ class MovementMixin:
             if isinstance(it, slice):
                 start, stop, step = it.indices(d)
                 n = len(range(start, stop, step))
+                flips.append(step < 0)
                 if step < 0:
                     start, step = d - 1 - start, -step
-                flips.append(it.step is not None and it.step < 0)
                 ranges.append((start, start + (n - 1) * step + 1) if n else (0, 0))
                 steps.append(step if n > 1 else 1)
                 out_shape.append(n)
@@ -300,15 +302,14 @@ class MovementMixin:
             mask = hit if mask is None else mask.bitwise_and(hit)
         src_shape = tuple(self.shape[k] for k in rest)
         x = self.permute(rest + pos).reshape(src_shape + (1,) * nb + tuple(dims))
-        picked = mask.where(x, x._const_like(0)) if not x.dtype.is_bool else mask.bitwise_and(x)
+        x = x.cast(dtypes.uint8) if self.dtype.is_bool else x
         red = tuple(range(len(rest) + nb, len(rest) + nb + na))
-        summed = (picked.cast(dtypes.uint8) if x.dtype.is_bool else picked)._reduce_op(Ops.ADD, red, False)
-        out = summed.ne(0) if x.dtype.is_bool else summed
+        out = mask.where(x, x._const_like(0))._reduce_op(Ops.ADD, red, False)  # rest + bshape
+        out = out.ne(0) if self.dtype.is_bool else out
+        nr, bdims = len(rest), list(range(len(rest), len(rest) + nb))
         if pos == list(range(pos[0], pos[0] + na)):  # adjacent tensor indices keep their place, else they go first
-            order = list(range(nb, nb + pos[0])) + list(range(nb)) + list(range(nb + pos[0], nb + len(rest)))
-            return out.permute(list(range(len(rest), len(rest) + nb)) + list(range(len(rest))))\
-                .permute(order)
-        return out.permute(list(range(len(rest), len(rest) + nb)) + list(range(len(rest))))
+            return out.permute(list(range(pos[0])) + bdims + list(range(pos[0], nr)))
+        return out.permute(bdims + list(range(nr)))
 
     def gather(self: Tensor, idx: Any, axis: int = 0) -> Tensor:
         """np.take(self, idx, axis): the result has self's axes with `axis` replaced by idx's shape."""
@@ -327,7 +328,7 @@ class MovementMixin:
         if val.shape != want:
             raise ShapeError(f"scatter_add: values of shape {fmt(val.shape)} do not fit; expected {fmt(want)} "
                              f"(self's shape with axis {axis} sized len(idx))")
-        if val.dtype != self.dtype and not (least_upper_dtype(val.dtype, self.dtype) == self.dtype):
+        if least_upper_dtype(val.dtype, self.dtype) != self.dtype:
             raise DTypeError(f"scatter_add of {val.dtype.name} values into a {self.dtype.name} tensor would "
                              "lose precision; cast the values first")
         k, n = self.shape[ax], idx.shape[0]
@@ -337,7 +338,3 @@ class MovementMixin:
         v = val.cast(self.dtype).transpose(ax, -1).unsqueeze(-2)                  # (..., 1, D)
         added = mask.where(v, v._const_like(0))._reduce_op(Ops.ADD, (v.ndim - 1,), False)  # (..., K)
         return self.add(added.transpose(ax, -1))
-
-    def _check_index_axes(self: Tensor, axes: tuple[int, ...]) -> None:
-        if len(set(axes)) != len(axes):
-            raise AxisError(f"axes {axes} repeat an axis")

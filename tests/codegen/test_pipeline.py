@@ -96,7 +96,7 @@ def test_trace_of_realize_shows_every_stage() -> None:
         realize([(a * 2).reduce(Ops.ADD, axes=(1,))])
     sched, kern = tr.contexts
     assert (sched.name, sched.kind) == ("schedule", "schedule")
-    assert [p.stage for p in sched.passes] == ["Callify", "Rangeify"]
+    assert [p.stage for p in sched.passes] == ["Callify", "Rangeify", "Register/Memory Plan"]
     assert kern.name == "r_L3_R4"
     assert list(dict.fromkeys(p.stage for p in kern.passes)) == STAGES
     assert all(p.error is None for c in tr.contexts for p in c.passes)
