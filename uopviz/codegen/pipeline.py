@@ -16,6 +16,7 @@ from uopviz.codegen.gpudims import global_axes, to_specials
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.regplan import plan_registers
+from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
 from uopviz.runtime.device import Kernel, Target
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
@@ -64,6 +65,8 @@ PASSES: tuple[Pass, ...] = (
 def lower(ast: UOp, target: Target) -> Kernel:
     """Run every pass on a kernel (recorded when tracing) and render it for the target."""
     from uopviz.trace.recorder import stage
+    slots = {x.arg.slot: x.arg.dtype for x in ast.toposort() if x.op is Ops.PARAM}
+    params = tuple(slots[k] for k in range(len(slots)))  # every slot, even one whose reads fold away
     u, name = ast, ""
     for p in PASSES:
         with stage(p.stage):
@@ -72,16 +75,15 @@ def lower(ast: UOp, target: Target) -> Kernel:
             name = kernel_name(u)
             rename_context(name)
     with stage("Render"):
-        prog = function_pass(lambda lin: _program(lin, name, target), u, "render", origin=render)
+        prog = function_pass(lambda lin: _program(lin, name, target, params), u, "render", origin=render)
     linear, source = prog.src[0], prog.src[1].arg
-    params = {x.arg.slot: x.arg.dtype for x in linear.src if x.op is Ops.PARAM}
     specials = sorted((x for x in linear.src if x.op is Ops.SPECIAL and x.arg.startswith("gidx")), key=lambda x: x.arg)
     gsize = tuple(int(x.src[0].arg.value) for x in specials) or None
-    return Kernel(name, linear, source or None, tuple(params[k] for k in range(len(params))), global_size=gsize,
+    return Kernel(name, linear, source or None, params, global_size=gsize,
                   vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR))
 
 
-def _program(linear: UOp, name: str, target: Target) -> UOp:
+def _program(linear: UOp, name: str, target: Target, params: tuple[DType, ...]) -> UOp:
     """Program(linear, Source) — the PYTHON target interprets the Linear program and has no source."""
-    text = render(linear, name, target.dialect) if target.dialect else ""
+    text = render(linear, name, target.dialect, params) if target.dialect else ""
     return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), text)), name)

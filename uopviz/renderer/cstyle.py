@@ -9,7 +9,7 @@ intervals prove both non-negative, and the floor forms otherwise.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from uopviz.dtype import DType, dtypes
@@ -184,8 +184,10 @@ def _buffer_of(u: UOp) -> UOp:
     return u
 
 
-def render(linear: UOp, name: str, dialect: str) -> str:
-    """The source of kernel `name` for a Linear program in the given dialect ("c" or "opencl")."""
+def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None = None) -> str:
+    """The source of kernel `name` for a Linear program in the given dialect ("c" or "opencl"). `params` are
+    the dtypes of every buffer slot the kernel is called with (default: the Params the program uses); a
+    slot whose reads were simplified away is still declared, so every caller passes the same arguments."""
     d = DIALECTS[dialect]
     w = _Writer(d, name)
     uses: dict[UOp, int] = {}
@@ -202,7 +204,7 @@ def render(linear: UOp, name: str, dialect: str) -> str:
             w.expr[u] = literal(u.arg.value, u.dtype, d)
         elif op is Ops.PARAM:
             w.expr[u] = f"data{u.arg.slot}"
-            w.args.append((u.arg.slot, _buffer_decl(w, u, linear)))
+            w.args.append((u.arg.slot, _buffer_decl(w, u.arg.slot, u.arg.dtype, linear)))
         elif op is Ops.DEFINE_VAR:
             w.expr[u] = u.arg.name
             w.vars.append(u.arg.name)
@@ -248,6 +250,8 @@ def render(linear: UOp, name: str, dialect: str) -> str:
                 w.expr[u] = e
             else:
                 w.define(u, "alu", e)
+    used = {slot for slot, _ in w.args}
+    w.args += [(k, _buffer_decl(w, k, dt, linear)) for k, dt in enumerate(params or ()) if k not in used]
     args = [a for _, a in sorted(w.args)] + [f"int {v}" for v in w.vars]
     head = f"{d.kernel_prefix} {name}({', '.join(args)}) {{"
     return d.preamble(w.used) + "\n".join([head, *w.lines, "}"]) + "\n"
@@ -267,10 +271,11 @@ def _balanced(e: str) -> bool:
     return depth == 0
 
 
-def _buffer_decl(w: _Writer, p: UOp, linear: UOp) -> str:
-    written = any(u.op is Ops.STORE and _buffer_of(u.src[0].src[0]) is p for u in linear.src)
+def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
+    written = any(u.op is Ops.STORE and (b := _buffer_of(u.src[0].src[0])).op is Ops.PARAM and b.arg.slot == slot
+                  for u in linear.src)
     const = "" if written else w.d.arg_const
-    return f"{w.d.buffer_prefix}{const}{w.mem_type(p.dtype)}*{w.d.restrict} data{p.arg.slot}"
+    return f"{w.d.buffer_prefix}{const}{w.mem_type(dtype)}*{w.d.restrict} data{slot}"
 
 
 def _load(w: _Writer, u: UOp, s: list[str]) -> None:
