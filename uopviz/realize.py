@@ -30,11 +30,12 @@ def is_realized(u: UOp) -> bool:
     return u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER
 
 
-def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> UOp:
-    """The command-buffer graph (Sink of After(buffer, Call(kernel, buffers...))) computing roots."""
+def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> UOp:
+    """The command-buffer graph (Sink of After(buffer, Call(kernel, buffers...))) computing roots; values made
+    from constants alone are computed on `device`."""
     with context("schedule", "schedule"):
         fn = callify(roots)
-        graph = function_pass(lambda f: split(f, outputs), fn, "kernel split", stage="Rangeify", origin=split)
+        graph = function_pass(lambda f: split(f, outputs, device), fn, "kernel split", stage="Rangeify", origin=split)
         return function_pass(plan_memory, graph, "memory plan", stage="Register/Memory Plan")
 
 
@@ -66,19 +67,20 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     return total
 
 
-def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None) -> list[UOp]:
-    """Each root as Reshape(Buffer, shape), computing what is not in memory yet."""
+def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> list[UOp]:
+    """Each root as Reshape(Buffer, shape), computing what is not in memory yet (values made from constants
+    alone on `device`, default: the device of the buffers they are used with)."""
     todo = [k for k, r in enumerate(roots) if not is_realized(r) or (outputs and k in outputs)]
     if not todo:
         return list(roots)
     pins = {i: outputs[k] for i, k in enumerate(todo) if outputs and k in outputs}
-    graph = schedule([roots[k] for k in todo], pins)
+    graph = schedule([roots[k] for k in todo], pins, device)
     run_schedule(graph)
     written = iter(graph.src)
     out = list(roots)
     for k in todo:
         r = roots[k]
-        buf = next(written).src[0] if prod(r.shape) != 0 else buffers.new_buffer(0, r.dtype, r.device)
+        buf = next(written).src[0] if prod(r.shape) != 0 else buffers.new_buffer(0, r.dtype, r.device or device)
         out[k] = buf.reshape(r.shape)
     return out
 
@@ -91,8 +93,8 @@ def assign(target: UOp, value: UOp) -> None:
         raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
     buf = target.src[0]
     if buf in value.sparents():  # reading what is written: compute into new memory first, then copy
-        value = realize([value])[0]
-    realize([value], outputs={0: buf})
+        value = realize([value], device=buf.arg.device)[0]
+    realize([value], outputs={0: buf}, device=buf.arg.device)
 
 
 def to_host(u: UOp) -> Any:

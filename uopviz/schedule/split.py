@@ -50,9 +50,12 @@ def _is_buffer_view(u: UOp) -> bool:
     return u.op is Ops.RESHAPE and u.src[0].op is Ops.PARAM
 
 
-def split(fn: UOp, outputs: Mapping[int, UOp] | None = None) -> UOp:
-    """The command-buffer graph of Function `fn`; `outputs` pins output k to an existing buffer (assign)."""
+def split(fn: UOp, outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> UOp:
+    """The command-buffer graph of Function `fn`; `outputs` pins output k to an existing buffer (assign).
+    Values computed from constants alone have no device: they go to `device`, else to the device of the
+    function's buffers, else to the default device."""
     body, args = fn.src[0], fn.src[1:]
+    home = device or next((a.arg.device for a in args), None)
     pinned = {body.src[k]: b for k, b in (outputs or {}).items()}
     chosen = materialized(body)
     chosen += [u for u in pinned if u not in chosen]
@@ -60,7 +63,7 @@ def split(fn: UOp, outputs: Mapping[int, UOp] | None = None) -> UOp:
     for u in chosen:
         if prod(u.shape) == 0:
             continue
-        buf = pinned.get(u) or new_buffer(int(prod(u.shape)), u.dtype, u.device)
+        buf = pinned[u] if u in pinned else new_buffer(int(prod(u.shape)), u.dtype, u.device or home)
         written[u] = _kernel_call(u, buf, set(chosen), written, args)
     return UOp.sink(*(written[r] for r in body.src if r in written))  # output order; size-0 outputs have none
 
