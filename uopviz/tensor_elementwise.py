@@ -9,6 +9,7 @@ Python scalars are "weak" (NumPy 2 / NEP 50): they take the tensor's dtype unles
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
@@ -106,14 +107,24 @@ class ElementwiseMixin:
         a, b = self._pair(x, reverse)
         if a.dtype.is_bool:
             a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
-        return a._alu(Ops.IDIV, b) if a.dtype.is_int else a.div(b).floor()
+        return a._int_div(Ops.IDIV, b) if a.dtype.is_int else a.div(b).floor()
 
     def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """NumPy's %: the sign of the divisor. Mod for ints, a − b·floor(a/b) for floats."""
         a, b = self._pair(x, reverse)
         if a.dtype.is_bool:
             a, b = a.cast(dtypes.int8), b.cast(dtypes.int8)
-        return a._alu(Ops.MOD, b) if a.dtype.is_int else a.sub(b.mul(a.div(b).floor()))
+        return a._int_div(Ops.MOD, b) if a.dtype.is_int else a.sub(b.mul(a.div(b).floor()))
+
+    def _int_div(self: Tensor, op: Ops, b: Tensor) -> Tensor:
+        """Idiv/Mod with NumPy's answers where C's would trap: x // 0 = x % 0 = 0, and (signed) x // -1 = -x
+        (wrapping at the minimum) and x % -1 = 0; the divisor there is replaced by 1."""
+        zero = b._const_like(0)
+        trap = b.eq(0).add(b.eq(-1)) if not self.dtype.is_unsigned else b.eq(0)
+        out = self._alu(op, trap.where(b._const_like(1), b))
+        if op is Ops.IDIV and not self.dtype.is_unsigned:
+            out = b.eq(-1).where(-self, out)
+        return trap.where(zero, out) if op is Ops.MOD else b.eq(0).where(zero, out)
 
     def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """a ** b. Floats use Pow (C's pow edge cases); ints multiply by repeated squaring, so they wrap like
@@ -184,13 +195,12 @@ class ElementwiseMixin:
     def where(self: Tensor, x: Any, y: Any) -> Tensor:
         """x where self (the condition) is true, else y; all three broadcast, x and y promoted."""
         cond = self if self.dtype.is_bool else self.ne(0)
-        if _is_scalar(x) and _is_scalar(y):
+        if _is_scalar(x) and _is_scalar(y):  # two scalars: x sets the dtype, y is weak against it
             x = cond._new(const_uop(x, dtypes.from_py(x), ()))
-        a, b = (x, y) if not _is_scalar(x) else (y, x)
-        a = cond._coerce(a)
-        p, q = a._pair(b)
         if _is_scalar(x):
-            p, q = q, p
+            q, p = cond._coerce(y)._pair(x)
+        else:
+            p, q = cond._coerce(x)._pair(y)
         cond._same_device(p)
         shape = broadcast_shapes(cond.shape, p.shape)
         c, p, q = cond._broadcast_uop(shape), p._broadcast_uop(shape), q._broadcast_uop(shape)
@@ -267,24 +277,29 @@ class ElementwiseMixin:
     def exp2(self: Tensor) -> Tensor:
         return self._float()._alu(Ops.EXP2)
 
-    def exp(self: Tensor) -> Tensor:
+    def _math(self: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
+        """fn of self as a float; halves are computed in float32 and rounded once at the end (as NumPy does), so
+        a formula of several ops does not pile up half-precision roundings."""
         x = self._float()
-        return x.mul(1 / _LN2).exp2()
+        return fn(x.cast(dtypes.float32)).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x)
+
+    def exp(self: Tensor) -> Tensor:
+        return self._math(lambda x: x.mul(1 / _LN2).exp2())
 
     def log2(self: Tensor) -> Tensor:
         return self._float()._alu(Ops.LOG2)
 
     def log(self: Tensor) -> Tensor:
-        return self.log2().mul(_LN2)
+        return self._math(lambda x: x.log2().mul(_LN2))
 
     def sin(self: Tensor) -> Tensor:
         return self._float()._alu(Ops.SIN)
 
     def cos(self: Tensor) -> Tensor:
-        return self._float().sub(math.pi / 2, reverse=True).sin()
+        return self._math(lambda x: x.sub(math.pi / 2, reverse=True).sin())
 
     def tan(self: Tensor) -> Tensor:
-        return self.sin().div(self.cos())
+        return self._math(lambda x: x.sin().div(x.cos()))
 
     def sqrt(self: Tensor) -> Tensor:
         return self._float()._alu(Ops.SQRT)
@@ -326,21 +341,22 @@ class ElementwiseMixin:
 
     def sigmoid(self: Tensor) -> Tensor:
         """1 / (1 + e^-x): saturates to 0 and 1 without overflow trouble (1/inf = 0)."""
-        return self._float().neg().exp().add(1).reciprocal()
+        return self._math(lambda x: x.neg().exp().add(1).reciprocal())
 
     def tanh(self: Tensor) -> Tensor:
         """2·sigmoid(2x) − 1."""
-        return self._float().mul(2).sigmoid().mul(2).sub(1)
+        return self._math(lambda x: x.mul(2).sigmoid().mul(2).sub(1))
 
     def gelu(self: Tensor) -> Tensor:
         """The tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
-        x = self._float()
-        inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(math.sqrt(2 / math.pi))
-        return x.mul(0.5).mul(inner.tanh().add(1))
+        def f(x: Tensor) -> Tensor:
+            inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(math.sqrt(2 / math.pi))
+            return x.mul(0.5).mul(inner.tanh().add(1))
+        return self._math(f)
 
     def silu(self: Tensor) -> Tensor:
         """x · sigmoid(x)."""
-        return self._float().mul(self.sigmoid())
+        return self._math(lambda x: x.mul(x.sigmoid()))
 
     # ---------------------------------------------------------------- dtype changes
     def cast(self: Tensor, dtype: Any) -> Tensor:

@@ -129,6 +129,13 @@ class MovementMixin:
             return self
         return self._new(self.uop.shrink(tuple(s for s, _ in rng), tuple(e - s for s, e in rng)))
 
+    def shrink_to(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+        """Keep the first shape[k] elements of each axis (SPEC's compositions use it)."""
+        sizes = int_args(shape)
+        if len(sizes) != self.ndim:
+            raise ShapeError(f"shrink_to of {fmt(self.shape)} needs {self.ndim} sizes, got {sizes}")
+        return self.shrink([(0, n) for n in sizes])
+
     def flip(self: Tensor, axis: int | tuple[int, ...] | None = None) -> Tensor:
         """Reverse the order along the given axes (all by default, as NumPy)."""
         axes = normalize_axes(axis, self.ndim)
@@ -218,7 +225,7 @@ class MovementMixin:
         used = sum(i is not None and i is not Ellipsis for i in items)
         if used > self.ndim:
             raise IndexError(f"too many indices for a tensor of shape {fmt(self.shape)}: {used} were given")
-        ell = items.index(Ellipsis) if Ellipsis in items else len(items)
+        ell = next((k for k, i in enumerate(items) if i is Ellipsis), len(items))
         items[ell:ell + 1] = [slice(None)] * (self.ndim - used)
         advanced = any(isinstance(i, type(self)) for i in items)
         if advanced:  # NumPy treats ints as advanced indices too once any array index is present

@@ -1,0 +1,234 @@
+"""Movement ops, concatenation and NumPy indexing of Tensor, against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensor_testing import check, skip_big
+
+from uopviz import Tensor, dtypes
+from uopviz.dtype import DTypeError
+from uopviz.tensor import AxisError, DeviceMismatchError, ShapeError
+
+A = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) - 7.5
+
+
+@pytest.fixture
+def t(device: str) -> Tensor:
+    return Tensor(A, device=device)
+
+
+def test_reshape(t: Tensor) -> None:
+    check(t.reshape(6, 4), A.reshape(6, 4))
+    check(t.reshape((4, -1)), A.reshape(4, -1))
+    check(t.reshape(-1), A.reshape(-1))
+    check(t.reshape(24, 1, 1), A.reshape(24, 1, 1))
+    check(Tensor(3.0, device=t.device).reshape(1, 1), np.full((1, 1), 3.0))
+    assert t.reshape(2, 3, 4) is t
+    with pytest.raises(ShapeError, match=r"\(2, 3, 4\) \(24 elements\) into \(5, 5\)"):
+        t.reshape(5, 5)
+    with pytest.raises(ShapeError, match="multiple"):
+        t.reshape(5, -1)
+    with pytest.raises(ShapeError, match="-1"):
+        t.reshape(-1, -1)
+
+
+def test_permute_transpose(t: Tensor) -> None:
+    check(t.permute(2, 0, 1), A.transpose(2, 0, 1))
+    check(t.permute((-1, 1, 0)), A.transpose(2, 1, 0))
+    check(t.transpose(), A.swapaxes(-2, -1))
+    check(t.transpose(0, 2), A.swapaxes(0, 2))
+    check(t.T, A.T)
+    with pytest.raises(AxisError, match="permutation"):
+        t.permute(0, 0, 1)
+    with pytest.raises(AxisError, match="needs 3 axes"):
+        t.permute(1, 0)
+    with pytest.raises(IndexError):
+        t.transpose(0, 3)
+
+
+def test_expand(device: str) -> None:
+    a = np.arange(3, dtype=np.int32).reshape(3, 1)
+    x = Tensor(a, device=device)
+    check(x.expand(3, 5), np.broadcast_to(a, (3, 5)))
+    check(x.expand(2, -1, 4), np.broadcast_to(a, (2, 3, 4)))
+    check(x.broadcast_to((1, 3, 2)), np.broadcast_to(a, (1, 3, 2)))
+    with pytest.raises(ShapeError, match="only size-1"):
+        x.expand(4, 4)
+    with pytest.raises(ShapeError, match="at least 2 axes"):
+        x.expand(3)
+
+
+@pytest.mark.parametrize("value", [0, 1.5, -np.inf])
+def test_pad(t: Tensor, value: float) -> None:
+    check(t.pad(((0, 1), (2, 0), (1, 3)), value=value), np.pad(A, ((0, 1), (2, 0), (1, 3)), constant_values=value))
+    check(t.pad(1, value=value), np.pad(A, 1, constant_values=value))
+    check(t.pad((1, 2), value=value), np.pad(A, (1, 2), constant_values=value))
+    check(t.pad([None, (1, 1), None], value=value), np.pad(A, ((0, 0), (1, 1), (0, 0)), constant_values=value))
+
+
+def test_pad_ints_and_bools_and_errors(device: str) -> None:
+    check(Tensor([1, 2], device=device).pad(((2, 1),), value=9), np.pad([1, 2], (2, 1), constant_values=9))
+    check(Tensor([True], device=device).pad(((1, 1),)), np.array([False, True, False]))
+    check(Tensor([True], device=device).pad(((1, 0),), value=True), np.array([True, True]))
+    with pytest.raises(ShapeError, match="non-negative"):
+        Tensor([1.0]).pad(((-1, 0),))
+    with pytest.raises(ShapeError, match="pairs"):
+        Tensor.ones(2, 2).pad(((1, 1), (1, 1), (1, 1)))
+
+
+def test_shrink_flip(t: Tensor) -> None:
+    check(t.shrink(((1, 2), None, (1, 3))), A[1:2, :, 1:3])
+    check(t.flip(1), A[:, ::-1])
+    check(t.flip((0, -1)), A[::-1, :, ::-1])
+    check(t.flip(), A[::-1, ::-1, ::-1])
+    with pytest.raises(ShapeError, match="start"):
+        t.shrink(((0, 3), None, None))
+    with pytest.raises(AxisError):
+        t.flip(3)
+
+
+def test_squeeze_unsqueeze_flatten(device: str) -> None:
+    a = np.arange(6.0).reshape(1, 2, 1, 3)
+    x = Tensor(a, device=device)
+    check(x.squeeze(), a.squeeze())
+    check(x.squeeze(2), a.squeeze(2))
+    check(x.squeeze((0, -2)), a.squeeze((0, 2)))
+    check(x.unsqueeze(0), a[None])
+    check(x.unsqueeze(-1), a[..., None])
+    check(x.flatten(), a.reshape(-1))
+    check(x.flatten(1, 2), a.reshape(1, 2, 3))
+    check(Tensor(2.0, device=device).flatten(), np.array([2.0]))
+    with pytest.raises(ShapeError, match="size-1"):
+        x.squeeze(1)
+    with pytest.raises(AxisError):
+        x.unsqueeze(5)
+
+
+def test_repeat(device: str) -> None:
+    a = np.arange(6).reshape(2, 3).astype(np.int32)
+    x = Tensor(a, device=device)
+    check(x.repeat(2, 1), np.tile(a, (2, 1)))
+    check(x.repeat(1, 3), np.tile(a, (1, 3)))
+    check(x.repeat(2, 2, 2), np.tile(a, (2, 2, 2)))
+    check(x.repeat(0, 1), np.tile(a, (0, 1)))
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 1000])
+def test_cat_and_stack(n: int, device: str) -> None:
+    skip_big(device, n)
+    a, b, c = np.arange(n, dtype=np.float32), -np.arange(n, dtype=np.float32), np.ones(n, np.int32)
+    ta, tb, tc = (Tensor(x, device=device) for x in (a, b, c))
+    check(ta.cat(tb, tc), np.concatenate([a, b, c]))
+    assert ta.cat(tc).dtype == dtypes.float32
+    check(Tensor.stack(ta, tb, dim=1), np.stack([a, b], 1))
+    check(Tensor.stack(ta, tb, tb, dim=-2), np.stack([a, b, b], -2))
+
+
+def test_cat_multi_dim(device: str) -> None:
+    a, b = np.arange(6).reshape(2, 3), np.arange(8).reshape(2, 4)
+    check(Tensor(a, device=device).cat(Tensor(b, device=device), dim=-1), np.concatenate([a, b], -1))
+    check(Tensor.cat(Tensor([True], device=device), Tensor([False, True], device=device)), [True, False, True])
+    with pytest.raises(ShapeError, match="does not match"):
+        Tensor.ones(2, 3).cat(Tensor.ones(3, 3), dim=1)
+    with pytest.raises(ShapeError, match="0-d"):
+        Tensor(1.0).cat(Tensor(2.0))
+    with pytest.raises(ShapeError, match="one shape"):
+        Tensor.stack(Tensor.ones(2), Tensor.ones(3))
+    with pytest.raises(DeviceMismatchError):
+        Tensor.ones(2).cat(Tensor.ones(2, device="PYTHON"))
+
+
+BASIC_INDICES = [
+    1, -1, (0, 2), (-2, -3, -4), slice(None), slice(1, None), (slice(None), slice(None, None, 2)),
+    (slice(None), slice(None, None, -1)), (Ellipsis, slice(3, 0, -2)), (Ellipsis, 1), (None, 1, None),
+    (slice(None), None, slice(1, 2), Ellipsis), (1, slice(-2, None), slice(None, None, 3)),
+    (slice(5, 10),), (slice(None, None, -3), 0), (Ellipsis,), (0, 0, 0), (slice(2, 1),),
+]
+
+
+@pytest.mark.parametrize("index", BASIC_INDICES, ids=str)
+def test_basic_indexing(index: object, t: Tensor) -> None:
+    check(t[index], A[index])
+
+
+@pytest.mark.parametrize("n", [1, 7, 33])
+@pytest.mark.parametrize("step", [1, 2, 3, -1, -2, -5])
+def test_slices_with_steps(n: int, step: int, device: str) -> None:
+    a = np.arange(n, dtype=np.int32)
+    x = Tensor(a, device=device)
+    for start, stop in [(None, None), (1, None), (None, -1), (n // 2, n // 3)]:
+        check(x[start:stop:step], a[start:stop:step])
+
+
+ADVANCED_INDICES = [
+    [1, 0, 1], [[0, 1], [1, 0]], (slice(None), [0, 2, 2]), (Ellipsis, [3, -1]), ([1, 0], [2, 1]),
+    ([[1], [0]], [0, 2]), ([0, 1], slice(None), [1, 3]), (slice(None), [1, 0], 2), ([1, 0], 1, slice(None)),
+    (slice(None), [0, -1], [0, 3]), (None, [1], slice(None), 0), (-1, [2, 0]),
+]
+
+
+@pytest.mark.parametrize("index", ADVANCED_INDICES, ids=str)
+def test_advanced_indexing(index: object, t: Tensor) -> None:
+    tindex = tuple(Tensor(np.array(i), device=t.device) if isinstance(i, list) else i for i in
+                   (index if isinstance(index, tuple) else (index,)))
+    want = A[tuple(np.array(i) if isinstance(i, list) else i for i in (index if isinstance(index, tuple) else
+                                                                            (index,)))]
+    check(t[tindex], want)
+    check(t[index], want)
+
+
+def test_indexing_keeps_nan_and_inf_out_of_other_rows(device: str) -> None:
+    a = np.array([np.nan, 1.0, np.inf, -2.0], np.float32)
+    check(Tensor(a, device=device)[Tensor([1, 3, 0], device=device)], a[[1, 3, 0]])
+    b = np.array([True, False, True])
+    check(Tensor(b, device=device)[Tensor([1, 2, 1], device=device)], b[[1, 2, 1]])
+
+
+def test_indexing_errors(t: Tensor) -> None:
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 3"):
+        t[0, 3]
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[-3]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        t[..., 0, ...]
+    with pytest.raises(IndexError, match="integer dtype"):
+        t[Tensor([0.0])]
+    with pytest.raises(IndexError, match="valid indices"):
+        t["a"]
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("idx_shape", [(5,), (2, 3), ()])
+def test_gather(axis: int, idx_shape: tuple, t: Tensor) -> None:
+    idx = np.random.default_rng(1).integers(0, A.shape[axis], idx_shape)
+    check(t.gather(Tensor(idx, device=t.device), axis), np.take(A, idx, axis))
+
+
+def test_gather_ints_and_negative_index(device: str) -> None:
+    a = np.arange(10, dtype=np.int64) * 3
+    check(Tensor(a, device=device).gather([-1, 0, 4]), np.take(a, [-1, 0, 4]))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_add(axis: int, device: str) -> None:
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx = np.array([0, 2, 0, 1, 2]) % base.shape[axis]
+    shape = list(base.shape)
+    shape[axis] = len(idx)
+    val = np.random.default_rng(2).random(shape).astype(np.float32)
+    want = base.copy()
+    np.add.at(want, (slice(None),) * (axis % 2) + (idx,), val)
+    check(Tensor(base, device=device).scatter_add(Tensor(idx, device=device), Tensor(val, device=device), axis),
+          want, rtol=1e-6)
+
+
+def test_scatter_add_errors() -> None:
+    with pytest.raises(ShapeError, match="1-D index"):
+        Tensor.zeros(3).scatter_add(Tensor([[0]]), Tensor.ones(1, 1))
+    with pytest.raises(ShapeError, match="expected"):
+        Tensor.zeros(3).scatter_add(Tensor([0, 1]), Tensor.ones(3))
+    with pytest.raises(DTypeError, match="cast the values"):
+        Tensor.zeros(3, dtype=dtypes.int32).scatter_add(Tensor([0]), Tensor.ones(1))

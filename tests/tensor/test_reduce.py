@@ -1,0 +1,152 @@
+"""Reductions of Tensor against NumPy: axes (negative, tuples, None), keepdim, dtypes, softmax family, cumsum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tensor_testing import check, skip_big
+
+from uopviz import Tensor, dtypes
+from uopviz.tensor import AxisError
+
+RNG = np.random.default_rng(3)
+AXES = [None, 0, -1, (0, 2), (-1, -3), ()]
+
+
+def data(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    if dtype == "bool":
+        return RNG.random(shape) < 0.5
+    if np.dtype(dtype).kind in "iu":
+        return RNG.integers(0 if np.dtype(dtype).kind == "u" else -50, 50, shape).astype(dtype)
+    return RNG.uniform(-3, 3, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("axis", AXES, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod", "mean"])
+def test_reduce_axes(op: str, axis: object, keepdim: bool, device: str) -> None:
+    a = data((2, 3, 5), "float32")
+    if op == "prod":
+        a = (a / 3).astype(np.float32)
+    out = getattr(Tensor(a, device=device), op)(axis, keepdim=keepdim)
+    check(out, getattr(np, op)(a, axis=axis, keepdims=keepdim), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 1000])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "int32", "uint8", "uint32", "bool"])
+def test_reduce_dtypes(n: int, dtype: str, device: str) -> None:
+    skip_big(device, n)
+    a = data((3, n), dtype)
+    t = Tensor(a, device=device)
+    s = t.sum(1)
+    widened = {"int8": dtypes.int32, "bool": dtypes.int32, "uint8": dtypes.uint32}
+    want_dtype = widened.get(dtype, dtypes.from_numpy(dtype))
+    assert s.dtype == want_dtype
+    check(s, a.sum(1, dtype=np.float64 if "float" in dtype else np.int64), rtol=1e-5, atol=1e-5)
+    check(t.max(1), a.max(1))
+    check(t.min(-1), a.min(-1))
+    check(t.max(), a.max())
+    if dtype != "bool":
+        check(t.mean(1), a.mean(1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+        assert t.mean().dtype == dtypes.float32
+
+
+def test_min_max_extremes_and_nan(device: str) -> None:
+    for dt in ("int8", "int64", "uint16"):
+        info = np.iinfo(dt)
+        a = np.array([[info.min, 3, info.max], [0, info.min, 1]], dt)
+        check(Tensor(a, device=device).min(1), a.min(1))
+        check(Tensor(a, device=device).max(0), a.max(0))
+    f = np.array([[1.0, np.nan, 3.0], [-np.inf, 2.0, np.inf]], np.float32)
+    check(Tensor(f, device=device).max(1), f.max(1))
+    check(Tensor(f, device=device).min(1), f.min(1))
+
+
+def test_any_all(device: str) -> None:
+    a = np.array([[0, 0, 1], [2, 3, 4], [0, 0, 0]], np.int32)
+    t = Tensor(a, device=device)
+    check(t.any(1), a.any(1))
+    check(t.all(1), a.all(1))
+    check(t.any(), a.any())
+    check(t.all(0, keepdim=True), a.all(0, keepdims=True))
+
+
+@pytest.mark.parametrize("correction", [0, 1])
+@pytest.mark.parametrize("axis", [None, 0, (1, 2)], ids=str)
+def test_var_std(axis: object, correction: int, device: str) -> None:
+    a = data((4, 3, 5), "float32")
+    t = Tensor(a, device=device)
+    check(t.var(axis, correction=correction), a.var(axis=axis, ddof=correction), rtol=1e-5, atol=1e-6)
+    check(t.std(axis, keepdim=True, correction=correction), a.std(axis=axis, ddof=correction, keepdims=True),
+          rtol=1e-5, atol=1e-6)
+    check(Tensor(np.arange(6), device=device).var(), np.arange(6).var(ddof=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool"])
+def test_argmax_argmin(dtype: str, device: str) -> None:
+    a = data((4, 7), dtype)
+    if dtype != "bool":
+        a[1, 2] = a[1, 5] = a[1].max()
+        a[2, 0] = a[2, 6] = a[2].min()
+    t = Tensor(a, device=device)
+    for axis in (None, 0, 1, -1):
+        assert t.argmax(axis).dtype == dtypes.int32
+        check(t.argmax(axis), np.argmax(a, axis))
+        check(t.argmin(axis), np.argmin(a, axis))
+    check(t.argmax(1, keepdim=True), np.argmax(a, 1, keepdims=True))
+    check(t.argmin(None, keepdim=True), np.argmin(a, None, keepdims=True))
+    if dtype == "float32":
+        f = np.array([[1.0, np.nan, 5.0, np.nan], [2.0, 2.0, 1.0, 0.0]], np.float32)
+        check(Tensor(f, device=device).argmax(1), np.argmax(f, 1))
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax_family(axis: int, device: str) -> None:
+    a = data((3, 6), "float32") * 10
+    a[0, 0] = 80.0  # large enough that a naive exp would overflow
+    t = Tensor(a, device=device)
+    x = a.astype(np.float64)
+    e = np.exp(x - x.max(axis, keepdims=True))
+    sm = e / e.sum(axis, keepdims=True)
+    lse = np.log(e.sum(axis)) + x.max(axis)
+    check(t.softmax(axis), sm, rtol=1e-5, atol=1e-7)
+    check(t.log_softmax(axis), np.log(sm), rtol=1e-5, atol=1e-5)
+    check(t.logsumexp(axis), lse, rtol=1e-6)
+    check(t.logsumexp(axis, keepdim=True), np.expand_dims(lse, axis), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 1000])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "bool"])
+def test_cumsum_1d(n: int, dtype: str, device: str) -> None:
+    skip_big(device, n)
+    a = data((n,), dtype)
+    out = Tensor(a, device=device).cumsum()
+    assert out.dtype == (dtypes.float32 if dtype == "float32" else dtypes.int32)
+    check(out, np.cumsum(a, dtype=np.float64 if dtype == "float32" else np.int64), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
+def test_cumsum_axes(axis: int | None, device: str) -> None:
+    a = data((3, 4, 5), "int32")
+    check(Tensor(a, device=device).cumsum(axis), np.cumsum(a, axis))
+
+
+def test_reduce_errors() -> None:
+    t = Tensor.ones(2, 3)
+    with pytest.raises(AxisError, match="out of range"):
+        t.sum(2)
+    with pytest.raises(IndexError):
+        t.max(-3)
+    with pytest.raises(AxisError, match="twice"):
+        t.sum((0, -2))
+    with pytest.raises(AxisError, match="0-d"):
+        Tensor(1.0).cumsum(0)
+
+
+def test_reduce_keeps_sizes_as_spec_says() -> None:
+    t = Tensor.ones(2, 3, 4)
+    assert t.sum((0, 2)).shape == (3,) and t.sum((0, 2), keepdim=True).shape == (1, 3, 1)
+    assert t.sum().shape == () and t.sum(()).shape == (2, 3, 4)
+    assert Tensor.ones(3, dtype=dtypes.float16).sum().dtype == dtypes.float16
+    assert Tensor.ones(3, dtype=dtypes.int16).prod().dtype == dtypes.int32
+    assert Tensor.ones(3).sum(dtype=dtypes.float64).dtype == dtypes.float64

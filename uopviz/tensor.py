@@ -1,0 +1,207 @@
+"""`Tensor`: the lazy front-end. Methods build Tensor-level UOp graphs; `realize()` (or `.numpy()`) runs them.
+
+A Tensor is a UOp plus the device it lives on (constants have no device in the graph, so the Tensor keeps it).
+The graph contract with `uopviz.realize`: data leaves are `Reshape(Buffer, shape)`, constants are scalar Consts
+brought to shape by reshape + expand, and every elementwise op sees sources of one shape and one dtype.
+The ops themselves live in topic modules (creation, movement, elementwise, reductions, nn) mixed in here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uopviz.dtype import DType, dtypes
+from uopviz.runtime import buffer
+from uopviz.runtime import device as devices
+from uopviz.tensor_create import CreationMixin
+from uopviz.tensor_elementwise import ElementwiseMixin
+from uopviz.tensor_movement import MovementMixin
+from uopviz.tensor_nn import NNMixin
+from uopviz.tensor_reduce import ReduceMixin
+from uopviz.tensor_util import AxisError, DeviceMismatchError, ShapeError, const_uop, fmt, numel, to_dtype
+from uopviz.uop.ops import Ops, UOp
+
+__all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
+
+
+class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin):
+    """A lazy n-dimensional array. Build it from Python scalars, nested lists or NumPy arrays:
+    `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names."""
+
+    __slots__ = ("_device", "_uop")
+    __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
+
+    def __init__(self, data: Any, device: str | None = None, dtype: Any = None) -> None:
+        dt = None if dtype is None else to_dtype(dtype)
+        if isinstance(data, UOp):
+            self._uop, self._device = data, data.device or devices.canonical(device)
+        elif isinstance(data, Tensor):
+            self._uop, self._device = data.to(device or data.device).uop, devices.canonical(device or data.device)
+        else:
+            self._device = devices.canonical(device)
+            self._uop = _from_python(data, dt, self._device)
+        if dt is not None and dt != self.dtype:
+            self._uop = self._uop.cast(dt)
+
+    def _new(self, uop: UOp) -> Tensor:
+        """A Tensor of uop on self's device."""
+        t = object.__new__(Tensor)
+        t._uop, t._device = uop, self._device
+        return t
+
+    def _same_device(self, other: Tensor) -> None:
+        if other._device != self._device:
+            raise DeviceMismatchError(f"tensors on different devices: {self._device} and {other._device}; "
+                                      f"move one with .to({self._device!r})")
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def uop(self) -> UOp:
+        """The Tensor-level graph (after realize: Reshape(Buffer, shape))."""
+        return self._uop
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._uop.shape  # type: ignore[return-value]
+
+    @property
+    def dtype(self) -> DType:
+        return self._uop.dtype
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return numel(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self)))
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of a Tensor is ambiguous (and lazy); use .item(), .any() or .all()")
+
+    def __repr__(self) -> str:
+        head = f"shape={fmt(self.shape)}, dtype={self.dtype.name}, device={self._device}"
+        if self.is_realized and buffer.is_allocated(self._uop.src[0]):
+            return f"Tensor({self.numpy()!r}, {head})"
+        return f"<Tensor {head} (not realized)>"
+
+    # ---------------------------------------------------------------- running
+    @property
+    def is_realized(self) -> bool:
+        """Whether the tensor is backed by a buffer of its own (Reshape(Buffer, shape))."""
+        u = self._uop
+        return u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER
+
+    def realize(self, *others: Tensor) -> Tensor:
+        """Compute self and others (one schedule per device); each then holds a buffer. Returns self."""
+        from uopviz.realize import realize
+        todo = [t for t in (self, *others) if not t.is_realized and t.numel() > 0]
+        for dev in dict.fromkeys(t._device for t in todo):
+            group = [t for t in todo if t._device == dev]
+            for t, out in zip(group, realize([t._uop for t in group], device=dev)):
+                t._uop = out
+        return self
+
+    def contiguous(self) -> Tensor:
+        return self._new(UOp(Ops.CONTIGUOUS, (self._uop,)))
+
+    def detach(self) -> Tensor:
+        return self._new(UOp(Ops.DETACH, (self._uop,)))
+
+    def assign(self, x: Any) -> Tensor:
+        """Write x (broadcast and cast to self's shape and dtype) into self's buffer, in place. Lazy tensors
+        built from self before the assign read the new values when they are realized."""
+        from uopviz.realize import assign
+        value = x if isinstance(x, Tensor) else Tensor(x, device=self._device, dtype=self.dtype)
+        self._same_device(value)
+        value = value.cast(self.dtype).expand(self.shape)
+        if self.numel() == 0:
+            return self
+        self.realize()
+        if value._uop is not self._uop:
+            assign(self._uop, value._uop)
+        return self
+
+    def to(self, device: str | None) -> Tensor:
+        """This tensor on another device (copied through the host); self if it is there already."""
+        dev = devices.canonical(device)
+        if dev == self._device:
+            return self
+        if self.numel() == 0:
+            return Tensor.zeros(self.shape, dtype=self.dtype, device=dev)
+        self.realize()
+        return Tensor(_copy_to(self._uop, dev))
+
+    def numpy(self) -> Any:
+        """A NumPy copy of the values (realizing first). bfloat16 comes back as float32 (NumPy has none)."""
+        import numpy as np
+        if self.dtype == dtypes.bfloat16:
+            return self.cast(dtypes.float32).numpy()
+        if self.numel() == 0:
+            return np.zeros(self.shape, dtype=dtypes.to_numpy(self.dtype))
+        self.realize()
+        return buffer.to_numpy(self._uop.src[0])[:self.numel()].reshape(self.shape)
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> bool | int | float:
+        """The one value of a one-element tensor, as a Python scalar."""
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor of one element, this one has shape {fmt(self.shape)}; "
+                             "index or reduce it first")
+        return self.numpy().reshape(-1)[0].item()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+
+def _copy_to(realized: UOp, device: str) -> UOp:
+    """A realized form holding a copy of `realized`'s data on device."""
+    src = realized.src[0]
+    dst = buffer.new_buffer(src.arg.size, src.arg.dtype, device)
+    buffer.copy(dst, src)
+    return dst.reshape(realized.shape)
+
+
+def _from_python(data: Any, dtype: DType | None, device: str) -> UOp:
+    """The graph of a Python scalar (a Const), a nested list or a NumPy array (a Buffer with a copy)."""
+    import numpy as np
+    if type(data) in (bool, int, float):
+        dt = dtype or dtypes.from_py(data)
+        if dt.is_int and isinstance(data, int) and not dt.min <= data <= dt.max:
+            raise OverflowError(f"Python int {data} does not fit in {dt.name}; pass a wider dtype")
+        return UOp.const(dt, data)
+    if isinstance(data, (list, tuple)):
+        try:
+            arr = np.array(data)
+        except ValueError as e:
+            raise ShapeError(f"nested lists must be rectangular (every row the same length): {e}") from None
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"a Tensor holds numbers and bools; the list has {arr.dtype} elements")
+        default = {"b": dtypes.bool, "i": dtypes.default_int, "u": dtypes.default_int, "f": dtypes.default_float}
+        data = arr.astype(dtypes.to_numpy(default[arr.dtype.kind]) if arr.size else dtypes.to_numpy(
+            dtypes.default_float))
+    if isinstance(data, np.generic):
+        data = np.asarray(data)
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"cannot make a Tensor from {type(data).__name__}; give a scalar, a nested list or an "
+                        "ndarray")
+    src = dtypes.from_numpy(data.dtype)
+    if dtype is not None and dtype != src and dtype != dtypes.bfloat16:
+        data, src = data.astype(dtypes.to_numpy(dtype)), dtype
+    if data.size == 0:
+        return const_uop(0, src, data.shape)
+    return buffer.from_numpy(data, device).reshape(data.shape)

@@ -1,0 +1,173 @@
+"""Tensor creation: constants, empty buffers, eye, arange, linspace and counter-based random numbers.
+
+arange is SPEC's composition (prefix_sum of ones, minus 1), which the lowering folds to O(n). Random numbers
+are Threefry-2x32 of a counter (the element's index plus a per-call offset) under a key (the seed), so the
+same seed gives the same values on every device, and no state lives on a device.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+from uopviz.dtype import DType, DTypeError, dtypes
+from uopviz.runtime import buffer
+from uopviz.runtime import device as devices
+from uopviz.tensor_util import const_uop, shape_arg, to_dtype
+from uopviz.uop.ops import Ops
+
+if TYPE_CHECKING:
+    from uopviz.tensor import Tensor
+
+
+class _RandomState:
+    """The global seed and how many random numbers were drawn under it (the next call's counter offset)."""
+
+    seed: int = int.from_bytes(os.urandom(4), "little")
+    drawn: int = 0
+
+
+# float dtype -> (mantissa bits, unsigned dtype of its size, the bits of 1.0)
+_ONE_BITS: dict[DType, tuple[int, DType, int]] = {
+    dtypes.float16: (10, dtypes.uint16, 0x3C00), dtypes.bfloat16: (7, dtypes.uint16, 0x3F80),
+    dtypes.float32: (23, dtypes.uint32, 0x3F800000), dtypes.float64: (52, dtypes.uint64, 0x3FF0000000000000),
+}
+
+
+def _float_dtype(dtype: Any, what: str) -> DType:
+    dt = dtypes.default_float if dtype is None else to_dtype(dtype)
+    if not dt.is_float:
+        raise DTypeError(f"{what} makes floats; {dt.name} is not a float dtype")
+    return dt
+
+
+class CreationMixin:
+    """Constructors of Tensor (class methods) and the *_like helpers."""
+
+    __slots__ = ()
+
+    @classmethod
+    def full(cls, shape: int | tuple[int, ...], fill_value: bool | int | float, dtype: Any = None,
+             device: str | None = None) -> Tensor:
+        """A tensor of one value (dtype from the value unless given); no memory until realized."""
+        dims = shape_arg((shape,))
+        dt = dtypes.from_py(fill_value) if dtype is None else to_dtype(dtype)
+        return cls(const_uop(fill_value, dt, dims), device=device)
+
+    @classmethod
+    def zeros(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
+        return cls.full(shape_arg(shape), 0.0, dtype or dtypes.default_float, device)
+
+    @classmethod
+    def ones(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
+        return cls.full(shape_arg(shape), 1.0, dtype or dtypes.default_float, device)
+
+    @classmethod
+    def empty(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
+        """A tensor backed by a fresh buffer with undefined contents (fill it with assign)."""
+        dims = shape_arg(shape)
+        dt = dtypes.default_float if dtype is None else to_dtype(dtype)
+        if math.prod(dims) == 0:
+            return cls.zeros(dims, dtype=dt, device=device)
+        return cls(buffer.new_buffer(math.prod(dims), dt, devices.canonical(device)).reshape(dims))
+
+    def full_like(self: Tensor, fill_value: bool | int | float, dtype: Any = None,
+                  device: str | None = None) -> Tensor:
+        return type(self).full(self.shape, fill_value, dtype or self.dtype, device or self.device)
+
+    def zeros_like(self: Tensor, dtype: Any = None, device: str | None = None) -> Tensor:
+        return self.full_like(0, dtype, device)
+
+    def ones_like(self: Tensor, dtype: Any = None, device: str | None = None) -> Tensor:
+        return self.full_like(1, dtype, device)
+
+    @classmethod
+    def arange(cls, start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: Any = None,
+               device: str | None = None) -> Tensor:
+        """start, start+step, ... below stop (NumPy's arange): SPEC's prefix_sum of ones minus 1, scaled and
+        shifted. Ints give the default int dtype, any float the default float."""
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange step must not be zero")
+        ints = all(isinstance(v, int) for v in (start, stop, step))
+        dt = (dtypes.default_int if ints else dtypes.default_float) if dtype is None else to_dtype(dtype)
+        n = max(math.ceil((stop - start) / step), 0)
+        if n == 0:
+            return cls.zeros(0, dtype=dt, device=device)
+        count = dtypes.int32 if n < 2**31 else dtypes.int64
+        idx = cls.ones(n, dtype=count, device=device).cumsum(0).sub(1)
+        if not ints:  # scale in the float dtype asked for (or the default float, then cast)
+            idx = idx.cast(dt if dt.is_float else dtypes.default_float)
+        return (idx if (step, start) == (1, 0) else idx.mul(step).add(start)).cast(dt)
+
+    @classmethod
+    def linspace(cls, start: int | float, stop: int | float, num: int, dtype: Any = None,
+                 device: str | None = None) -> Tensor:
+        """num evenly spaced values from start to stop, both included."""
+        if not isinstance(num, int) or num < 0:
+            raise ValueError(f"linspace needs a non-negative int count, got {num!r}")
+        dt = _float_dtype(dtype, "linspace")
+        if num == 1:
+            return cls.full((1,), float(start), dt, device)
+        idx = cls.arange(num, dtype=dt, device=device)
+        return idx.mul((stop - start) / max(num - 1, 1)).add(start)
+
+    @classmethod
+    def eye(cls, n: int, m: int | None = None, dtype: Any = None, device: str | None = None) -> Tensor:
+        """n×m with ones on the diagonal: arange(n)[:, None] == arange(m)[None, :]."""
+        m = n if m is None else m
+        rows = cls.arange(n, device=device).reshape(n, 1)
+        return rows.eq(cls.arange(m, device=device).reshape(1, m)).cast(dtype or dtypes.default_float)
+
+    # ---------------------------------------------------------------- random
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        """Seed every later rand/randn call that is not given its own seed (and restart their counter)."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"a seed must be an int, got {seed!r}")
+        _RandomState.seed, _RandomState.drawn = seed, 0
+
+    @classmethod
+    def _random_bits(cls, n: int, seed: int | None, device: str | None) -> Tensor:
+        """n uint64 words: threefry2x32(counter = offset + i, key = seed). Without a seed, the global seed is
+        used and its counter advances, so two calls give different numbers."""
+        if seed is None:
+            key, offset = _RandomState.seed, _RandomState.drawn
+            _RandomState.drawn += n
+        elif isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"a seed must be an int, got {seed!r}")
+        else:
+            key, offset = seed, 0
+        u64 = dtypes.uint64
+        counter = cls.arange(n, dtype=u64, device=device)
+        if offset:
+            counter = counter.add(offset & 0xFFFFFFFFFFFFFFFF)
+        return counter._alu(Ops.THREEFRY, counter._const_like(key & 0xFFFFFFFFFFFFFFFF))
+
+    @classmethod
+    def rand(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+             device: str | None = None) -> Tensor:
+        """Uniform in [0, 1): the top mantissa-many random bits under the exponent of 1.0 give [1, 2); minus 1."""
+        dims = shape_arg(shape)
+        dt = _float_dtype(dtype, "rand")
+        n = math.prod(dims)
+        if n == 0:
+            return cls.zeros(dims, dtype=dt, device=device)
+        mant, uint, one = _ONE_BITS[dt]
+        bits = cls._random_bits(n, seed, device).rshift(64 - mant).cast(uint)
+        return bits.bitwise_or(one).bitcast(dt).sub(1).reshape(dims)
+
+    @classmethod
+    def randn(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+              device: str | None = None) -> Tensor:
+        """Standard normal by Box–Muller: √(−2 ln(1−u1)) · cos(2π u2), computed in float32 (or float64)."""
+        dims = shape_arg(shape)
+        dt = _float_dtype(dtype, "randn")
+        n = math.prod(dims)
+        work = dtypes.float64 if dt == dtypes.float64 else dtypes.float32
+        u = cls.rand(2, n, seed=seed, dtype=work, device=device)
+        u1, u2 = u[0], u[1]
+        r = u1.sub(1, reverse=True).log().mul(-2).sqrt()
+        return r.mul(u2.mul(2 * math.pi).cos()).cast(dt).reshape(dims)
