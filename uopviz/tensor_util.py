@@ -24,10 +24,6 @@ class AxisError(ValueError, IndexError):
     """An axis outside a tensor's dimensions (a ValueError and an IndexError, like NumPy's AxisError)."""
 
 
-class DeviceMismatchError(ValueError):
-    """Tensors on different devices met in one op."""
-
-
 def fmt(shape: Sequence[int]) -> str:
     return str(tuple(shape))
 

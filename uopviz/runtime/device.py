@@ -26,6 +26,10 @@ class UnknownDeviceError(DeviceError, ValueError):
     """A device name that no runtime answers to."""
 
 
+class DeviceMismatchError(DeviceError, ValueError):
+    """One computation uses tensors on different devices."""
+
+
 class DeviceUnavailableError(DeviceError):
     """A known device whose driver or compiler is missing here; the message says how to install it."""
 

@@ -15,13 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from uopviz.runtime.buffer import new_buffer
+from uopviz.runtime.device import DeviceMismatchError
 from uopviz.schedule.rangeify import kernel_ast
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
-
-
-class DeviceMismatchError(ValueError):
-    """One computation reads tensors on different devices."""
-
 
 # ops through which a value reaches its kernel's output one element to one element
 _DIRECT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.BITCAST, Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
