@@ -75,7 +75,6 @@ class _Writer:
         self.vars: list[str] = []
         self.used: set[DType] = set()
         self.counts: dict[str, int] = {}
-        self.written: set[UOp] = set()
 
     def type(self, dt: DType) -> str:
         if dt.name not in self.d.types:
