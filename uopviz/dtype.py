@@ -204,6 +204,11 @@ class dtypes:
             raise DTypeError(f"{dt} has no NumPy equivalent")
         return np.dtype(dt.name)
 
+    @staticmethod
+    def storage_numpy(dt: DType) -> Any:
+        """NumPy dtype of a device buffer's elements: to_numpy's, but bfloat16 as its 16-bit patterns."""
+        return dtypes.to_numpy(dtypes.uint16 if dt.name == "bfloat16" else dt)
+
 
 _ALL: Final = tuple(v for v in vars(dtypes).values() if isinstance(v, DType) and v.name != "void")
 _BY_NAME: Final = {**{k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}, **{d.name: d for d in _ALL},

@@ -42,8 +42,3 @@ def check(t: Any, ref: Any, rtol: float = 1e-6, atol: float = 0.0) -> None:
                                    equal_nan=True)
 
 
-# Known lowering/runtime bugs, each with its reproducer (the lead flips the xfails when they are fixed).
-BF16_RENDER = ("C/OpenCL renderers have no bfloat16 type: Tensor([1.5], dtype=dtypes.bfloat16, device='CPU').numpy() "
-               "raises RenderError 'the c dialect has no type for bfloat16'; expected array([1.5])")
-HALF_CL = ("pocl lacks cl_khr_fp16: Tensor([1.5], device='CL').half().numpy() fails to compile ('declaring variable "
-           "of type half is not allowed'); expected [1.5] (store halves with vstore_half, compute in float)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tensor_testing import BF16_RENDER, HALF_CL, check, on_devices
+from tensor_testing import check, on_devices
 
 from uopviz import Tensor, dtypes
 from uopviz.dtype import DTypeError
@@ -37,7 +37,7 @@ def test_construct_with_dtype(device: str) -> None:
     check(t, [1.0, 2.0])
 
 
-@pytest.mark.parametrize("device", on_devices({"CL": HALF_CL}))
+@pytest.mark.parametrize("device", on_devices())
 def test_float16_tensors(device: str) -> None:
     check(Tensor(7, device=device, dtype=dtypes.float16), np.float16(7))
     check(Tensor.arange(4, dtype=dtypes.float16, device=device), np.arange(4, dtype=np.float16))
@@ -50,11 +50,32 @@ def test_float16_tensors(device: str) -> None:
     check(h.exp(), np.exp(a.astype(np.float64)), rtol=2e-3)
 
 
-@pytest.mark.parametrize("device", on_devices({"CPU": BF16_RENDER, "CL": BF16_RENDER}))
+@pytest.mark.parametrize("device", on_devices())
 def test_bfloat16_tensors(device: str) -> None:
-    b = Tensor([1.5, 2.25], device=device, dtype=dtypes.bfloat16)
+    b = Tensor([1.5, 2.25, 3.3, -1e-3], device=device, dtype=dtypes.bfloat16)
     assert b.dtype == dtypes.bfloat16 and b.numpy().dtype == np.float32
-    check(b, [1.5, 2.25])
+    bf = _bf16(np.array([1.5, 2.25, 3.3, -1e-3], np.float32))
+    check(b, bf)
+    check(b.realize() * 3 + 1, _bf16(_bf16(bf * 3) + 1))  # rounded after every op, through a stored buffer
+    check(b.cast(dtypes.bfloat16).bitcast(dtypes.int16), (bf.view(np.uint32) >> 16).astype(np.uint16).view(np.int16))
+    check(b.sum(), bf.sum(dtype=np.float64), rtol=1e-2)
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_float16_bits_and_rounding(device: str) -> None:
+    x = np.array([1.5, -2.0, 1e-5, 7e4, 0.1], np.float32)  # 7e4 overflows to inf, 1e-5 is subnormal
+    h = Tensor(x, device=device).half()
+    with np.errstate(over="ignore"):
+        x = x.astype(np.float16)
+    check(h, x)
+    check(h.bitcast(dtypes.int16), x.view(np.int16))
+    check(h * 3 + 1, x * np.float16(3) + np.float16(1))
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 to bfloat16 (nearest even), as float32."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
 
 
 def test_data_leaves_are_reshaped_buffers() -> None:
@@ -157,8 +178,7 @@ def test_rand_global_seed_advances_and_restarts() -> None:
         Tensor.manual_seed(1.5)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("dtype", [dtypes.float16, pytest.param(dtypes.bfloat16, marks=pytest.mark.xfail(
-    strict=True, reason=BF16_RENDER)), dtypes.float32, dtypes.float64])
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64])
 def test_rand_range_and_moments(dtype: object) -> None:
     r = Tensor.rand(4000, seed=1, dtype=dtype)
     assert r.dtype == dtype

@@ -85,5 +85,5 @@ def lower(ast: UOp, target: Target) -> Kernel:
 
 def _program(linear: UOp, name: str, target: Target, params: tuple[DType, ...]) -> UOp:
     """Program(linear, Source) — the PYTHON target interprets the Linear program and has no source."""
-    text = render(linear, name, target.dialect, params) if target.dialect else ""
+    text = render(linear, name, target.dialect, params, target.emulated) if target.dialect else ""
     return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), text)), name)

@@ -29,6 +29,7 @@ class Dialect:
     memory_types: dict[str, str]  # element types of buffers where they differ from value types (OpenCL bools)
     functions: dict[Ops, str]  # native transcendental spellings by dtype suffix '{f}'
     preamble: Callable[[set[DType]], str]
+    emulation: dict[str, str]  # narrow floats carried as float in registers, as 16-bit patterns in memory: helpers
     arg_const: str = "const "
     restrict: str = " restrict"
 
@@ -54,11 +55,33 @@ def _cl_preamble(used: set[DType]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+# Each emulated type T gets `unsigned short T_bits(float)` (round to nearest even) and `float T_value(unsigned short)`.
+# bfloat16 is the top half of a float32; OpenCL's vstore_half/vload_half convert halves without cl_khr_fp16.
+_BF16_C = """static inline unsigned short bfloat16_bits(float x) {
+  union { float f; unsigned int u; } v = { x };
+  return x != x ? (unsigned short)((v.u >> 16) | 64u) : (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float bfloat16_value(unsigned short b) {
+  union { unsigned int u; float f; } v = { (unsigned int)b << 16 };
+  return v.f;
+}
+"""
+_BF16_CL = """static inline ushort bfloat16_bits(float x) {
+  uint u = as_uint(x);
+  return x != x ? (ushort)((u >> 16) | 64u) : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bfloat16_value(ushort b) { return as_float((uint)b << 16); }
+"""
+_HALF_CL = """static inline ushort float16_bits(float x) { ushort b; vstore_half(x, 0, (__private half*)&b); return b; }
+static inline float float16_value(ushort b) { return vload_half(0, (__private const half*)&b); }
+"""
+
 C = Dialect("c", "void", "", _C_TYPES, {}, {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
-                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}, _c_preamble)
+                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}, _c_preamble,
+            {"bfloat16": _BF16_C})
 OPENCL = Dialect("opencl", "__kernel void", "__global ", _CL_TYPES, {"bool": "uchar"},
                  {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"},
-                 _cl_preamble, restrict="")
+                 _cl_preamble, {"bfloat16": _BF16_CL, "float16": _HALF_CL}, restrict="")
 DIALECTS = {"c": C, "opencl": OPENCL}
 
 _INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&",
@@ -66,8 +89,8 @@ _INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.XOR: 
 
 
 class _Writer:
-    def __init__(self, d: Dialect, name: str) -> None:
-        self.d, self.name = d, name
+    def __init__(self, d: Dialect, name: str, emulated: frozenset[str]) -> None:
+        self.d, self.name, self.emulated = d, name, emulated
         self.expr: dict[UOp, str] = {}
         self.lines: list[str] = []
         self.depth = 1
@@ -75,15 +98,30 @@ class _Writer:
         self.vars: list[str] = []
         self.used: set[DType] = set()
         self.counts: dict[str, int] = {}
+        self.helpers: dict[str, str] = {}
+
+    def emulates(self, dt: DType) -> bool:
+        """Whether dt lives as float in registers and as its 16-bit pattern in memory (noting the helpers used)."""
+        if dt.name not in self.emulated:
+            return False
+        self.helpers[dt.name] = self.d.emulation[dt.name]
+        return True
 
     def type(self, dt: DType) -> str:
+        if self.emulates(dt):
+            return self.d.types["float32"]
         if dt.name not in self.d.types:
             raise RenderError(f"the {self.d.name} dialect has no type for {dt.name}")
         self.used.add(dt)
         return self.d.types[dt.name]
 
     def mem_type(self, dt: DType) -> str:
+        if self.emulates(dt):
+            return self.d.types["uint16"]
         return self.d.memory_types.get(dt.name) or self.type(dt)
+
+    def literal(self, value: bool | int | float, dt: DType) -> str:
+        return literal(value, dtypes.float32 if self.emulates(dt) else dt, self.d)
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -155,7 +193,7 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
     if op is Ops.WHERE:
         return f"({s[0]}?{s[1]}:{s[2]})"
     if op is Ops.RECIP:
-        return f"({literal(1.0, u.dtype, w.d)}/{s[0]})"
+        return f"({w.literal(1.0, u.dtype)}/{s[0]})"
     if op is Ops.CAST:
         return f"(({w.type(u.dtype)})({s[0]}))"
     if op in w.d.functions:
@@ -166,15 +204,31 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
                       f"decomposed it)")
 
 
+def _rounded(w: _Writer, dt: DType, e: str) -> str:
+    """e computed in float, rounded to the emulated dt it stands for (as if dt had its own arithmetic)."""
+    return f"{dt.name}_value({dt.name}_bits({e}))" if w.emulates(dt) else e
+
+
 def _bitcast(w: _Writer, u: UOp, x: str) -> None:
     src, dst = u.src[0].dtype, u.dtype
+    if w.emulates(src):
+        src, x = dtypes.uint16, f"{src.name}_bits({x})"
+    if w.emulates(dst):
+        w.define(u, "cast", f"{dst.name}_value({_pun(w, src, dtypes.uint16, x)})")
+    else:
+        w.define(u, "cast", _pun(w, src, dst, x))
+
+
+def _pun(w: _Writer, src: DType, dst: DType, x: str) -> str:
+    """x's bits read as dst: OpenCL's as_T, a union in C."""
+    if src == dst:
+        return x
     if w.d.name == "opencl":
-        w.define(u, "cast", f"as_{w.type(dst)}({x})")
-        return
+        return f"as_{w.type(dst)}({x})"
     tmp = w.fresh("pun")
     w.line(f"union {{ {w.type(src)} a; {w.type(dst)} b; }} {tmp};")
     w.line(f"{tmp}.a = {x};")
-    w.define(u, "cast", f"{tmp}.b")
+    return f"{tmp}.b"
 
 
 def _buffer_of(u: UOp) -> UOp:
@@ -183,12 +237,15 @@ def _buffer_of(u: UOp) -> UOp:
     return u
 
 
-def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None = None) -> str:
+def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None = None,
+           emulated: frozenset[str] = frozenset({"bfloat16"})) -> str:
     """The source of kernel `name` for a Linear program in the given dialect ("c" or "opencl"). `params` are
     the dtypes of every buffer slot the kernel is called with (default: the Params the program uses); a
-    slot whose reads were simplified away is still declared, so every caller passes the same arguments."""
+    slot whose reads were simplified away is still declared, so every caller passes the same arguments.
+    `emulated` names the float dtypes the device has no arithmetic for: they are computed in float and rounded
+    after every op, and stored as 16-bit patterns."""
     d = DIALECTS[dialect]
-    w = _Writer(d, name)
+    w = _Writer(d, name, emulated & d.emulation.keys())
     uses: dict[UOp, int] = {}
     for u in linear.src:
         for s in u.src:
@@ -200,7 +257,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
         if op is Ops.BARRIER:
             w.line("barrier(CLK_LOCAL_MEM_FENCE);")
         elif op is Ops.CONST:
-            w.expr[u] = literal(u.arg.value, u.dtype, d)
+            w.expr[u] = w.literal(u.arg.value, u.dtype)
         elif op is Ops.PARAM:
             w.expr[u] = f"data{u.arg.slot}"
             w.args.append((u.arg.slot, _buffer_decl(w, u.arg.slot, u.arg.dtype, linear)))
@@ -243,7 +300,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             w.depth -= 1
             w.line("}")
         else:
-            e = _alu(w, u, s)
+            e = _alu(w, u, s) if op in (Ops.MAX, Ops.WHERE) else _rounded(w, u.dtype, _alu(w, u, s))
             if u.dtype is dtypes.index or (uses.get(u, 0) <= 1 and op is not Ops.WHERE and len(e) < 60
                                            and u.dtype.is_bool):
                 w.expr[u] = e
@@ -253,7 +310,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
     w.args += [(k, _buffer_decl(w, k, dt, linear)) for k, dt in enumerate(params or ()) if k not in used]
     args = [a for _, a in sorted(w.args)] + [f"int {v}" for v in w.vars]
     head = f"{d.kernel_prefix} {name}({', '.join(args)}) {{"
-    return d.preamble(w.used) + "\n".join([head, *w.lines, "}"]) + "\n"
+    return d.preamble(w.used) + "".join(w.helpers.values()) + "\n".join([head, *w.lines, "}"]) + "\n"
 
 
 def _strip(e: str) -> str:
@@ -279,7 +336,9 @@ def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
 
 def _load(w: _Writer, u: UOp, s: list[str]) -> None:
     val = s[0]
-    if u.dtype.name in w.d.memory_types:
+    if w.emulates(u.dtype):
+        val = f"{u.dtype.name}_value({val})"
+    elif u.dtype.name in w.d.memory_types:
         val = f"({w.type(u.dtype)})({val})"
     if len(u.src) == 3:
         val = f"({s[2]}?{val}:{s[1]})"
@@ -289,7 +348,9 @@ def _load(w: _Writer, u: UOp, s: list[str]) -> None:
 def _store(w: _Writer, u: UOp, s: list[str]) -> None:
     val = s[1]
     dt = u.src[1].dtype
-    if dt.name in w.d.memory_types:
+    if w.emulates(dt):
+        val = f"{dt.name}_bits({val})"
+    elif dt.name in w.d.memory_types:
         val = f"({w.d.memory_types[dt.name]})({val})"
     st = f"{s[0]} = {val};"
     w.line(f"if ({s[2]}) {st}" if len(u.src) == 3 else st)

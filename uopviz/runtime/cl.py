@@ -37,8 +37,10 @@ class CLRuntime(Runtime):
         self.device = _pick_device(cl, os.environ.get("UOPVIZ_CL_DEVICE", ""))
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        exts = self.device.extensions.split()
         self.target = Target("CL", dialect="opencl", native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
-                             global_dims=3, local_dims=3, max_local=self.device.max_work_group_size)
+                             global_dims=3, local_dims=3, max_local=self.device.max_work_group_size,
+                             emulated=frozenset({"bfloat16"} | ({"float16"} if "cl_khr_fp16" not in exts else set())))
         self._programs: dict[str, Any] = {}
 
     def alloc(self, size: int, dtype: DType) -> Any:
@@ -51,7 +53,7 @@ class CLRuntime(Runtime):
             self._cl.enqueue_copy(self.queue, handle, data)
 
     def copyout(self, handle: Any, size: int, dtype: DType) -> np.ndarray:
-        out = np.empty(size, dtypes.to_numpy(dtype))
+        out = np.empty(size, dtypes.storage_numpy(dtype))
         if size:
             self._cl.enqueue_copy(self.queue, out, handle, is_blocking=True)
         return out
@@ -88,7 +90,8 @@ class CLRuntime(Runtime):
     def describe(self) -> dict[str, str]:
         d = self.device
         return {"device": self.name, "name": d.name.strip(), "platform": d.platform.name.strip(),
-                "driver": d.driver_version.strip(), "opencl": d.version.strip()}
+                "driver": d.driver_version.strip(), "opencl": d.version.strip(),
+                "compiler": d.platform.name.strip(), "compiler_version": d.platform.version.strip()}
 
 
 class CLProgram:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -29,6 +30,17 @@ FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-
 def cache_dir() -> Path:
     """Where uopviz keeps compiled kernels and its tuning database."""
     return Path(os.environ.get("UOPVIZ_CACHE_DIR") or Path.home() / ".cache" / "uopviz")
+
+
+def cpu_name() -> str:
+    """The processor's model name (what -march=native compiles for), else its architecture."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:  # not Linux
+        pass
+    return platform.processor() or platform.machine()
 
 
 def find_compiler() -> str:
@@ -58,11 +70,12 @@ class CPURuntime(Runtime):
         return (out.stdout.splitlines() or [self.cc])[0].strip()
 
     def describe(self) -> dict[str, str]:
-        return {"device": "CPU", "compiler": self.compiler_version, "flags": " ".join(FLAGS)}
+        return {"device": "CPU", "name": cpu_name(), "driver": f"{platform.system()} {platform.machine()}",
+                "compiler": Path(self.cc).name, "compiler_version": self.compiler_version, "flags": " ".join(FLAGS)}
 
     def alloc(self, size: int, dtype: DType) -> Any:
         import numpy as np
-        return np.empty(max(size, 1), dtype=dtypes.to_numpy(dtype))
+        return np.empty(max(size, 1), dtype=dtypes.storage_numpy(dtype))
 
     def copyin(self, handle: Any, data: Any) -> None:
         handle[: data.size] = data

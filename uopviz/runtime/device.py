@@ -50,6 +50,8 @@ class Target:
     dialect: the C-style dialect the renderer writes ("c", "opencl"), or None for the PYTHON interpreter.
     native: decomposed ops the device computes itself (the rest get SPEC's decompositions).
     global_dims: how many GLOBAL ranges become hardware ids (0 on the CPU: everything is a loop).
+    emulated: float dtypes without arithmetic on the device (bfloat16 everywhere, half on OpenCL without
+    cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
     """
 
     device: str
@@ -58,6 +60,7 @@ class Target:
     global_dims: int = 0
     local_dims: int = 0
     max_local: int = 0
+    emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,11 @@ class Runtime(ABC):
         """Wait for queued work (a no-op where calls are synchronous)."""
 
     def describe(self) -> dict[str, str]:
-        """Device name, driver and compiler versions: what makes a timing comparable with another."""
+        """Device name, driver and compiler versions: what makes a timing comparable with another.
+
+        Keys: device (always); name, driver, compiler, compiler_version and flags where the device has them
+        (the tuning database's cache key is made of these); runtimes may add more for display.
+        """
         return {"device": self.name}
 
 

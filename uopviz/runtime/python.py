@@ -45,19 +45,21 @@ class PythonRuntime(Runtime):
     target = Target("PYTHON", dialect=None, native=GroupOp.Decomposed, global_dims=0)
 
     def alloc(self, size: int, dtype: DType) -> np.ndarray:
-        return np.zeros(size, dtypes.to_numpy(dtype))
+        return np.zeros(size, _values(dtype))
 
     def copyin(self, handle: np.ndarray, data: Any) -> None:
         handle[...] = np.asarray(data, dtype=handle.dtype).reshape(-1)
 
     def copyout(self, handle: np.ndarray, size: int, dtype: DType) -> np.ndarray:
-        return np.array(handle[:size], dtype=dtypes.to_numpy(dtype))
+        return np.array(handle[:size], dtype=_values(dtype))
 
     def compile(self, kernel: Kernel) -> PythonProgram:
         return PythonProgram(kernel)
 
     def describe(self) -> dict[str, str]:
-        return {"device": self.name, "python": platform.python_version(), "numpy": np.__version__}
+        return {"device": self.name, "python": platform.python_version(), "numpy": np.__version__,
+                "compiler": "uopviz interpreter",
+                "compiler_version": f"Python {platform.python_version()}, NumPy {np.__version__}"}
 
 
 class PythonProgram:
@@ -160,7 +162,7 @@ class PythonProgram:
         if op is Ops.BUFFER:
             if u.arg.addrspace is AddrSpace.GLOBAL:
                 raise self._fail(i, "a GLOBAL Buffer inside a kernel; kernels reach global memory through Params")
-            npdt = dtypes.to_numpy(u.arg.dtype)
+            npdt = _values(u.arg.dtype)
             return _local(i, u.arg.size, npdt, self._shared) if u.arg.addrspace is AddrSpace.LOCAL \
                 else _reg(i, u.arg.size, npdt)
         if op in (Ops.LOAD, Ops.STORE):
@@ -214,7 +216,7 @@ class PythonProgram:
         k = self.kernel
         if s >= len(handles):
             raise ValueError(f"kernel {k.name} reads Param {s} but got {len(handles)} buffers")
-        h, want = handles[s], dtypes.to_numpy(k.params[s])
+        h, want = handles[s], _values(k.params[s])
         size = math.prod(int(evaluate(d, env)) for d in dims)
         if not isinstance(h, np.ndarray) or h.dtype != want or h.ndim != 1 or h.size < size:
             got = f"{h.dtype} array of shape {h.shape}" if isinstance(h, np.ndarray) else type(h).__name__
@@ -340,3 +342,8 @@ def _store(b: int, x: int, s: int, conv: Callable[[Any], Any] | None, gate: int 
             raise _out_of_range(what, i, len(arr))
         arr[i] = v[s] if conv is None else conv(v[s])
     return step
+
+
+def _values(dt: DType) -> np.dtype:
+    """NumPy dtype holding dt's values here: the interpreter keeps bfloat16 values (already rounded) as float32."""
+    return dtypes.to_numpy(dtypes.float32 if dt.name == "bfloat16" else dt)
