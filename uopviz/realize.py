@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from uopviz.codegen.opt import Opt
 from uopviz.codegen.pipeline import lower
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
@@ -22,7 +23,7 @@ from uopviz.trace.recorder import context
 from uopviz.uop.ops import Ops, UOp, prod
 from uopviz.uop.pattern import function_pass, recording
 
-_programs: dict[tuple[UOp, str], tuple[Kernel, Program]] = {}
+_programs: dict[tuple[UOp, str, tuple[Opt, ...]], tuple[Kernel, Program]] = {}
 
 
 def is_realized(u: UOp) -> bool:
@@ -39,14 +40,14 @@ def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, dev
         return function_pass(plan_memory, graph, "memory plan", stage="Register/Memory Plan")
 
 
-def compile_kernel(ast: UOp, device: str) -> tuple[Kernel, Program]:
-    """The lowered kernel and its program for a device (cached unless recording)."""
-    key = (ast, device)
+def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt] = ()) -> tuple[Kernel, Program]:
+    """The lowered kernel (with opts applied) and its program for a device (cached unless recording)."""
+    key = (ast, device, tuple(opts))
     if key in _programs and not recording():
         return _programs[key]
     rt = devices.get(device)
     with context("kernel", "kernel"):
-        kernel = lower(ast, rt.target)
+        kernel = lower(ast, rt.target, opts)
     _programs[key] = (kernel, rt.compile(kernel))
     return _programs[key]
 

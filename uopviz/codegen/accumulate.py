@@ -48,3 +48,24 @@ def to_accumulator(ctx: Accumulators, red: UOp) -> UOp:
 accumulate = PatternMatcher([
     (UPat(Ops.REDUCE, name="red"), lambda ctx, red: to_accumulator(ctx, red) if len(red.src) > 1 else None),
 ], name="reduce to accumulator")
+
+
+def merge_loops(sink: UOp) -> UOp:
+    """Loops over one range whose bodies do not depend on each other become one loop: the copies of a reduction
+    that UPCAST made share their loop (one pass over the data updates every accumulator)."""
+    while True:
+        ends: dict[UOp, list[UOp]] = {}
+        for u in sink.toposort():
+            if u.op is Ops.END:
+                ends.setdefault(u.src[1], []).append(u)
+        for r, group in ends.items():
+            free = group[:1]
+            for e in group[1:]:
+                if all(e not in g.sparents() and g not in e.sparents() for g in free):
+                    free.append(e)
+            if len(free) > 1:
+                merged = UOp(Ops.GROUP, tuple(e.src[0] for e in free)).end(r)
+                sink = sink.substitute(dict.fromkeys(free, merged))
+                break
+        else:
+            return sink

@@ -1,7 +1,9 @@
 """Hardware thread ids for targets that have them (OpenCL): output axes become GLOBAL, then Specials.
 
-Without opts, the innermost output axes (up to the target's number of global dimensions) run as the global
+Before opts, the innermost output axes (up to the target's number of global dimensions) become the global
 work grid, gidx0 the innermost so neighbouring work-items touch neighbouring memory; outer ones stay loops.
+LOCAL axes (made by opts) become the work-group's lidx ids; a kernel with them launches work-groups, and its
+gidx ids then number the groups.
 """
 
 from __future__ import annotations
@@ -30,18 +32,32 @@ _drop_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.SPEC
 
 
 def specials(k: UOp) -> UOp:
-    """GLOBAL ranges as Special gidx0.. (innermost first); their Ends go, as the grid runs every index."""
-    glob = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is AxisType.GLOBAL),
-                  key=lambda r: -r.arg.idx)
-    if not glob:
-        return k
-    k = k.substitute({r: UOp.special(r.src[0], f"gidx{i}") for i, r in enumerate(glob)})
-    return graph_rewrite(k, _drop_ends)
+    """GLOBAL ranges as Special gidx0.., LOCAL ones as lidx0.. (innermost first); their Ends go, as the grid
+    runs every index."""
+    ids: dict[UOp, UOp] = {}
+    for t, prefix in ((AxisType.GLOBAL, "gidx"), (AxisType.LOCAL, "lidx")):
+        rs = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is t), key=lambda r: -r.arg.idx)
+        ids.update({r: UOp.special(r.src[0], f"{prefix}{i}") for i, r in enumerate(rs)})
+    return graph_rewrite(k.substitute(ids), _drop_ends)
 
 
-to_specials = PatternMatcher([(UPat(Ops.SINK, name="k"), lambda k: specials(k) if _has_global(k) else None)],
+to_specials = PatternMatcher([(UPat(Ops.SINK, name="k"), lambda k: specials(k) if _has_ids(k) else None)],
                              name="hardware ids")
 
 
-def _has_global(k: UOp) -> bool:
-    return any(u.op is Ops.RANGE and u.arg.type is AxisType.GLOBAL for u in k.toposort())
+def _has_ids(k: UOp) -> bool:
+    return any(u.op is Ops.RANGE and u.arg.type in (AxisType.GLOBAL, AxisType.LOCAL) for u in k.toposort())
+
+
+def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(global size in work-items, local size) per dimension for a kernel's ids; (None, None) without ids."""
+    def sizes(prefix: str) -> list[int]:
+        sp = sorted((x for x in linear.src if x.op is Ops.SPECIAL and x.arg.startswith(prefix)), key=lambda x: x.arg)
+        return [int(x.src[0].arg.value) for x in sp]
+    groups, lanes = sizes("gidx"), sizes("lidx")
+    if not lanes:
+        return (tuple(groups) or None), None
+    dims = max(len(groups), len(lanes))
+    lanes += [1] * (dims - len(lanes))
+    groups += [1] * (dims - len(groups))
+    return tuple(g * lane for g, lane in zip(groups, lanes)), tuple(lanes)

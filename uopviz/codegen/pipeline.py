@@ -5,16 +5,17 @@ Register/Memory Plan, Render). This is the one place that says what runs in whic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from uopviz.codegen.accumulate import Accumulators, accumulate
+from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
 from uopviz.codegen.decompositions import decompose
 from uopviz.codegen.expand import expander
-from uopviz.codegen.gpudims import global_axes, to_specials
+from uopviz.codegen.gpudims import global_axes, launch_dims, to_specials
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
+from uopviz.codegen.opt import Opt, Scheduler
 from uopviz.codegen.regplan import plan_registers
 from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
@@ -54,6 +55,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("global axes", "Optimize", fn=global_axes),
     Pass("expand", "Expand", expander),
     Pass("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, t: Accumulators(t.device)),
+    Pass("merge loops", "Instruction Selection", fn=lambda u, t: merge_loops(u), origin=merge_loops),
     Pass("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Pass("simplify", "Instruction Selection", symbolic),
     Pass("hardware ids", "Instruction Selection", to_specials),
@@ -62,25 +64,38 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
-def lower(ast: UOp, target: Target) -> Kernel:
-    """Run every pass on a kernel (recorded when tracing) and render it for the target."""
+def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
+    """Run every pass on a kernel (recorded when tracing), applying `opts` in the Optimize stage (each a named
+    step; KernelOptError for an illegal one), and render it for the target."""
     from uopviz.trace.recorder import stage
     slots = {x.arg.slot: x.arg.dtype for x in ast.toposort() if x.op is Ops.PARAM}
     params = tuple(slots[k] for k in range(len(slots)))  # every slot, even one whose reads fold away
-    u, name = ast, ""
+    u, name, sched = ast, "", None
     for p in PASSES:
         with stage(p.stage):
             u = p.run(u, target)
+            if p.name == "global axes":
+                sched, u = optimize(u, target, opts)
         if p.stage == "Optimize":
             name = kernel_name(u)
             rename_context(name)
     with stage("Render"):
         prog = function_pass(lambda lin: _program(lin, name, target, params), u, "render", origin=render)
     linear, source = prog.src[0], prog.src[1].arg
-    specials = sorted((x for x in linear.src if x.op is Ops.SPECIAL and x.arg.startswith("gidx")), key=lambda x: x.arg)
-    gsize = tuple(int(x.src[0].arg.value) for x in specials) or None
-    return Kernel(name, linear, source or None, params, global_size=gsize,
-                  vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR))
+    gsize, lsize = launch_dims(linear)
+    return Kernel(name, linear, source or None, params, global_size=gsize, local_size=lsize,
+                  vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR),
+                  meta={"opts": sched.opts if sched else ()})
+
+
+def optimize(u: UOp, target: Target, opts: Sequence[Opt]) -> tuple[Scheduler, UOp]:
+    """The kernel with its axes in canonical order, then each opt applied: one recorded step apiece."""
+    sched = Scheduler.of(u, target)
+    u = function_pass(lambda _: sched.ast, u, "order axes", origin=Scheduler.of)
+    for opt in opts:
+        sched = sched.apply_opt(opt)
+        u = function_pass(lambda _, s=sched: s.ast, u, str(opt), origin=Scheduler.apply_opt)  # type: ignore[misc]
+    return sched, u
 
 
 def _program(linear: UOp, name: str, target: Target, params: tuple[DType, ...]) -> UOp:

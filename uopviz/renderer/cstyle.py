@@ -247,6 +247,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
     d = DIALECTS[dialect]
     w = _Writer(d, name, emulated & d.emulation.keys())
     uses: dict[UOp, int] = {}
+    groups = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in linear.src)  # gidx numbers work-groups
     for u in linear.src:
         for s in u.src:
             uses[s] = uses.get(s, 0) + 1
@@ -272,7 +273,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
         elif op is Ops.SPECIAL:
             if d.name != "opencl":
                 raise RenderError(f"{u.arg}: the {d.name} dialect has no hardware thread ids")
-            fn = "get_global_id" if u.arg.startswith("g") else "get_local_id"
+            fn = "get_local_id" if u.arg.startswith("l") else "get_group_id" if groups else "get_global_id"
             w.line(f"int {u.arg} = {fn}({u.arg[-1]}); /* {s[0]} */")
             w.expr[u] = u.arg
         elif op is Ops.RANGE:

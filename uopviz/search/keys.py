@@ -1,0 +1,65 @@
+"""What a tuning result is valid for: the target it was timed on and the complete cache key.
+
+A time is only comparable with another taken on the same device, driver and compiler, and opts only mean the
+same thing under the action space and uopviz version that produced them, so all of these are in the key: a
+change to any one makes the database answer "not tuned" instead of returning stale opts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uopviz import __version__
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """A device as the tuning database tells devices apart ("" where a device has no such thing)."""
+
+    device: str
+    device_name: str = ""
+    driver: str = ""
+    compiler: str = ""
+    compiler_version: str = ""
+
+
+def describe_target(device: str | None = None) -> TargetInfo:
+    """The target of a device name (None: the default device), asked of its runtime, which it starts.
+
+    The compiler's flags are part of `compiler`: the CPU's `-march=native` changes what a kernel compiles to.
+    """
+    from uopviz.runtime.device import get
+
+    d = get(device).describe()
+    compiler = " ".join(s for s in (d.get("compiler", ""), d.get("flags", "")) if s)
+    return TargetInfo(d["device"], d.get("name", ""), d.get("driver", ""), compiler, d.get("compiler_version", ""))
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Everything a search result depends on; `results` holds at most one row per key.
+
+    kernel_hash: a canonical content hash of the kernel's AST (uopviz.trace.ids.node_id gives one), so the
+    same kernel built in another process or from another program shares its result.
+    action_space_version: the search's own version of its set of actions; bump it when the actions change.
+    """
+
+    kernel_hash: str
+    device: str
+    device_name: str
+    driver: str
+    compiler: str
+    compiler_version: str
+    action_space_version: int
+    uopviz_version: str = __version__
+
+    @classmethod
+    def of(cls, kernel_hash: str, target: TargetInfo, action_space_version: int,
+           uopviz_version: str = __version__) -> CacheKey:
+        """The key for a kernel on a target (as describe_target gives it)."""
+        return cls(kernel_hash, target.device, target.device_name, target.driver, target.compiler,
+                   target.compiler_version, action_space_version, uopviz_version)
+
+    @property
+    def target(self) -> TargetInfo:
+        return TargetInfo(self.device, self.device_name, self.driver, self.compiler, self.compiler_version)
