@@ -107,6 +107,13 @@ def _run_zoo_kernel(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from backend.serve import serve  # FastAPI and uvicorn load only for this command
+
+    return serve(args.files, host=args.host, port=args.port, db=args.db, browser=not args.no_browser,
+                 device=args.device)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="uopviz", description="See, change and tune what a tensor compiler does.")
     p.add_argument("--version", action="version", version=f"uopviz {uopviz.__version__}")
@@ -127,6 +134,19 @@ def build_parser() -> argparse.ArgumentParser:
     show = tr.add_parser("show", help="summarize a saved trace")
     show.add_argument("file")
     show.set_defaults(fn=cmd_trace_show)
+    serve = sub.add_parser("serve", help="browse recorded rewrites in the web UI (default: the kernel zoo)")
+    serve.add_argument("files", nargs="*", metavar="TRACE_OR_SCRIPT",
+                       help="saved .uopviz-trace.json files, and .py scripts to run under the recorder "
+                            "(default: record the kernel zoo)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0: any free port)")
+    serve.add_argument("--db", default=None,
+                       help="tuning database (default: $UOPVIZ_CACHE_DIR/tuning.db, else ~/.cache/uopviz/tuning.db)")
+    serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    serve.add_argument("--device", default=None, help="device to lower the zoo for (default: $UOPVIZ_DEVICE or CPU)")
+    serve.set_defaults(fn=cmd_serve)
+    from uopviz.search import cache_cli  # `cache` lives with the tuning database it serves
+    cache_cli.add_parser(sub)
     return p
 
 

@@ -201,3 +201,21 @@ def test_random_opt_sequences_keep_the_answer(device: str) -> None:
         seen.add((case.name, s.opts))
         case.check(list(s.opts))
     assert len(seen) > 100
+
+
+def test_thread_axis_splits_cpu_work(gemm_cpu: Case) -> None:
+    s = gemm_cpu.sched().apply_opt(Opt(OptOps.SPLIT, 0, (3, AxisType.THREAD, True)))
+    assert s.shape()[0] == (AxisType.THREAD, 3)
+    kernel, _ = compile_kernel(gemm_cpu.ast, "CPU", list(s.opts))
+    assert kernel.threads == 3 and "int tidx0)" in (kernel.source or "")
+    gemm_cpu.check(list(s.opts))
+    with pytest.raises(KernelOptError, match="already has a THREAD axis"):
+        s.apply_opt(Opt(OptOps.SPLIT, 1, (5, AxisType.THREAD, True)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["gemm", "softmax", "sum", "elementwise", "conv2d"])
+def test_heuristic_opts_are_legal_and_keep_the_answer(name: str, device: str) -> None:
+    from uopviz.codegen.opt.heuristic import heuristic_opts
+    for case in cases(name, device):
+        case.check(heuristic_opts(case.sched()))

@@ -3,7 +3,8 @@
 Before opts, the innermost output axes (up to the target's number of global dimensions) become the global
 work grid, gidx0 the innermost so neighbouring work-items touch neighbouring memory; outer ones stay loops.
 LOCAL axes (made by opts) become the work-group's lidx ids; a kernel with them launches work-groups, and its
-gidx ids then number the groups.
+gidx ids then number the groups. A THREAD axis (CPU) becomes tidx0, an argument of the kernel function, which
+the runtime calls once per index, concurrently.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def specials(k: UOp) -> UOp:
     """GLOBAL ranges as Special gidx0.., LOCAL ones as lidx0.. (innermost first); their Ends go, as the grid
     runs every index."""
     ids: dict[UOp, UOp] = {}
-    for t, prefix in ((AxisType.GLOBAL, "gidx"), (AxisType.LOCAL, "lidx")):
+    for t, prefix in ((AxisType.GLOBAL, "gidx"), (AxisType.LOCAL, "lidx"), (AxisType.THREAD, "tidx")):
         rs = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is t), key=lambda r: -r.arg.idx)
         ids.update({r: UOp.special(r.src[0], f"{prefix}{i}") for i, r in enumerate(rs)})
     return graph_rewrite(k.substitute(ids), _drop_ends)
@@ -46,7 +47,13 @@ to_specials = PatternMatcher([(UPat(Ops.SINK, name="k"), lambda k: specials(k) i
 
 
 def _has_ids(k: UOp) -> bool:
-    return any(u.op is Ops.RANGE and u.arg.type in (AxisType.GLOBAL, AxisType.LOCAL) for u in k.toposort())
+    return any(u.op is Ops.RANGE and u.arg.type in (AxisType.GLOBAL, AxisType.LOCAL, AxisType.THREAD)
+               for u in k.toposort())
+
+
+def threads(linear: UOp) -> int:
+    """How many calls of a CPU kernel cover its THREAD axis (1 without one)."""
+    return next((int(x.src[0].arg.value) for x in linear.src if x.op is Ops.SPECIAL and x.arg == "tidx0"), 1)
 
 
 def launch_dims(linear: UOp) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:

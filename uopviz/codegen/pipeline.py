@@ -12,7 +12,7 @@ from typing import Any
 from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
 from uopviz.codegen.decompositions import decompose
 from uopviz.codegen.expand import expander
-from uopviz.codegen.gpudims import global_axes, launch_dims, to_specials
+from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import Opt, Scheduler
@@ -84,7 +84,7 @@ def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
     linear, source = prog.src[0], prog.src[1].arg
     gsize, lsize = launch_dims(linear)
     return Kernel(name, linear, source or None, params, global_size=gsize, local_size=lsize,
-                  vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR),
+                  vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR), threads=threads(linear),
                   meta={"opts": sched.opts if sched else ()})
 
 

@@ -270,6 +270,9 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             nm = w.fresh(kind[0])
             w.line(f"{kind[1]}{w.mem_type(u.arg.dtype)} {nm}[{u.arg.size}];")
             w.expr[u] = nm
+        elif op is Ops.SPECIAL and u.arg == "tidx0" and d.name == "c":
+            w.expr[u] = u.arg
+            w.vars.append(u.arg)  # the last argument: the runtime calls the function once per thread index
         elif op is Ops.SPECIAL:
             if d.name != "opencl":
                 raise RenderError(f"{u.arg}: the {d.name} dialect has no hardware thread ids")

@@ -16,7 +16,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from functools import cached_property
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ def find_compiler() -> str:
 
 class CPURuntime(Runtime):
     name = "CPU"
-    target = Target("CPU", dialect="c", native=frozenset({Ops.SQRT}), global_dims=0)
+    target = Target("CPU", dialect="c", native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1)
 
     def __init__(self) -> None:
         self.cc = find_compiler()
@@ -111,13 +112,24 @@ class CPURuntime(Runtime):
         if lib is None:
             lib = self._libs[str(path)] = ctypes.CDLL(str(path))
         fn = getattr(lib, kernel.name)
-        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
+        threads = kernel.threads
+        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * (len(kernel.vars) + (threads > 1))
         fn.restype = None
 
         def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
             args = [h.ctypes.data for h in handles]
             t0 = time.perf_counter()
-            fn(*args, *vals)
+            if threads > 1:  # ctypes lets go of the GIL during each call, so the calls run in parallel
+                for f in [_pool().submit(fn, *args, *vals, i) for i in range(threads)]:
+                    f.result()
+            else:
+                fn(*args, *vals)
             return time.perf_counter() - t0 if wait else None
 
         return run
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    """The worker threads that run a kernel's THREAD indices, one per core."""
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="uopviz-cpu")

@@ -60,6 +60,7 @@ class Target:
     global_dims: int = 0
     local_dims: int = 0
     max_local: int = 0
+    threads: int = 0  # CPU threads a THREAD axis may use (0: none)
     emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
 
 
@@ -71,6 +72,8 @@ class Kernel:
     global_size/local_size: work-items in all and per work-group, per dimension (innermost first), for
     targets with global ids; None elsewhere (local_size None: the driver picks).
     vars: names of the symbolic integer arguments, in call order.
+    threads: how many calls of the CPU function, one per index of its THREAD axis (its last argument), cover
+    the work; they run concurrently.
     """
 
     name: str
@@ -80,6 +83,7 @@ class Kernel:
     global_size: tuple[int, ...] | None = None
     local_size: tuple[int, ...] | None = None
     vars: tuple[str, ...] = ()
+    threads: int = 1
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
 

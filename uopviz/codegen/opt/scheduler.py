@@ -111,6 +111,7 @@ SPLIT_FROM: dict[AxisType, frozenset[AxisType]] = {
     AxisType.REDUCE: frozenset({AxisType.REDUCE}),
 }
 REDUCING = frozenset({AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL})
+MAX_THREADS = 64  # calls of a CPU kernel per run (the cores share them)
 MAX_EXPANDED = 256  # UPCAST x UNROLL copies of the kernel body, to bound code size
 
 
@@ -240,7 +241,12 @@ class Scheduler:
             if local > t.max_local:
                 raise KernelOptError(f"{what}: {local} work-items per group exceed {t.device}'s {t.max_local}")
         if target is AxisType.THREAD:
-            raise KernelOptError(f"{what}: the {t.device} target has no threads")
+            if not t.threads:
+                raise KernelOptError(f"{what}: the {t.device} target has no threads")
+            if any(x is AxisType.THREAD for x, _ in shape):
+                raise KernelOptError(f"{what}: the kernel already has a THREAD axis")
+            if k > MAX_THREADS:
+                raise KernelOptError(f"{what}: at most {MAX_THREADS} thread indices")
         if target in (AxisType.UPCAST, AxisType.UNROLL):
             copies = math.prod(s or 1 for x, s in shape if x in (AxisType.UPCAST, AxisType.UNROLL)) * k
             if copies > MAX_EXPANDED:

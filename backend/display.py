@@ -1,0 +1,137 @@
+"""Text and colour for trace nodes, read from node-table entries (JSON) rather than rebuilt UOps, so that
+every trace a reader can load (also one whose args were stored only as text) can be shown."""
+
+from __future__ import annotations
+
+import base64
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from uopviz.uop.ops import AxisType, GroupOp, Ops
+
+Entry = dict[str, Any]
+Lookup = Callable[[str], Entry]
+
+OTHER_COLOUR = "#9E9E9E"  # source, codegen and symbolic ops: SPEC draws no group colour for them
+_ARG_CHARS = 80
+
+
+def _short(text: str, limit: int = _ARG_CHARS) -> str:
+    """One line of at most `limit` characters (a Source arg is a whole kernel's text)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def _value(j: Any) -> str:
+    if j is None or isinstance(j, (bool, int, float)):
+        return repr(j)
+    if isinstance(j, str):
+        return j
+    if isinstance(j, list):
+        return "(" + ", ".join(_value(x) for x in j) + ("," if len(j) == 1 else "") + ")"
+    if isinstance(j, dict) and len(j) == 1:
+        ((kind, v),) = j.items()
+        if kind in ("dtype", "Ops", "AxisType", "AddrSpace", "float", "repr"):
+            return str(v)
+        if kind == "bytes":
+            try:
+                return f"<{len(base64.b64decode(v))} bytes>"
+            except (ValueError, TypeError):
+                return "<bytes>"
+        if isinstance(v, dict):
+            return _named(kind, v)
+    return str(j)
+
+
+def _named(kind: str, f: dict[str, Any]) -> str:
+    """The fields a reader of a graph looks for, in the order they read them."""
+    if kind == "ConstArg":
+        return _value(f.get("value"))
+    if kind == "RangeArg":
+        return f"r{f.get('idx')} {_value(f.get('type'))}"
+    if kind == "ParamArg":
+        space = f.get("addrspace")
+        return f"slot {f.get('slot')}" + ("" if space is None else f" {_value(space)}")
+    if kind == "BufferArg":
+        return f"{_value(f.get('dtype'))}[{f.get('size')}] {_value(f.get('device'))} {_value(f.get('addrspace'))}"
+    if kind == "VarArg":
+        return f"{f.get('name')} [{f.get('min')}..{f.get('max')}]"
+    if kind == "ReduceArg":
+        return f"{_value(f.get('op'))} {_value(f.get('axes'))}"
+    shown = ", ".join(f"{k}={_value(v)}" for k, v in f.items() if v is not None)
+    return f"{kind}({shown})"
+
+
+def arg_text(arg: Any) -> str:
+    """Short display text of an encoded arg ("" for none)."""
+    return "" if arg is None else _short(_value(arg))
+
+
+def group_of(op: str) -> str | None:
+    """SPEC's colour group of an op spelled as in the trace format; None for the ungrouped ops."""
+    g = GroupOp.group_of(Ops(op))
+    return None if g == "Other" else g
+
+
+def axis_type_of(e: Entry) -> str | None:
+    """The AxisType name of a Range entry (None for other nodes)."""
+    arg = e["arg"]
+    if e["op"] != Ops.RANGE.value or not isinstance(arg, dict) or "RangeArg" not in arg:
+        return None
+    t = arg["RangeArg"].get("type")
+    return t.get("AxisType") if isinstance(t, dict) else None
+
+
+def colour_of(e: Entry) -> str:
+    """Fill colour: a Range's AxisType colour, else its op group's colour."""
+    t = axis_type_of(e)
+    if t is not None and t in AxisType.__members__:
+        return AxisType[t].colour
+    g = group_of(e["op"])
+    return OTHER_COLOUR if g is None else GroupOp.Colour[g]
+
+
+def _props(e: Entry) -> str:
+    dims = e.get("shape")
+    dtype = e["dtype"] or ""
+    return dtype if not dims else f"{dtype}({','.join(str(d) for d in dims)})"
+
+
+def tree_text(root: str, node: Lookup, max_lines: int = 400) -> list[str]:
+    """Indented tree of the graph under root, root first; a node printed before is referred to as `^n`.
+    Lines name nodes by content, not id, so two trees diff by what changed."""
+    number: dict[str, int] = {}
+    lines: list[str] = []
+    stack: list[tuple[str, int]] = [(root, 0)]
+    while stack and len(lines) < max_lines:
+        nid, depth = stack.pop()
+        e, pad = node(nid), "  " * depth
+        if nid in number:
+            lines.append(f"{pad}^{number[nid]} {e['op']}")
+            continue
+        number[nid] = len(number)
+        arg = arg_text(e["arg"])
+        lines.append(f"{pad}{number[nid]} {e['op']}:{_props(e)}" + (f" {arg}" if arg else ""))
+        stack.extend((s, depth + 1) for s in reversed(e["src"]))
+    if stack:
+        lines.append("...")
+    return lines
+
+
+def subtree_diff(match: str, replacement: str, node: Lookup) -> str:
+    """Unified diff of the matched subtree (before) and its replacement (after)."""
+    return "\n".join(difflib.unified_diff(tree_text(match, node), tree_text(replacement, node), "match",
+                                          "replacement", lineterm=""))
+
+
+def linear_listing(instructions: list[str], node: Lookup) -> str:
+    """One numbered line per instruction of a Linear program; operands are `%n` (instruction n)."""
+    number = {nid: i for i, nid in enumerate(instructions)}
+    width = len(str(max(len(instructions) - 1, 0)))
+    lines = []
+    for i, nid in enumerate(instructions):
+        e = node(nid)
+        ops = " ".join(f"%{number[s]}" if s in number else node(s)["op"] for s in e["src"])
+        lines.append(f"{i:>{width}}  {e['op']:<10} {_props(e):<14} {ops:<16} {arg_text(e['arg'])}".rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""Where served traces come from: a zoo kernel lowered under the recorder, a saved trace file, or a script run
+under the recorder in a child process.
+
+Every trace is turned into its document and read back, so a served trace holds node ids and entries only (no
+live UOps or buffers) and behaves exactly like one loaded from a file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import uopviz
+from uopviz.trace import Trace, TraceFormatError
+
+if TYPE_CHECKING:
+    from uopviz.codegen.opt import Opt
+    from uopviz.runtime.device import Kernel
+    from uopviz.uop.ops import UOp
+
+SCRIPT_TIMEOUT_S = 120.0
+
+# The recorder and the trace context are process-wide: two lowerings at once would file their passes into
+# each other's traces, so everything the server lowers takes this lock.
+LOWERING = threading.Lock()
+
+
+class RecordError(ValueError):
+    """A trace could not be made from what was asked for; the message names the file or kernel and why."""
+
+
+def _detached(tr: Trace) -> Trace:
+    return Trace.from_dict(tr.to_dict())
+
+
+def record_zoo(name: str, device: str | None = None, small: bool = False) -> Trace:
+    """Lower every kernel of a zoo program (without running it) under the recorder.
+
+    The inputs are unallocated buffers: the program is built and lowered, never run, so recording the whole
+    zoo at its benchmark sizes takes about a second and no memory for data.
+    """
+    from kernels import get
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.runtime.device import DeviceError
+    from uopviz.tensor import Tensor
+
+    try:
+        z = get(name)
+    except KeyError as e:
+        raise RecordError(e.args[0]) from None
+    sizes = z.sizes(small=small)
+    try:
+        with LOWERING:
+            out = z.program(*[Tensor.empty(*i.shape(sizes), dtype=i.dtype, device=device) for i in z.inputs])
+            with uopviz.trace() as tr:
+                for ast, bufs in kernels_of(schedule([out.uop])):
+                    compile_kernel(ast, bufs[0].arg.device)
+    except DeviceError as e:
+        raise RecordError(f"zoo kernel {name!r}: {e}") from None
+    return _detached(tr)
+
+
+def record_opts(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Trace, Kernel]:
+    """Lower and compile a kernel with opts under the recorder: a trace of that kernel's lowering alone, and
+    the kernel. KernelOptError (a ValueError) says why an opt is illegal."""
+    from uopviz.realize import compile_kernel
+    from uopviz.runtime.device import DeviceError
+
+    try:
+        with LOWERING, uopviz.trace() as tr:
+            kernel, _ = compile_kernel(ast, device, opts)
+    except DeviceError as e:
+        raise RecordError(f"cannot lower this kernel for {device}: {e}") from None
+    return _detached(tr), kernel
+
+
+def load_file(path: str | os.PathLike[str]) -> Trace:
+    """A saved trace; FileNotFoundError if there is no such file, RecordError if it is not a trace we read."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{path}: no such trace file")
+    try:
+        return uopviz.trace.load(p)
+    except (TraceFormatError, OSError) as e:
+        raise RecordError(f"{path}: {e}") from None
+
+
+def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) -> Trace:
+    """Run a script under the recorder in a child process (`backend.script_runner`) and read its trace.
+
+    A child keeps the server safe from the script: one that hangs is stopped after `timeout` seconds, one
+    that crashes or changes process state (cwd, globals, caches) cannot take the server with it.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{path}: no such script")
+    with tempfile.TemporaryDirectory(prefix="uopviz-script-") as tmp:
+        out = Path(tmp) / "trace.uopviz-trace.json"
+        try:
+            r = subprocess.run([sys.executable, "-m", "backend.script_runner", str(p.resolve()), str(out)],
+                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise RecordError(f"{path}: the script did not finish within {timeout:g} s") from None
+        if r.returncode != 0:
+            tail = "\n".join(r.stderr.strip().splitlines()[-3:]) or "no message"
+            raise RecordError(f"{path}: the script failed (exit {r.returncode}): {tail}")
+        return uopviz.trace.load(out)

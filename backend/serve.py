@@ -1,0 +1,102 @@
+"""`uopviz serve`: fill a TraceStore (the zoo, or the given trace files and scripts), then run the app under
+uvicorn until Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import webbrowser
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import uvicorn
+
+from backend.app import create_app
+from backend.recording import RecordError
+from backend.store import TraceStore
+
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that says when it is listening (so the URL is printed only once it answers)."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_ready()
+
+
+def fill(store: TraceStore, files: Sequence[str]) -> None:
+    """Load each trace file and run each script (`.py`) under the recorder; with none, record the zoo."""
+    if not files:
+        store.record_whole_zoo()
+    for f in files:
+        if f.endswith(".py"):
+            store.record_script(f)
+        else:
+            store.load_file(f)
+
+
+def _open_browser(url: str) -> None:
+    """Open the URL in a GUI browser. On Linux without a display (over SSH, say) do nothing: webbrowser would
+    start a console browser in this very terminal."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return
+    webbrowser.open(url)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: str | None = None,
+          browser: bool = True, device: str | None = None) -> int:
+    """Serve until Ctrl-C. Exit status: 0 after Ctrl-C, 2 for a file or device that cannot be served, 1 if
+    the address cannot be bound, 130 if interrupted while loading."""
+    try:
+        store = TraceStore(device)
+        fill(store, files)
+    except (FileNotFoundError, RecordError) as e:
+        print(f"uopviz: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    try:
+        sock = _listen(host, port)
+    except (OSError, OverflowError) as e:  # OverflowError: a port outside 0..65535
+        why = getattr(e, "strerror", None) or e
+        print(f"uopviz: cannot listen on {host}:{port}: {why}; pick another --port (0: any free one)", file=sys.stderr)
+        return 1
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # where a browser on this machine finds it
+    shown = f"[{shown}]" if ":" in shown else shown
+    url = f"http://{shown}:{sock.getsockname()[1]}/"
+    if host not in LOOPBACK:
+        print(f"uopviz: warning: listening on {host}: whoever reaches this address can read the traces and run "
+              "scripts on this machine through the API", file=sys.stderr)
+    app = create_app(store, db=Path(db) if db else None, allowed_hosts=list(LOOPBACK) if host in LOOPBACK else None)
+
+    def ready() -> None:
+        print(f"uopviz: serving {len(store)} traces at {url}  (Ctrl-C to stop)", flush=True)
+        if browser:
+            threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
+
+    try:
+        _Server(uvicorn.Config(app, log_level="warning"), ready).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn shuts down on SIGINT, then raises it again for the default handler
+        print("uopviz: stopped", flush=True)
+    return 0

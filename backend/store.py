@@ -1,0 +1,113 @@
+"""The traces a server holds, in memory by id, with where each came from."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from backend import recording
+from backend.models import Source
+from uopviz.trace import Trace
+
+if TYPE_CHECKING:
+    from uopviz.codegen.opt import Opt
+    from uopviz.runtime.device import Kernel
+    from uopviz.uop.ops import UOp
+
+
+class NotFound(LookupError):
+    """An id or index that names nothing the server holds (answered as 404)."""
+
+
+@dataclass(eq=False)
+class StoredTrace:
+    id: str
+    name: str
+    source: Source
+    device: str | None
+    trace: Trace
+    kernel_opts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # context -> opts applied (JSON)
+    # TracePass.graph_at caches replayed roots as it goes; requests run in a thread pool, so reads take this
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+def _slug(text: str) -> str:
+    """An id made of URL-safe characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "trace"
+
+
+class TraceStore:
+    """Traces by id. Zoo ids are the kernel's name (plus `-small` and `-<device>` when not the defaults), so
+    recording the same thing again replaces it; files and scripts get their file's stem, made unique."""
+
+    def __init__(self, device: str | None = None) -> None:
+        self.device = self._canonical(device)
+        self._traces: dict[str, StoredTrace] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def all(self) -> list[StoredTrace]:
+        with self._lock:
+            return list(self._traces.values())
+
+    def get(self, tid: str) -> StoredTrace:
+        """The trace of this id; NotFound naming the known ids otherwise."""
+        t = self._traces.get(tid)
+        if t is None:
+            known = list(self._traces)
+            more = f" and {len(known) - 12} more" if len(known) > 12 else ""
+            raise NotFound(f"no trace {tid!r}; known: {', '.join(known[:12]) or 'none'}{more}")
+        return t
+
+    def add(self, st: StoredTrace, replace: bool = False) -> StoredTrace:
+        """Store under st.id, or st.id-2, -3, ... where that is taken (by any trace, unless `replace` and the
+        holder has the same source: a zoo recording replaces the zoo trace of its id, never a file's)."""
+        with self._lock:
+            base, n = st.id, 2
+            while (held := self._traces.get(st.id)) is not None and not (replace and held.source == st.source):
+                st.id, n = f"{base}-{n}", n + 1
+            self._traces[st.id] = st
+        return st
+
+    def record_zoo(self, name: str, device: str | None = None, small: bool = False) -> StoredTrace:
+        dev = self._canonical(device)
+        tr = recording.record_zoo(name, dev, small)
+        tid = name + ("-small" if small else "") + ("" if dev == self.device else f"-{dev.lower()}")
+        return self.add(StoredTrace(tid, name, "zoo", dev, tr), replace=True)
+
+    def load_file(self, path: str | os.PathLike[str]) -> StoredTrace:
+        name = Path(path).name.removesuffix(".json").removesuffix(".uopviz-trace")
+        return self.add(StoredTrace(_slug(name), name, "file", None, recording.load_file(path)))
+
+    def record_script(self, path: str | os.PathLike[str]) -> StoredTrace:
+        name = Path(path).stem
+        return self.add(StoredTrace(_slug(name), name, "script", None, recording.run_script(path)))
+
+    def record_opts(self, base: StoredTrace, ci: int, ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[
+            StoredTrace, Kernel]:
+        """A new trace of context ci's kernel lowered again with opts (the whole list, from the kernel as
+        scheduled); its only context is the new kernel."""
+        tr, kernel = recording.record_opts(ast, device, opts)
+        st = StoredTrace(f"{base.id}-{ci}-opts", kernel.name, "opts", device, tr,
+                         {0: [o.to_json() for o in kernel.meta.get("opts", ())]})
+        return self.add(st), kernel
+
+    def record_whole_zoo(self) -> None:
+        from kernels import ZOO
+        for name in ZOO:
+            self.record_zoo(name)
+
+    @staticmethod
+    def _canonical(device: str | None) -> str:
+        from uopviz.runtime.device import UnknownDeviceError, canonical
+        try:
+            return canonical(device)
+        except UnknownDeviceError as e:
+            raise recording.RecordError(str(e)) from None

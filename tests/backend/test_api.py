@@ -1,0 +1,379 @@
+"""The JSON API over recorded traces, checked against the trace itself (replay, node table, rules), against an
+independent lowering of the same kernel, and against SPEC's AxisType and op-group tables."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+import uopviz
+from backend import recording, views
+from backend.app import create_app
+from backend.store import TraceStore
+from kernels import get
+from uopviz.codegen.opt import Opt, OptOps
+from uopviz.runtime.device import Kernel
+from uopviz.uop.ops import AxisType, GroupOp, Ops
+
+GEMM_KERNEL = "r_L1024_L1024_R1024"
+
+
+def steps_url(tid: str, ci: int, pi: int, k: int) -> str:
+    return f"/api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}"
+
+
+@pytest.fixture
+def fresh(missing_dist: Path) -> TestClient:
+    """A client over an empty store, for tests that add traces."""
+    return TestClient(create_app(TraceStore("CPU"), dist=missing_dist))
+
+
+def test_meta_spells_the_axis_types_and_op_groups_of_spec(client: TestClient) -> None:
+    m = client.get("/api/meta").json()
+    assert [a["letter"] for a in m["axis_types"]] == list("gtlwLGRur")
+    assert all(a["color"] == AxisType[a["name"]].colour for a in m["axis_types"])
+    assert [g["name"] for g in m["op_groups"]] == list(GroupOp.Colour)
+    for g in m["op_groups"]:
+        assert g["color"] == GroupOp.Colour[g["name"]]
+        assert g["ops"] and all(GroupOp.group_of(Ops(o)) == g["name"] for o in g["ops"])
+    assert "Reshape" in next(g["ops"] for g in m["op_groups"] if g["name"] == "Movement")
+    assert {"CPU", "PYTHON"} <= set(m["devices"]) and m["default_device"] == "CPU"
+    assert m["version"] == uopviz.__version__
+
+
+def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, store: TraceStore) -> None:
+    listed = {t["id"]: t for t in client.get("/api/traces").json()}
+    assert listed["gemm"] == {"id": "gemm", "name": "gemm", "source": "zoo", "contexts": 2}
+    assert listed["softmax-small"]["contexts"] == len(store.get("softmax-small").trace.contexts)
+    assert listed["broken"]["source"] == "file"
+
+    d = client.get("/api/traces/gemm").json()
+    tr = store.get("gemm").trace
+    assert d["device"] == "CPU" and [c["name"] for c in d["contexts"]] == ["schedule", GEMM_KERNEL]
+    assert d["contexts"][0]["axes"] == []
+    assert d["contexts"][1]["axes"] == [
+        {"letter": "L", "size": 1024, "type": "LOOP", "color": AxisType.LOOP.colour},
+        {"letter": "L", "size": 1024, "type": "LOOP", "color": AxisType.LOOP.colour},
+        {"letter": "R", "size": 1024, "type": "REDUCE", "color": AxisType.REDUCE.colour}]
+    for c, tc in zip(d["contexts"], tr.contexts, strict=True):
+        assert [(p["name"], p["stage"], p["steps"], p["parent"]) for p in c["passes"]] == \
+            [(p.name, p.stage, len(p.steps), p.parent) for p in tc.passes]
+
+
+def test_kernel_names_parse_into_coloured_axes() -> None:
+    axes = views.kernel_axes("r_g5_t3_l2_w4_L7_G2_R9_u4_r2_Lv")
+    assert "".join(a.letter for a in axes) == "gtlwLGRurL"
+    assert [a.size for a in axes] == [5, 3, 2, 4, 7, 2, 9, 4, 2, "v"]
+    assert all(a.color == AxisType[a.type].colour for a in axes)
+    assert views.kernel_axes("E_L3_L4")[1].size == 4
+    assert views.kernel_axes("schedule") == views.kernel_axes("r_X3") == views.kernel_axes("r_L") == []
+    assert views.kernel_axes("r_L²") == views.kernel_axes("r_L-1") == []
+
+
+def test_every_step_is_the_replayed_graph_and_its_difference(client: TestClient, store: TraceStore) -> None:
+    tr = store.get("softmax-small").trace
+    for ci, c in enumerate(tr.contexts):
+        for pi, p in enumerate(c.passes):
+            prev: set[str] = set()
+            for k in range(len(p.steps) + 1):
+                v = client.get(steps_url("softmax-small", ci, pi, k)).json()
+                ids = [n["id"] for n in v["nodes"]]
+                assert v["root"] == p.graph_at(k) and v["steps"] == len(p.steps)
+                assert set(ids) == tr.nodes_of(v["root"]) and len(ids) == len(set(ids))
+                pos = {nid: i for i, nid in enumerate(ids)}
+                assert all(pos[s] < pos[n["id"]] for n in v["nodes"] for s in n["src"])  # sources first
+                if k == 0:
+                    assert (v["added"], v["removed"], v["rule"], v["match"], v["diff"]) == ([], [], None, None, "")
+                else:
+                    step = p.steps[k - 1]
+                    assert set(v["added"]) == set(ids) - prev and set(v["removed"]) == prev - set(ids)
+                    assert v["rule"] == {"location": tr.rules[step.rule].location, "text": tr.rules[step.rule].text}
+                    assert (v["match"], v["replacement"]) == (step.match, step.replacement)
+                    assert v["diff"].startswith("--- match\n+++ replacement") or step.match == step.replacement
+                prev = set(ids)
+            if p.output is not None:
+                assert v["root"] == p.output
+
+
+def test_nodes_carry_display_fields_and_range_nodes_their_axis_type_colour(client: TestClient,
+                                                                          store: TraceStore) -> None:
+    tr = store.get("gemm").trace
+    pi = next(i for i, p in enumerate(tr.contexts[1].passes) if p.name == "rangeify")
+    nodes = client.get(steps_url("gemm", 1, pi, len(tr.contexts[1].passes[pi].steps))).json()["nodes"]
+    ranges = [n for n in nodes if n["op"] == "Range"]
+    assert {n["axis_type"] for n in ranges} == {"LOOP", "REDUCE"}
+    assert all(n["color"] == AxisType[n["axis_type"]].colour for n in ranges)
+    for n in nodes:
+        e = tr.node(n["id"])
+        assert (n["op"], n["dtype"], n["src"], n["shape"]) == (e["op"], e["dtype"], e["src"], e["shape"])
+        if n["op"] != "Range":
+            assert n["axis_type"] is None
+            assert n["group"] == (None if GroupOp.group_of(Ops(n["op"])) == "Other" else GroupOp.group_of(Ops(n["op"])))
+            assert n["color"] == (GroupOp.Colour[n["group"]] if n["group"] else "#9E9E9E")
+    consts = {n["arg"] for n in nodes if n["op"] == "Const"}
+    assert "1024" in consts
+    assert {n["arg"] for n in ranges} == {"r0 LOOP", "r1 LOOP", "r2 REDUCE"}
+
+
+def test_a_step_diff_shows_the_matched_subtree_before_and_after(client: TestClient, store: TraceStore) -> None:
+    tr = store.get("gemm").trace
+    c = tr.contexts[1]
+    pi = next(i for i, p in enumerate(c.passes) if p.name == "simplify" and p.steps)
+    v = client.get(steps_url("gemm", 1, pi, 1)).json()
+    lines = v["diff"].splitlines()
+    assert lines[:2] == ["--- match", "+++ replacement"] and lines[2].startswith("@@")
+    before = [ln[1:] for ln in lines[3:] if ln[0] in " -"]  # small trees: one hunk holds them whole
+    after = [ln[1:] for ln in lines[3:] if ln[0] in " +"]
+    match, repl = tr.node(v["match"]), tr.node(v["replacement"])
+    assert before[0].startswith(f"0 {match['op']}:{match['dtype']}") and len(before) >= len(tr.nodes_of(v["match"]))
+    assert after[0].startswith(f"0 {repl['op']}:{repl['dtype']}") and len(after) >= len(tr.nodes_of(v["replacement"]))
+
+
+def test_every_step_of_the_zoo_gemm_fits_the_transfer_budget(client: TestClient, store: TraceStore) -> None:
+    """Issue 5: opening any step of the zoo's gemm kernel transfers at most 200 KB (measured uncompressed)."""
+    tr, sizes = store.get("gemm").trace, []
+    for ci, c in enumerate(tr.contexts):
+        for pi, p in enumerate(c.passes):
+            for k in range(len(p.steps) + 1):
+                r = client.get(steps_url("gemm", ci, pi, k))
+                assert r.status_code == 200
+                sizes.append(len(r.content))
+    assert max(sizes) <= 200_000, max(sizes)
+    r = client.get(steps_url("gemm", 1, 0, 0), headers={"Accept-Encoding": "gzip"})
+    assert r.headers["content-encoding"] == "gzip"
+
+
+def test_kernel_view_is_the_kernel_the_pipeline_renders(client: TestClient, store: TraceStore) -> None:
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    z = get("softmax")
+    out, _ = z.build(z.sizes(small=True), "CPU")
+    expected = [compile_kernel(ast, "CPU")[0] for ast, _ in kernels_of(schedule([out.uop]))]
+    d = client.get("/api/traces/softmax-small").json()
+    kernel_ctx = [c["index"] for c in d["contexts"] if c["kind"] == "kernel"]
+    assert len(kernel_ctx) == len(expected) == 3
+    for ci, kern in zip(kernel_ctx, expected, strict=True):
+        v = client.get(f"/api/traces/softmax-small/contexts/{ci}/kernel").json()
+        assert (v["name"], v["device"], v["source"], v["opts"]) == (kern.name, "CPU", kern.source, [])
+        assert v["axes"] == d["contexts"][ci]["axes"] and v["axes"]
+        lines = v["linear"].splitlines()
+        assert len(lines) == len(kern.linear.src)
+        for i, (line, ins) in enumerate(zip(lines, kern.linear.src, strict=True)):
+            assert line.split()[:2] == [str(i), ins.op.value]
+            operands = [f"%{kern.linear.src.index(s)}" for s in ins.src if s in kern.linear.src]
+            assert all(o in line.split() for o in operands)
+
+
+def test_kernel_route_refuses_contexts_that_are_not_rendered_kernels(client: TestClient) -> None:
+    r = client.get("/api/traces/gemm/contexts/0/kernel")
+    assert r.status_code == 404 and r.json()["detail"] == "context 0 (schedule) is a schedule, not a kernel"
+    r = client.get("/api/traces/broken/contexts/0/kernel")
+    assert r.status_code == 404 and "r_L3_R5 has no rendered program" in r.json()["detail"]
+    assert "ValueError: no rule for this" in r.json()["detail"]
+    d = client.get("/api/traces/broken").json()
+    assert d["contexts"][0]["passes"][0]["error"] == "ValueError: no rule for this"
+    assert client.get("/api/traces/gemm/contexts/2/kernel").status_code == 404
+
+
+@pytest.mark.parametrize("url", ["/api/traces/nope", "/api/traces/nope/contexts/0/kernel", steps_url("nope", 0, 0, 0),
+                                 steps_url("gemm", 2, 0, 0), steps_url("gemm", 1, 99, 0), steps_url("gemm", 1, 0, 99),
+                                 "/api/nothing", "/no-such-file.js"])
+def test_unknown_ids_are_404_json(client: TestClient, url: str) -> None:
+    r = client.get(url)
+    assert r.status_code == 404 and isinstance(r.json()["detail"], str) and r.json()["detail"]
+
+
+@pytest.mark.parametrize("url", [steps_url("gemm", -1, 0, 0), steps_url("gemm", 1, 0, -1), steps_url("gemm", 1, "x", 0),
+                                 "/api/traces/gemm/contexts/-1/kernel"])
+def test_bad_params_are_422_json(client: TestClient, url: str) -> None:
+    r = client.get(url)
+    assert r.status_code == 422 and r.json()["detail"].startswith("path.") and r.json()["errors"]
+
+
+def test_recording_a_zoo_kernel(fresh: TestClient) -> None:
+    r = fresh.post("/api/traces", json={"zoo": "gemm", "small": True, "device": "python"})
+    assert r.status_code == 201 and r.json() == {"id": "gemm-small-python", "name": "gemm", "source": "zoo",
+                                                 "contexts": 2}
+    assert fresh.post("/api/traces", json={"zoo": "gemm", "small": True, "device": "PYTHON"}).json()["id"] == \
+        "gemm-small-python"  # the same recording replaces the last one
+    d = fresh.get("/api/traces/gemm-small-python").json()
+    m = get("gemm").sizes(small=True)
+    assert d["device"] == "PYTHON" and d["contexts"][1]["name"] == f"r_L{m['M']}_L{m['N']}_R{m['K']}"
+    v = fresh.get("/api/traces/gemm-small-python/contexts/1/kernel").json()
+    assert v["source"] == "" and v["linear"]  # the PYTHON target interprets the Linear program
+    assert fresh.post("/api/traces", json={"zoo": "sum", "small": True}).json()["id"] == "sum-small"
+    assert [t["id"] for t in fresh.get("/api/traces").json()] == ["gemm-small-python", "sum-small"]
+
+
+def test_a_zoo_recording_never_replaces_a_file_of_the_same_name(missing_dist: Path, tmp_path: Path) -> None:
+    s = TraceStore("CPU")
+    recording.record_zoo("max", small=True).save(tmp_path / "max.uopviz-trace.json")
+    assert s.load_file(tmp_path / "max.uopviz-trace.json").id == "max"
+    assert s.record_zoo("max").id == "max-2"
+    assert s.record_zoo("max").id == "max-2"  # replaced: the same recording again
+    assert [(t.id, t.source) for t in s.all()] == [("max", "file"), ("max-2", "zoo")]
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ({"zoo": "nope"}, "no zoo kernel 'nope'"),
+    ({"zoo": "gemm", "device": "TPU"}, "unknown device 'TPU'"),
+    ({}, "give exactly one of 'zoo', 'path' or 'script' (got none)"),
+    ({"zoo": "gemm", "path": "x"}, "(got zoo, path)"),
+    ({"path": "x.json", "small": True}, "'device' and 'small' go with 'zoo'"),
+    ({"zoo": "gemm", "extra": 1}, "body.extra: Extra inputs are not permitted"),
+    ({"zoo": 3}, "body.zoo: Input should be a valid string"),
+])
+def test_bad_new_trace_bodies_are_422(fresh: TestClient, body: dict[str, object], words: str) -> None:
+    r = fresh.post("/api/traces", json=body)
+    assert r.status_code == 422 and words in r.json()["detail"], r.json()
+
+
+def test_opening_trace_files(fresh: TestClient, tmp_path: Path) -> None:
+    good = tmp_path / "run.uopviz-trace.json"
+    recording.record_zoo("max", small=True).save(good)
+    r = fresh.post("/api/traces", json={"path": str(good)})
+    assert r.status_code == 201 and r.json() == {"id": "run", "name": "run", "source": "file", "contexts": 2}
+    assert fresh.post("/api/traces", json={"path": str(good)}).json()["id"] == "run-2"
+    m = get("max").sizes(small=True)
+    assert fresh.get("/api/traces/run-2").json()["contexts"][1]["name"] == f"r_L{m['R']}_R{m['C']}"
+
+    r = fresh.post("/api/traces", json={"path": str(tmp_path / "missing.json")})
+    assert r.status_code == 404 and "missing.json: no such trace file" in r.json()["detail"]
+    bad = tmp_path / "bad.uopviz-trace.json"
+    bad.write_text('{"format": "uopviz-trace", "version": 99}')
+    r = fresh.post("/api/traces", json={"path": str(bad)})
+    assert r.status_code == 422 and str(bad) in r.json()["detail"] and "newer than this uopviz" in r.json()["detail"]
+    bad.write_bytes(gzip.compress(b"{}"))
+    assert fresh.post("/api/traces", json={"path": str(bad)}).status_code == 422
+
+
+def test_running_scripts_under_the_recorder(fresh: TestClient, tmp_path: Path) -> None:
+    script = tmp_path / "double.py"
+    script.write_text("import sys\nimport numpy as np\nfrom helper import K\nfrom uopviz import Tensor\n"
+                      "assert sys.argv == [__file__] and __name__ == '__main__'\n"
+                      "print((Tensor(np.arange(6, dtype=np.float32), device='PYTHON') * K).sum().numpy())\n")
+    (tmp_path / "helper.py").write_text("K = 2\n")  # the script's directory is importable, as with `python x.py`
+    r = fresh.post("/api/traces", json={"script": str(script)})
+    assert r.status_code == 201, r.json()
+    assert r.json()["id"] == "double" and r.json()["source"] == "script"
+    d = fresh.get("/api/traces/double").json()
+    assert [c["kind"] for c in d["contexts"]] == ["schedule", "kernel"] and d["contexts"][1]["name"].startswith("r_")
+
+    failing = tmp_path / "failing.py"
+    failing.write_text("raise RuntimeError('the script broke')\n")
+    r = fresh.post("/api/traces", json={"script": str(failing)})
+    assert r.status_code == 422 and "failing.py: the script failed (exit 1)" in r.json()["detail"]
+    assert "RuntimeError: the script broke" in r.json()["detail"]
+    assert fresh.post("/api/traces", json={"script": str(tmp_path / "none.py")}).status_code == 404
+
+
+def test_a_script_that_hangs_is_stopped(tmp_path: Path) -> None:
+    script = tmp_path / "spin.py"
+    script.write_text("while True:\n    pass\n")
+    with pytest.raises(recording.RecordError, match=r"did not finish within 0\.5 s"):
+        recording.run_script(script, timeout=0.5)
+
+
+def _gemm_kernel(opts: list[Opt]) -> Kernel:
+    """The zoo gemm's kernel lowered with opts, independently of the server."""
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.tensor import Tensor
+    z = get("gemm")
+    s = z.sizes()
+    out = z.program(*[Tensor.empty(*i.shape(s), device="CPU") for i in z.inputs])
+    ((ast, _),) = kernels_of(schedule([out.uop]))
+    return compile_kernel(ast, "CPU", opts)[0]
+
+
+def test_applying_opts_gives_the_kernel_the_pipeline_makes_with_them(missing_dist: Path) -> None:
+    s = TraceStore("CPU")
+    s.record_zoo("gemm")
+    c = TestClient(create_app(s, dist=missing_dist))
+    upcast = {"op": "SPLIT", "axis": 0, "arg": [4, "UPCAST", False]}
+    r = c.post("/api/traces/gemm/contexts/1/opts", json={"opts": [upcast]})
+    assert r.status_code == 200, r.json()
+    want = _gemm_kernel([Opt(OptOps.SPLIT, 0, (4, AxisType.UPCAST, False))])
+    v = r.json()
+    assert (v["name"], v["source"], v["opts"]) == (want.name, want.source, [upcast])
+    assert v["name"] == "r_L256_L1024_R1024_u4" and v["source"] != c.get("/api/traces/gemm/contexts/1/kernel").json()[
+        "source"]
+    assert [(a["letter"], a["size"]) for a in v["axes"]] == [("L", 256), ("L", 1024), ("R", 1024), ("u", 4)]
+
+    d = c.get(f"/api/traces/{v['trace_id']}").json()
+    assert d["source"] == "opts" and [x["name"] for x in d["contexts"]] == [want.name]
+    assert "split axis 0 by 4 → UPCAST" in [p["name"] for p in d["contexts"][0]["passes"]]
+    k = c.get(f"/api/traces/{v['trace_id']}/contexts/0/kernel").json()
+    assert (k["source"], k["opts"]) == (want.source, [upcast])
+    unroll = {"op": "SPLIT", "axis": 2, "arg": [8, "UNROLL", False]}
+    again = c.post(f"/api/traces/{v['trace_id']}/contexts/0/opts", json={"opts": [upcast, unroll]}).json()
+    assert again["name"] == "r_L256_L1024_R128_u4_r8" and again["trace_id"] != v["trace_id"]
+
+
+@pytest.mark.parametrize(("opts", "words"), [
+    ([{"op": "SPLIT", "axis": 0, "arg": [3, "UPCAST", False]}], "1024 is not divisible by 3"),
+    ([{"op": "SPLIT", "axis": 7, "arg": [4, "UPCAST"]}], "the kernel has 3 axes (0..2)"),
+    ([{"op": "SPLIT", "axis": 2, "arg": [4, "UPCAST", False]}], "UPCAST axis splits from"),
+    ([{"op": "TWIST", "axis": 0}], "unknown OptOp 'TWIST'"),
+    ([{"op": "SPLIT", "axis": 0, "arg": 4}], "SPLIT's arg is [factor, axis type, top]"),
+    ([{"op": "SPLIT", "axis": 0, "arg": [4, "SIDEWAYS"]}], "unknown AxisType 'SIDEWAYS'"),
+])
+def test_illegal_opts_are_422_saying_why(client: TestClient, opts: list[dict[str, object]], words: str) -> None:
+    r = client.post("/api/traces/gemm/contexts/1/opts", json={"opts": opts})
+    assert r.status_code == 422 and words in r.json()["detail"], r.json()
+
+
+def test_opts_need_a_kernel_and_a_well_formed_body(client: TestClient) -> None:
+    assert client.post("/api/traces/gemm/contexts/0/opts", json={"opts": []}).status_code == 404
+    assert client.post("/api/traces/nope/contexts/1/opts", json={"opts": []}).status_code == 404
+    assert client.post("/api/traces/gemm/contexts/1/opts", json={}).status_code == 422
+    assert client.post("/api/traces/gemm/contexts/1/opts", json={"opts": [{"axis": 0}]}).status_code == 422
+    assert client.post("/api/traces/gemm/contexts/1/opts", content=b"{oops",
+                       headers={"content-type": "application/json"}).status_code in (400, 422)
+
+
+def test_the_ui_bundle_is_served_and_its_absence_explained(store: TraceStore, tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    c = TestClient(create_app(store, dist=dist))
+    r = c.get("/")
+    assert r.status_code == 200 and "npm run build" in r.text and "/api/traces" in r.text
+    (dist / "assets").mkdir(parents=True)
+    (dist / "index.html").write_text("<!doctype html><title>uopviz</title>")
+    (dist / "assets" / "app.js").write_text("console.log(1)")
+    (tmp_path / "secret.txt").write_text("not for the web")
+    assert c.get("/").text == "<!doctype html><title>uopviz</title>"
+    r = c.get("/assets/app.js")
+    assert r.status_code == 200 and r.text == "console.log(1)" and "javascript" in r.headers["content-type"]
+    assert c.get("/../secret.txt").status_code == 404
+    assert c.get("/%2e%2e/secret.txt").status_code == 404
+    assert c.get("/api/traces").status_code == 200  # the API wins over the bundle
+
+
+def test_unexpected_errors_come_back_as_json(store: TraceStore, missing_dist: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(views, "detail", broken)
+    c = TestClient(create_app(store, dist=missing_dist), raise_server_exceptions=False)
+    r = c.get("/api/traces/gemm")
+    assert r.status_code == 500 and r.json() == {"detail": "internal error: RuntimeError: a bug"}
+
+
+def test_requests_for_other_host_names_are_refused(store: TraceStore, missing_dist: Path) -> None:
+    app = create_app(store, dist=missing_dist, allowed_hosts=["127.0.0.1", "localhost"])
+    assert TestClient(app, base_url="http://127.0.0.1:8000").get("/api/traces").status_code == 200
+    assert TestClient(app, base_url="http://attacker.example").get("/api/traces").status_code == 400
+
+
+def test_openapi_documents_every_route(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    assert set(doc["paths"]) == {"/api/meta", "/api/traces", "/api/traces/{trace_id}",
+                                 "/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}",
+                                 "/api/traces/{trace_id}/contexts/{ci}/kernel",
+                                 "/api/traces/{trace_id}/contexts/{ci}/opts"}
+    step = doc["paths"]["/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}"]["get"]
+    assert set(step["responses"]) == {"200", "404", "422"}
+    assert json.dumps(doc).count("ErrorBody") >= 2

@@ -1,0 +1,75 @@
+"""`uopviz serve` as a user runs it: it prints its URL, answers, stops cleanly on Ctrl-C, and refuses files it
+cannot serve with exit status 2 and the file's name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from uopviz.cli import main
+
+
+def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    env = {**os.environ, "UOPVIZ_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(60, proc.kill)  # a server that never comes up fails the test instead of hanging it
+    timer.start()
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert "serving 12 traces at http://127.0.0.1:" in line, (line, proc.stderr and proc.stderr.read())
+        url = line.split(" at ")[1].split()[0]
+        r = httpx.get(url + "api/traces", timeout=10)
+        assert r.status_code == 200
+        assert [t["id"] for t in r.json()][:3] == ["gemm", "batched_gemm", "conv2d"] and len(r.json()) == 12
+        assert httpx.get(url + "api/traces/gemm", timeout=10).json()["contexts"][1]["name"] == "r_L1024_L1024_R1024"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "stopped" in out
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": "uopviz-trace", "version": 1}'])
+def test_serve_exits_2_naming_a_malformed_trace_file(tmp_path: Path, content: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.uopviz-trace.json"
+    bad.write_text(content)
+    assert main(["serve", "--no-browser", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"uopviz: {bad}: not a uopviz trace") or err.startswith(f"uopviz: {bad}: trace:"), err
+
+
+def test_serve_exits_2_for_a_missing_file_a_failing_script_or_an_unknown_device(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--no-browser", str(tmp_path / "gone.uopviz-trace.json")]) == 2
+    assert "gone.uopviz-trace.json: no such trace file" in capsys.readouterr().err
+    script = tmp_path / "oops.py"
+    script.write_text("1 / 0\n")
+    assert main(["serve", "--no-browser", str(script)]) == 2
+    assert "oops.py: the script failed (exit 1)" in capsys.readouterr().err
+    assert main(["serve", "--no-browser", "--device", "TPU"]) == 2
+    assert "unknown device 'TPU'" in capsys.readouterr().err
+
+
+def test_serve_says_when_the_port_is_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from backend.recording import record_zoo
+    trace = tmp_path / "t.uopviz-trace.json"
+    record_zoo("max", small=True).save(trace)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--no-browser", "--port", str(port), str(trace)]) == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err

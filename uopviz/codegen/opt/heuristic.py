@@ -1,0 +1,45 @@
+"""The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
+first (register-block the innermost output axis, unroll the reduction), checked for legality like any opt."""
+
+from __future__ import annotations
+
+from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
+from uopviz.uop.ops import AxisType
+
+OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
+
+
+def heuristic_opts(sched: Scheduler) -> list[Opt]:
+    """Opts for sched's kernel on its target, in the order they apply."""
+    s = sched
+    for choices in _wishes(s):
+        for want in choices:  # the first legal one of each wish
+            try:
+                s = s.apply_opt(want)
+                break
+            except KernelOptError:
+                continue
+    return list(s.opts[len(sched.opts):])
+
+
+def _wishes(s: Scheduler) -> list[list[Opt]]:
+    """Each wish is a list of alternatives, best first."""
+    shape = s.shape()
+    out_axes = [i for i, (t, n) in enumerate(shape) if t in OUTPUT and n]
+    red_axes = [i for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n]
+    wishes: list[list[Opt]] = []
+    if len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
+        wishes.append(_split(out_axes[-2], AxisType.UPCAST, (8, 4, 2)))
+    elif red_axes:  # reductions along rows: several partial sums in flight
+        wishes.append(_split(red_axes[-1], AxisType.UNROLL, (8, 4, 2)))
+    elif out_axes:  # elementwise: a few neighbours per iteration
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, (4, 2)))
+    if s.target.threads > 1 and out_axes:  # the outermost output axis shared by the cores
+        n = s.target.threads
+        wishes.append(_split(out_axes[0], AxisType.THREAD, (4 * n, 2 * n, n), top=True))
+    return wishes
+
+
+def _split(axis: int, target: AxisType, factors: tuple[int, ...], top: bool = False) -> list[Opt]:
+    return [Opt(OptOps.SPLIT, axis, (k, target, top)) for k in factors]
