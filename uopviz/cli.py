@@ -1,4 +1,4 @@
-"""`uopviz` command line: `demo` (the main job until `serve` lands), `kernels` (the zoo) and `trace show`."""
+"""`uopviz` command line: `serve` (the web UI, the main job), `demo`, `kernels`, `trace show`, `cache`, `beam`."""
 
 from __future__ import annotations
 
