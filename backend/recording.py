@@ -60,7 +60,7 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
             out = z.program(*[Tensor.empty(*i.shape(sizes), dtype=i.dtype, device=device) for i in z.inputs])
             with uopviz.trace() as tr:
                 for ast, bufs in kernels_of(schedule([out.uop])):
-                    compile_kernel(ast, bufs[0].arg.device)
+                    compile_kernel(ast, bufs[0].arg.device, [])  # as scheduled: opts are applied in the view
     except DeviceError as e:
         raise RecordError(f"zoo kernel {name!r}: {e}") from None
     return _detached(tr)

@@ -147,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(fn=cmd_serve)
     from uopviz.search import cache_cli  # `cache` lives with the tuning database it serves
     cache_cli.add_parser(sub)
+    from uopviz.search import beam_cli  # `beam` runs the search (uopviz.search.beam)
+    beam_cli.add_parser(sub)
     return p
 
 

@@ -151,7 +151,7 @@ def test_kernel_view_is_the_kernel_the_pipeline_renders(client: TestClient, stor
     from uopviz.realize import compile_kernel, kernels_of, schedule
     z = get("softmax")
     out, _ = z.build(z.sizes(small=True), "CPU")
-    expected = [compile_kernel(ast, "CPU")[0] for ast, _ in kernels_of(schedule([out.uop]))]
+    expected = [compile_kernel(ast, "CPU", [])[0] for ast, _ in kernels_of(schedule([out.uop]))]
     d = client.get("/api/traces/softmax-small").json()
     kernel_ctx = [c["index"] for c in d["contexts"] if c["kind"] == "kernel"]
     assert len(kernel_ctx) == len(expected) == 3

@@ -97,7 +97,7 @@ def test_trace_of_realize_shows_every_stage() -> None:
     sched, kern = tr.contexts
     assert (sched.name, sched.kind) == ("schedule", "schedule")
     assert [p.stage for p in sched.passes] == ["Callify", "Rangeify", "Register/Memory Plan"]
-    assert kern.name == "r_L3_R4"
+    assert kern.name == "r_L3_r4"  # realize's default opts: the heuristic unrolls the short reduction
     assert list(dict.fromkeys(p.stage for p in kern.passes)) == STAGES
     assert all(p.error is None for c in tr.contexts for p in c.passes)
 

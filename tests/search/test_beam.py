@@ -1,0 +1,379 @@
+"""BEAM search: it keeps only verified kernels, remembers everything in the tuning database, answers a repeated
+search from it, resumes an interrupted one; `uopviz beam`; realize() using the results and UOPVIZ_BEAM."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kernels import ZOO
+from uopviz.cli import main
+from uopviz.codegen.opt import Opt, OptOps
+from uopviz.realize import compile_kernel, default_opts, kernels_of, schedule
+from uopviz.runtime.cpu import CPURuntime
+from uopviz.runtime.device import Kernel
+from uopviz.search import BeamResult, beam
+from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Pool, _unflatten, cache_key
+from uopviz.search.beam_cli import _coloured
+from uopviz.search.db import TuningDB
+from uopviz.search.timing import Workbench
+from uopviz.uop.ops import AxisType, UOp
+
+REPO = Path(__file__).resolve().parents[2]
+beam_module = sys.modules["uopviz.search.beam"]  # `uopviz.search.beam` is the function
+
+
+def kernel(name: str = "gemm") -> tuple[UOp, list[UOp]]:
+    """The (first) kernel of a zoo program at its small sizes, with its buffers."""
+    z = ZOO[name]
+    out, _ = z.build(z.sizes(small=True), "CPU")
+    return kernels_of(schedule([out.uop]))[0]
+
+
+def search(db: Path, name: str = "gemm", **kw: Any) -> BeamResult:
+    ast, _ = kernel(name)
+    return beam(ast, 2, "CPU", db=db, max_rounds=kw.pop("max_rounds", 2), progress=False, **kw)
+
+
+def run_opts(ast: UOp, bufs: list[UOp], opts: list[Opt] | tuple[Opt, ...]) -> np.ndarray:
+    from uopviz.runtime import buffer as buffers
+    _, prog = compile_kernel(ast, "CPU", list(opts))
+    prog([buffers.handle(b) for b in bufs], wait=True)
+    return buffers.to_numpy(bufs[0]).copy()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "beam.db"
+
+
+# ---- the search ----
+def test_search_finds_opts_that_verify(db_path: Path) -> None:
+    ast, bufs = kernel("gemm")
+    r = beam(ast, 2, "CPU", db=db_path, max_rounds=2, progress=False)
+    assert (r.kernel_name, r.from_db, r.compiled) == ("r_L15_L10_R12", False, r.candidates)
+    np.testing.assert_allclose(run_opts(ast, bufs, r.opts), run_opts(ast, bufs, []), rtol=1e-5, atol=1e-6)
+    with TuningDB(db_path) as db:
+        (info,) = db.searches()
+        cands = db.candidates(info.id)
+        assert info.status == "done" and info.params == {"beam": 2, "max_rounds": 2, "threshold": 0.01}
+        timed = [c for c in cands if c.samples]
+        assert all(c.error is None and c.program_hash and c.compile_s is not None and c.uop_count for c in timed)
+        assert r.time_s == min(c.median_s for c in timed) == info.best_median_s
+        assert cands[0].opts == [] and cands[0].parent_id is None and cands[0].median_s == r.unoptimized_s
+        assert {c.round for c in cands} == set(range(r.rounds + 1))
+        assert all(c.parent_id is not None for c in cands[1:])
+        assert db.lookup(cache_key(ast, "CPU")).opts == [o.to_json() for o in r.opts]  # type: ignore[union-attr]
+    assert r.time_s <= r.unoptimized_s  # type: ignore[operator]
+    assert r.heuristic_s is None or r.time_s <= r.heuristic_s
+
+
+def test_a_wrong_kernel_is_never_kept(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels with an UPCAST axis are made to write garbage and claim to take no time: every one is rejected."""
+    real = CPURuntime.compile
+
+    def corrupt(self: CPURuntime, k: Kernel) -> Any:
+        prog = real(self, k)
+        if "_u" not in k.name:
+            return prog
+
+        def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+            prog(handles, vals)
+            handles[0][:] += 1.0
+            return 1e-12 if wait else None
+        return run
+
+    monkeypatch.setattr(CPURuntime, "compile", corrupt)
+    r = search(db_path)
+    assert "_u" not in r.name and all(o.arg[1] is not AxisType.UPCAST for o in r.opts)
+    with TuningDB(db_path) as db:
+        upcast = [c for c in db.candidates(r.search_id)  # type: ignore[arg-type]
+                  if any(o["arg"][1] == "UPCAST" for o in c.opts if o["op"] == "SPLIT")]
+    assert upcast and all(c.error and c.error.startswith("wrong result:") and c.samples == [] for c in upcast)
+
+
+def test_identical_programs_are_timed_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = beam_module.program_hash
+    monkeypatch.setattr(beam_module, "program_hash", lambda d, k: "same" if "_u" in k.name else real(d, k))
+    r = search(db_path, max_rounds=1)
+    with TuningDB(db_path) as db:
+        same = [c for c in db.candidates(r.search_id) if c.program_hash == "same"]  # type: ignore[arg-type]
+    assert len(same) > 1 and len([c for c in same if c.samples]) == 1
+    assert all(c.error is None and c.median_s is None for c in same if not c.samples)
+
+
+def test_a_repeated_search_is_answered_from_the_database(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = search(db_path)
+    calls: list[str] = []
+    for cls, name in ((_Pool, "build"), (CPURuntime, "compile"), (Workbench, "__init__")):
+        monkeypatch.setattr(cls, name, lambda *a, _n=name, **k: calls.append(_n))
+    t0 = time.perf_counter()
+    again = search(db_path)
+    assert time.perf_counter() - t0 < 2 and calls == []
+    assert (again.from_db, again.compiled, again.search_id) == (True, 0, first.search_id)
+    assert (again.opts, again.time_s, again.name) == (first.opts, first.time_s, first.name)
+    assert (again.unoptimized_s, again.heuristic_s, again.candidates) == \
+        (first.unoptimized_s, first.heuristic_s, first.candidates)
+
+
+def test_force_searches_again(db_path: Path) -> None:
+    first = search(db_path, max_rounds=1)
+    again = search(db_path, max_rounds=1, force=True)
+    assert not again.from_db and again.search_id != first.search_id and again.compiled > 0
+
+
+def test_ctrl_c_resumes_with_the_stored_candidates(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real, measured = Workbench.measure, []
+
+    def interrupted(self: Workbench, *a: Any, **k: Any) -> Any:
+        if len(measured) == 5:
+            raise KeyboardInterrupt
+        measured.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Workbench, "measure", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        search(db_path)
+    with TuningDB(db_path) as db:
+        (info,) = db.searches()
+        assert (info.status, info.n_candidates) == ("running", 5)
+    monkeypatch.setattr(Workbench, "measure", real)
+    r = search(db_path)
+    assert r.search_id == info.id and r.compiled == r.candidates - 5
+
+
+KILLED_SEARCH = """
+import os, signal, sys
+from uopviz.search.db import TuningDB
+real, stored = TuningDB.add_candidate, []
+def add(self, *a, **k):
+    stored.append(real(self, *a, **k))
+    if len(stored) == 4:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return stored[-1]
+TuningDB.add_candidate = add
+sys.path.insert(0, sys.argv[2])
+from tests.search.test_beam import search
+search(sys.argv[1])
+"""
+
+
+def test_kill_9_resumes(db_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", KILLED_SEARCH, str(db_path), str(REPO)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    with TuningDB(db_path) as db:
+        (info,) = db.searches()
+        assert (info.status, info.n_candidates) == ("running", 4)
+    r = search(db_path)
+    assert r.search_id == info.id and r.compiled == r.candidates - 4
+    with TuningDB(db_path) as db:
+        cands = db.candidates(info.id)
+    assert len({json.dumps(c.opts) for c in cands}) == len(cands)  # nothing measured twice
+
+
+def test_a_compile_timeout_is_the_candidates_error(db_path: Path) -> None:
+    with pytest.raises(BeamError, match=r"the unoptimized kernel failed: .*timeout"):
+        search(db_path, timeout_s=1e-6)
+    with TuningDB(db_path) as db:
+        (info,) = db.searches()
+    assert info.status == "failed" and "timeout" in (info.error or "")
+
+
+DIE = [{"die": True}]
+
+
+def build_or_die(flat: Any, opts: Any, *args: Any) -> Any:
+    """A worker's build that kills the worker for the DIE candidate."""
+    if opts == DIE:
+        os._exit(1)
+    return _build(flat, opts, *args)
+
+
+def test_a_dying_worker_is_charged_to_its_candidate_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(beam_module, "_build", build_or_die)
+    ast, _ = kernel("gemm")
+    pool = _Pool(ast, "CPU", CPURuntime.target, 2, 60.0)
+    try:
+        first, dead, last = pool.build([[], DIE, [Opt(OptOps.SPLIT, 1, (5, AxisType.UPCAST, False)).to_json()]])
+    finally:
+        pool.close(wait=True)
+    assert first.error is None and last.error is None and last.rebuild().name == "r_L15_L2_R12_u5"
+    assert dead.error == "the compile worker died while building this candidate (crashed or was killed)"
+
+
+def test_progress_line() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, log = Tty(), io.StringIO()
+    for stream in (tty, log):
+        p = Progress(stream=stream)
+        p.add("r_L4", 1, 3, 1)
+        p.step(2e-3)
+        p.end_round(2e-3)
+        p.finish()
+    assert tty.getvalue().startswith("\rbeam r_L4: round 1, 1/3 candidates, best -\x1b[K")
+    assert "\rbeam r_L4: round 1, 2/3 candidates, best 2.00 ms\x1b[K" in tty.getvalue()
+    assert log.getvalue() == "beam r_L4: round 1, 2/3 candidates, best 2.00 ms\n"
+
+
+# ---- uopviz beam ----
+def test_cli_table_and_json(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["beam", "gemm", "--small", "--beam", "2", "--db", str(db_path)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gemm (M=15, K=12, N=10) on CPU: BEAM width 2 over every kernel of the program (1)")
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:6]}
+    assert rows["time"] == ["time", "GFLOP/s", "GB/s", "speedup", "vs", "heuristic"]
+    assert set(rows) == {"time", "unoptimized", "heuristic", "BEAM"} and rows["unoptimized"][-2] == "1.00x"
+    assert "r_L15_L10_R12 → r_" in out and "\n  opts: " in out and "\x1b[" not in out
+    assert main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (k,) = doc["kernels"]
+    assert (doc["program"], doc["device"], doc["flops"], doc["beam"]) == ("gemm (M=15, K=12, N=10)", "CPU", 3600, 2)
+    assert k["from_db"] and k["compiled"] == 0 and k["kernel"] == "r_L15_L10_R12"
+    assert [Opt.from_json(o) for o in k["opts"]] and doc["total"]["beam"]["time_s"] == k["beam_s"]
+    assert doc["total"]["beam"]["gflops"] == pytest.approx(3600 / k["beam_s"] / 1e9)
+
+
+def test_cli_colours_axes_on_a_terminal() -> None:
+    def ansi(t: AxisType, text: str) -> str:
+        r, g, b = (int(t.colour[i:i + 2], 16) for i in (1, 3, 5))
+        return f"\x1b[38;2;{r};{g};{b}m{text}\x1b[0m"
+
+    assert _coloured("r_L15_R3_u5", False) == "r_L15_R3_u5"
+    assert _coloured("r_L15_R3_u5", True) == "_".join(["r", ansi(AxisType.LOOP, "L15"), ansi(AxisType.REDUCE, "R3"),
+                                                       ansi(AxisType.UPCAST, "u5")])
+
+
+def test_cli_every_kernel_of_a_function(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "prog.py"
+    f.write_text("import numpy as np\nfrom uopviz.tensor import Tensor\n\n"
+                 "def rows(n=8):\n    x = Tensor(np.arange(n * 5, dtype=np.float32).reshape(n, 5))\n"
+                 "    return x.softmax(-1)\n")
+    assert main(["beam", f"{f}:rows", "--shape", "n=6", "--beam", "1", "--db", str(db_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["program"] == f"{f}:rows (n=6)" and len(doc["kernels"]) == 3 and doc["flops"] is None
+    assert doc["bytes"] > 0 and doc["total"]["beam"]["gbs"] > 0 and doc["total"]["beam"]["gflops"] is None
+
+
+@pytest.mark.parametrize(("args", "status", "message"), [
+    (["nope"], 2, "no zoo kernel 'nope'"),
+    (["gemm", "--small", "--shape", "Q=3"], 2, "bad --shape: gemm has sizes M, K, N; unknown: Q"),
+    (["gemm", "--small", "--device", "TPU"], 2, "unknown device 'TPU'"),
+    (["missing.py:f"], 2, "no file 'missing.py'"),
+    (["gemm", "--small"], 1, "not a database"),
+])
+def test_cli_errors_are_one_line(args: list[str], status: int, message: str, db_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    db_path.write_bytes(b"this is not a database" * 100)
+    assert main(["beam", *args, "--db", str(db_path)]) == status
+    err = capsys.readouterr().err
+    assert err.startswith("uopviz: ") and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("bad", ["M", "M=0", "M=x", "=4"])
+def test_cli_bad_shape_syntax(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["beam", "gemm", "--shape", bad])
+    assert e.value.code == 2 and "expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_cli_function_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "prog.py"
+    f.write_text("def boom():\n    raise RuntimeError('no')\n\ndef number():\n    return 3\n")
+    assert main(["beam", f"{f}:absent"]) == 2
+    assert main(["beam", f"{f}:boom"]) == 1
+    assert main(["beam", f"{f}:number"]) == 2
+    assert main(["beam", f"{f}:boom", "--small"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"uopviz: {f} has no function 'absent'", f"uopviz: {f}:boom failed: RuntimeError: no",
+                   f"uopviz: {f}:number returned int, not a Tensor",
+                   "uopviz: --small applies to zoo kernels; give a function its sizes with --shape"]
+
+
+# ---- realize() and the database ----
+def test_realize_uses_the_databases_opts(cache_dir: Path) -> None:
+    z = ZOO["gemm"]
+    out, arrays = z.build(z.sizes(small=True), "CPU")
+    ((ast, _),) = kernels_of(schedule([out.uop]))
+    heuristic = default_opts(ast, "CPU")
+    assert not (cache_dir / "tuning.db").exists()  # looking up does not create the database
+    tuned = (Opt(OptOps.SPLIT, 1, (5, AxisType.UPCAST, False)),)
+    with TuningDB() as db:
+        h = db.begin_search(cache_key(ast, "CPU"), "r_L15_L10_R12", "ast", {"test": True})
+        c = db.add_candidate(h.id, None, 0, [o.to_json() for o in tuned], None, None, None, None, [1e-3])
+        db.finish_search(h.id, c)
+    assert default_opts(ast, "CPU") == heuristic  # decided once per process ...
+    from uopviz.realize import forget_default_opts
+    forget_default_opts()  # ... until a search stores a result
+    assert default_opts(ast, "CPU") == tuned
+    assert compile_kernel(ast, "CPU")[0].meta["opts"] == tuned
+    np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=1e-4, atol=1e-5)
+
+
+def test_a_search_updates_what_realize_uses(db_path: Path, cache_dir: Path) -> None:
+    ast, _ = kernel("gemm")
+    default_opts(ast, "CPU")
+    r = beam(ast, 2, "CPU", max_rounds=1, progress=False)  # the default database
+    assert default_opts(ast, "CPU") == r.opts
+
+
+def test_an_unusable_database_warns_once_and_falls_back(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache_dir.mkdir(parents=True)
+    (cache_dir / "tuning.db").write_bytes(b"garbage" * 1000)
+    z = ZOO["softmax"]
+    out, arrays = z.build(z.sizes(small=True), "CPU")
+    np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=1e-4, atol=1e-6)  # three kernels
+    err = capsys.readouterr().err
+    assert err.count("uopviz: not using the tuning database:") == 1 and err.count("\n") == 1
+
+
+def test_uopviz_beam_searches_kernels_as_they_compile(cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("UOPVIZ_BEAM", "1")
+    z = ZOO["elementwise"]
+    out, arrays = z.build(z.sizes(small=True), "CPU")
+    ((ast, _),) = kernels_of(schedule([out.uop]))
+    np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=1e-4, atol=1e-5)
+    with TuningDB() as db:
+        hit = db.lookup(cache_key(ast, "CPU"))
+    assert hit is not None and default_opts(ast, "CPU") == tuple(Opt.from_json(o) for o in hit.opts)
+    assert "beam E_L1000: round 0" in capsys.readouterr().err
+    monkeypatch.setenv("UOPVIZ_BEAM", "two")
+    ast2, _ = kernel("sum")
+    with pytest.raises(ValueError, match="UOPVIZ_BEAM must be a beam width"):
+        compile_kernel(ast2, "CPU")
+
+
+def test_uopviz_beam_in_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    """Workers do not re-run the parent's script: it prints once."""
+    script = tmp_path / "script.py"
+    script.write_text("import numpy as np\nfrom uopviz.tensor import Tensor\n"
+                      "print('ran', (Tensor(np.ones(7, dtype=np.float32)) * 3).numpy().sum())\n")
+    env = {**os.environ, "UOPVIZ_BEAM": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ran 21.0\n" and "beam E_L7: round 0" in proc.stderr
+
+
+def test_flat_form_survives_pickle_of_deep_graphs() -> None:
+    from uopviz.dtype import dtypes
+    u = UOp.const(dtypes.int32, 0)
+    for i in range(5000):
+        u = u + i
+    with pytest.raises(RecursionError):
+        pickle.dumps(u)
+    assert _unflatten(pickle.loads(pickle.dumps(_flatten(u)))) is u

@@ -1,0 +1,497 @@
+"""BEAM search: the fastest opts for a kernel on a device that still give the right answer, found by timing
+candidates on the device and remembered in the tuning database.
+
+    from uopviz.search import beam
+    r = beam(ast, 4, "CPU")      # BeamResult: r.opts, r.time_s, r.unoptimized_s, r.heuristic_s, ...
+
+Round 0 measures the unoptimized kernel and the heuristic's opts, so BEAM never ends slower than the heuristic.
+Each later round expands the `width` best kernels of the round before by every legal one-step action
+(`codegen.opt.actions`), skipping kernel graphs already built (the same kernel reached by other opts), compiles
+the new candidates in a process pool, then verifies and times them one at a time (`timing.Workbench`: no compile
+competes with a timed run). A candidate whose program is identical to an earlier one (same rendered source and
+launch) is stored without samples instead of being timed again. The next beam is the round's `width` fastest
+distinct programs; the search stops when a round's best gains less than `threshold` over the best so far, when
+no new kernel is left, or after `max_rounds`.
+
+Every candidate is stored in the tuning database as soon as it is measured. A search whose cache key already has
+a result is answered from it without compiling anything; an interrupted one (Ctrl-C, kill -9) resumes: stored
+candidates are reused, so it replays the same decisions and measures only what is missing.
+
+Workers are spawned, not forked (forking a process with an OpenCL context or running threads is unsafe), and
+they do not re-run the parent's main script (`_main_not_rerun`), so a script searched as it runs (UOPVIZ_BEAM)
+needs no `if __name__ == "__main__":` guard. Kernels travel to workers as flat node lists: pickling a deep UOp
+graph recurses once per level.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
+from multiprocessing import get_context, parent_process
+from multiprocessing.connection import wait
+from typing import Any, TextIO
+
+from uopviz.codegen.naming import kernel_name
+from uopviz.codegen.opt import KernelOptError, Opt, Scheduler
+from uopviz.codegen.opt.actions import ACTION_SPACE_VERSION, legal_actions
+from uopviz.codegen.opt.heuristic import heuristic_opts
+from uopviz.codegen.pipeline import lower
+from uopviz.realize import forget_default_opts, scheduler_of, unrecorded
+from uopviz.runtime import device as devices
+from uopviz.runtime.device import Kernel, Target
+from uopviz.search.db import Candidate, Result, TuningDB
+from uopviz.search.keys import CacheKey, describe_target
+from uopviz.search.timing import Timing, Workbench, describe_error, symbolic
+from uopviz.trace.ids import node_id
+from uopviz.uop.ops import UOp
+
+COMPILED_IN_WORKER = frozenset({"CPU"})
+"""Devices whose programs a worker compiles for the parent: CPU libraries land in the shared disk cache, so the
+parent only loads them. Elsewhere (OpenCL) a program cannot leave its process, and workers only lower."""
+
+FlatUOp = list[tuple[Any, tuple[int, ...], Any, Any]]
+
+
+class BeamError(RuntimeError):
+    """A search that cannot run at all (the unoptimized kernel itself fails on the device)."""
+
+
+@dataclass(frozen=True)
+class BeamResult:
+    """What a search chose, its median time, and the unoptimized and heuristic kernels' times where the search
+    measured them (None otherwise, e.g. for an imported result).
+
+    kernel_name / name: the kernel's name without opts and with the chosen ones (its axes, e.g. r_L64_L16_R64_u4).
+    rounds: the last round the search reached; candidates: how many it stored; compiled: how many this call
+    compiled (0 when answered from the database).
+    """
+
+    kernel_name: str
+    name: str
+    opts: tuple[Opt, ...]
+    time_s: float
+    unoptimized_s: float | None
+    heuristic_s: float | None
+    heuristic_opts: tuple[Opt, ...]
+    search_id: int | None
+    from_db: bool
+    rounds: int
+    candidates: int
+    compiled: int
+
+
+def cache_key(ast: UOp, device: str) -> CacheKey:
+    """The tuning database's key for a kernel on a device (its runtime is started to describe it)."""
+    return CacheKey.of(node_id(ast), describe_target(device), ACTION_SPACE_VERSION)
+
+
+def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
+         max_rounds: int = 8, threshold: float = 0.01, force: bool = False, workers: int | None = None,
+         timeout_s: float = 60.0, progress: bool = True, seed: int = 0) -> BeamResult:
+    """The best opts BEAM of `width` finds for a kernel (as `kernels_of` gives it) on device (None: the default).
+
+    db: a TuningDB or its path (default: the default database). force: search again although the database has
+    a result. workers: compile processes (default: one per core). timeout_s: the most one candidate may take to
+    lower and compile. progress: a status line on stderr. seed: of the random inputs candidates are checked on.
+    """
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
+    if symbolic(ast):
+        raise BeamError("a kernel with symbolic sizes cannot be searched: bind its variables first")
+    device = devices.canonical(device)
+    owned = not isinstance(db, TuningDB)
+    tdb = db if isinstance(db, TuningDB) else TuningDB(db)
+    try:
+        with unrecorded():
+            key = cache_key(ast, device)
+            hit = None if force else tdb.lookup(key)
+            if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
+                return answer
+            params = {"beam": width, "max_rounds": max_rounds, "threshold": threshold}
+            search = _Search(ast, device, tdb, key, params, workers or os.cpu_count() or 1, timeout_s, seed,
+                             Progress(enabled=progress))
+            result = search.run(width, max_rounds, threshold)
+        forget_default_opts()  # realize() picks the new result up
+        return result
+    finally:
+        if owned:
+            tdb.close()
+
+
+def format_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1e6:.1f} µs" if s < 1e-3 else f"{s * 1e3:.2f} ms" if s < 1 else f"{s:.3f} s"
+
+
+class Progress:
+    """The search's status line on a stream (stderr): rewritten in place on a terminal, one line per finished
+    round otherwise (a log should not fill with carriage returns)."""
+
+    def __init__(self, enabled: bool = True, stream: TextIO | None = None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.name, self.round, self.done, self.total, self.best_s = "", 0, 0, 0, None
+
+    def add(self, name: str, round: int, total: int, done: int) -> None:
+        """More candidates for a round (`done` of them already measured)."""
+        if (name, round) != (self.name, self.round):
+            self.name, self.round, self.total, self.done = name, round, 0, 0
+        self.total, self.done = self.total + total, self.done + done
+        if self.tty:
+            self._show()
+
+    def step(self, best_s: float | None) -> None:
+        self.done, self.best_s = self.done + 1, best_s
+        if self.tty:
+            self._show()
+
+    def end_round(self, best_s: float | None) -> None:
+        self.best_s = best_s
+        if not self.tty:
+            self._show()
+
+    def finish(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _show(self) -> None:
+        if not self.enabled:
+            return
+        line = (f"beam {self.name}: round {self.round}, {self.done}/{self.total} candidates, "
+                f"best {format_seconds(self.best_s)}")
+        self.stream.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
+        self.stream.flush()
+
+
+@dataclass
+class _Node:
+    """A stored candidate and the Scheduler it is (to expand it)."""
+
+    id: int
+    opts: tuple[Opt, ...]
+    sched: Scheduler
+    program_hash: str | None
+    median_s: float | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.median_s is not None and self.error is None
+
+    @property
+    def time(self) -> float:
+        """Its median, infinite when it has none (failed, or a copy of a program timed already)."""
+        return self.median_s if self.median_s is not None and self.error is None else math.inf
+
+
+Item = tuple[tuple[Opt, ...], int | None, Scheduler]
+"""A candidate to measure: its opts, its parent candidate's id, its Scheduler."""
+
+
+class _Search:
+    """One search's state: every candidate so far, the programs already timed, the kernel graphs already built."""
+
+    def __init__(self, ast: UOp, device: str, db: TuningDB, key: CacheKey, params: dict[str, Any], workers: int,
+                 timeout_s: float, seed: int, progress: Progress) -> None:
+        self.ast, self.device, self.db, self.seed, self.progress = ast, device, db, seed, progress
+        self.rt = devices.get(device)
+        self.sched0 = scheduler_of(ast, self.rt.target)
+        self.name = kernel_name(self.sched0.ast)
+        self.handle = db.begin_search(key, self.name, ast.tree(), params)
+        self.pool = _Pool(ast, device, self.rt.target, workers, timeout_s)
+        self.stored = 0  # candidates in the database, resumed ones included
+        self.programs: set[str] = set()  # hashes of the programs built so far
+        self.seen: set[UOp] = set()
+        self.best_s: float | None = None
+        self._bench: Workbench | None = None
+
+    def run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
+        try:
+            return self._run(width, max_rounds, threshold)
+        except BaseException:
+            self.pool.close(wait=False)  # interrupted: drop queued builds; the stored candidates remain
+            raise
+        finally:
+            self.pool.close(wait=True)
+            self.progress.finish()
+
+    def _run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
+        self._new(self.sched0)
+        base = self.evaluate([((), None, self.sched0)], 0)[0]
+        if not base.ok:
+            self.db.fail_search(self.handle.id, f"the unoptimized kernel failed: {base.error}")
+            raise BeamError(f"cannot search {self.name} on {self.device}: the unoptimized kernel failed: {base.error}")
+        heur = tuple(heuristic_opts(self.sched0))
+        h_sched = _apply(self.sched0, heur)
+        h_node = self.evaluate([(heur, base.id, h_sched)], 0)[0] if self._new(h_sched) else None
+        self.progress.end_round(self.best_s)
+        beam = self._top([base, *([h_node] if h_node else [])], width)
+        best, rounds = beam[0], 0
+        for r in range(1, max_rounds + 1):
+            children = [((*n.opts, opt), n.id, s) for n in beam for opt, s in legal_actions(n.sched) if self._new(s)]
+            if not children:
+                break
+            rounds = r
+            new = self._top(self.evaluate(children, r), width)
+            self.progress.end_round(self.best_s)
+            if not new:
+                break
+            gained = new[0].time < best.time * (1 - threshold)
+            if new[0].time < best.time:
+                best = new[0]
+            if not gained:
+                break
+            beam = new
+        self.db.finish_search(self.handle.id, best.id)
+        return BeamResult(self.name, kernel_name(best.sched.ast), best.opts, best.time, base.time,
+                          h_node.time if h_node and h_node.ok else None, heur, self.handle.id,
+                          False, rounds, self.stored, self.pool.built)
+
+    def _new(self, s: Scheduler) -> bool:
+        """Whether s's kernel graph is not a candidate yet (marking it one)."""
+        if s.ast in self.seen:
+            return False
+        self.seen.add(s.ast)
+        return True
+
+    def _top(self, nodes: Sequence[_Node], width: int) -> list[_Node]:
+        """The `width` fastest verified candidates with distinct programs (ties: the earlier candidate)."""
+        out: list[_Node] = []
+        hashes: set[str | None] = set()
+        for n in sorted((n for n in nodes if n.ok), key=lambda n: n.time):
+            if n.program_hash not in hashes:
+                hashes.add(n.program_hash)
+                out.append(n)
+        return out[:width]
+
+    def evaluate(self, items: list[Item], round: int) -> list[_Node]:
+        """Measure a round's candidates (in the given order, whatever order workers finish in); those stored by an
+        interrupted run of this search are taken from the database."""
+        stored = [self.handle.measured(_opts_json(opts)) for opts, _, _ in items]
+        todo = [items[i] for i, c in enumerate(stored) if c is None]
+        self.progress.add(self.name, round, len(items), len(items) - len(todo))
+        built = iter(self.pool.build([_opts_json(opts) for opts, _, _ in todo]))
+        out = []
+        for item, c in zip(items, stored, strict=True):
+            if c is not None:
+                out.append(self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error)))
+            else:
+                out.append(self._measure(item, round, next(built)))
+                self.progress.step(self.best_s)
+        return out
+
+    def _measure(self, item: Item, round: int, b: _Built) -> _Node:
+        if b.error is not None:
+            return self._store(item, round, b, None, Timing([], b.error))
+        kernel = b.rebuild()
+        phash = program_hash(self.device, kernel)
+        if phash in self.programs:  # an identical program was measured already
+            return self._store(item, round, b, phash, Timing([]))
+        try:
+            prog = self.rt.compile(kernel)
+        except Exception as e:  # the candidate's failure, not the search's
+            return self._store(item, round, b, phash, Timing([], describe_error(e)))
+        if self._bench is None:
+            self._bench = Workbench(self.ast, self.device, self.seed)
+        return self._store(item, round, b, phash, self._bench.measure(prog, self.best_s))
+
+    def _store(self, item: Item, round: int, b: _Built, phash: str | None, t: Timing) -> _Node:
+        opts, parent, sched = item
+        cid = self.db.add_candidate(self.handle.id, parent, round, _opts_json(opts), phash, b.uop_count,
+                                    b.compile_s, t.error, t.samples)
+        return self._remember(_Node(cid, opts, sched, phash, t.median_s, t.error))
+
+    def _remember(self, n: _Node) -> _Node:
+        self.stored += 1
+        if n.program_hash is not None:
+            self.programs.add(n.program_hash)
+        if n.ok and (self.best_s is None or n.time < self.best_s):
+            self.best_s = n.time
+        return n
+
+
+def _answered(db: TuningDB, hit: Result, ast: UOp, device: str) -> BeamResult | None:
+    """A result from the database, with the unoptimized and heuristic times its search measured (no compiling);
+    None when its opts no longer apply to the kernel (then it is searched again)."""
+    sched0 = scheduler_of(ast, devices.get(device).target)
+    try:
+        opts = tuple(Opt.from_json(o) for o in hit.opts)
+        chosen = _apply(sched0, opts)
+    except (KernelOptError, TypeError):
+        return None
+    heur = tuple(heuristic_opts(sched0))
+    cands: list[Candidate] = db.candidates(hit.search_id) if hit.search_id is not None else []
+
+    def median_of(o: tuple[Opt, ...]) -> float | None:
+        want = _opts_json(o)
+        return next((c.median_s for c in cands if c.opts == want and c.error is None and c.median_s is not None),
+                    None)
+
+    return BeamResult(kernel_name(sched0.ast), kernel_name(chosen.ast), opts, hit.median_s,
+                      median_of(()), median_of(heur), heur, hit.search_id, True,
+                      max((c.round for c in cands), default=0), len(cands), 0)
+
+
+def program_hash(device: str, kernel: Kernel) -> str:
+    """What makes two candidates the same program: device, source (the Linear program where there is none) and
+    launch shape."""
+    body = kernel.source if kernel.source is not None else node_id(kernel.linear)
+    text = json.dumps([device, body, kernel.global_size, kernel.local_size, kernel.threads])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _apply(s: Scheduler, opts: Sequence[Opt]) -> Scheduler:
+    for o in opts:
+        s = s.apply_opt(o)
+    return s
+
+
+def _opts_json(opts: Sequence[Opt]) -> list[dict[str, Any]]:
+    return [o.to_json() for o in opts]
+
+
+# ---- the compile workers ----
+@dataclass(frozen=True)
+class _Built:
+    """What a worker made of one candidate: the Kernel's fields (its Linear program flattened), or (kernel None)
+    the error."""
+
+    compile_s: float | None
+    error: str | None = None
+    kernel: dict[str, Any] | None = None
+    uop_count: int | None = None
+
+    def rebuild(self) -> Kernel:
+        fields = dict(self.kernel or {})
+        fields["linear"] = _unflatten(fields["linear"])
+        return Kernel(**fields)
+
+
+class _Pool:
+    """The process pool that lowers (and on COMPILED_IN_WORKER devices compiles) candidates, started on first use.
+
+    A worker that dies (a crash, a kill) breaks the pool and fails every candidate in flight: those are built
+    again one at a time in a fresh pool, so only the candidate that kills a worker is charged with it.
+    """
+
+    def __init__(self, ast: UOp, device: str, target: Target, workers: int, timeout_s: float) -> None:
+        self.flat, self.device, self.target = _flatten(ast), device, target
+        self.workers, self.timeout_s = workers, timeout_s
+        self.built = 0
+        self._ex: ProcessPoolExecutor | None = None
+
+    def build(self, opts_list: list[list[dict[str, Any]]]) -> list[_Built]:
+        """Each candidate's build, in the order given."""
+        first = [self._result(f) for f in [self._submit(o) for o in opts_list]]
+        self.built += len(opts_list)
+        return [b if b is not None else self._alone(o) for b, o in zip(first, opts_list, strict=True)]
+
+    def _alone(self, opts: list[dict[str, Any]]) -> _Built:
+        """A build whose worker died, again alone in a fresh pool: if that one dies too, this candidate is the cause."""
+        return self._result(self._submit(opts)) or \
+            _Built(None, "the compile worker died while building this candidate (crashed or was killed)")
+
+    def close(self, wait: bool) -> None:
+        """Stop the workers, cancelling queued builds (wait: for those running to end)."""
+        if self._ex is not None:
+            self._ex.shutdown(wait=wait, cancel_futures=True)
+            self._ex = None
+
+    def _submit(self, opts: list[dict[str, Any]]) -> Future[_Built]:
+        with _main_not_rerun():  # workers are started as work is submitted
+            if self._ex is None:
+                self._ex = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"),
+                                               initializer=_worker_init)
+            return self._ex.submit(_build, self.flat, opts, self.device, self.target, self.timeout_s)
+
+    def _result(self, f: Future[_Built]) -> _Built | None:
+        """f's build; None when its worker died (the pool is then replaced)."""
+        try:
+            return f.result()
+        except BrokenProcessPool:
+            if self._ex is not None:
+                self._ex.shutdown(wait=False, cancel_futures=True)
+                self._ex = None
+            return None
+        except Exception as e:  # e.g. the timeout firing just after the build finished
+            return _Built(None, describe_error(e))
+
+
+@contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Start spawned workers without the parent's main module: they need nothing from it, and would otherwise run
+    the parent's main script again (all of it, for a script without the `__main__` guard) before any work. A main
+    module whose spec is named "__main__" is the case multiprocessing leaves alone (as for a package's __main__)."""
+    main = sys.modules["__main__"]
+    saved = getattr(main, "__spec__", None)
+    main.__spec__ = ModuleSpec("__main__", None)
+    try:
+        yield
+    finally:
+        main.__spec__ = saved
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _worker_init() -> None:
+    """Leave Ctrl-C to the search process (it stops the pool), and exit when that process dies: a worker holds
+    its own end of the task queue, so a killed parent (kill -9) would otherwise leave it waiting forever."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = parent_process()
+    if parent is not None:
+        threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(1)), daemon=True).start()
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Timeout("lowering and compiling took longer than the per-candidate timeout")
+
+
+def _build(flat_ast: FlatUOp, opts: list[dict[str, Any]], device: str, target: Target, timeout_s: float) -> _Built:
+    """In a worker: lower the kernel with opts (and compile it where the program is cached on disk)."""
+    t0 = time.perf_counter()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)  # interrupts Python code and waits on the C compiler alike
+    try:
+        kernel = lower(_unflatten(flat_ast), target, [Opt.from_json(o) for o in opts])
+        if device in COMPILED_IN_WORKER:
+            devices.get(device).compile(kernel)
+    except Exception as e:  # the candidate's failure, reported with it
+        return _Built(time.perf_counter() - t0, describe_error(e))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    fields = {f.name: getattr(kernel, f.name) for f in dataclasses.fields(Kernel)}
+    fields["linear"] = _flatten(kernel.linear)
+    return _Built(time.perf_counter() - t0, None, fields, len(kernel.linear.src))
+
+
+def _flatten(root: UOp) -> FlatUOp:
+    """root's graph as (op, source positions, arg, tag) rows, sources first: picklable without recursion."""
+    nodes = root.toposort()
+    pos = {u: i for i, u in enumerate(nodes)}
+    return [(u.op, tuple(pos[s] for s in u.src), u.arg, u.tag) for u in nodes]
+
+
+def _unflatten(rows: FlatUOp) -> UOp:
+    out: list[UOp] = []
+    for op, src, arg, tag in rows:
+        out.append(UOp(op, tuple(out[i] for i in src), arg, tag))
+    return out[-1]
+

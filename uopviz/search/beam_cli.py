@@ -1,0 +1,257 @@
+"""`uopviz beam KERNEL`: BEAM-search the opts of every kernel of a program and compare the result with the
+unoptimized kernels and the heuristic's opts.
+
+KERNEL is a zoo name (`uopviz kernels` lists them) or `path.py:function`, a function returning a lazy Tensor
+(--shape values are passed to it as keyword arguments). Every kernel the program's realize runs is searched, in
+order; results go to the tuning database, so running the same command again answers from it at once.
+
+Exit codes: 0 done; 1 the search could not run (device unavailable, database unusable, the program or the
+unoptimized kernel failed); 2 bad usage (unknown kernel or device, bad --shape); 130 interrupted (the candidates
+measured so far are stored: the same command resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uopviz.search.db import TuningDBError
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `beam` on the `uopviz` command line."""
+    p = subparsers.add_parser("beam", help="search the fastest opts for a program's kernels (BEAM)",
+                              description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("kernel", metavar="KERNEL", help="a zoo kernel name, or path.py:function returning a Tensor")
+    p.add_argument("--beam", type=_width, default=4, metavar="N", help="beam width (default: 4)")
+    p.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
+    p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=VALUE",
+                   help="a size of the zoo kernel (e.g. M=512), or a keyword argument of the function; repeatable")
+    p.add_argument("--small", action="store_true", help="the zoo kernel's small sizes (as the tests use)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--db", metavar="PATH", type=Path,
+                   help="the tuning database (default: $UOPVIZ_CACHE_DIR/tuning.db, else ~/.cache/uopviz/tuning.db)")
+    p.add_argument("--force", action="store_true", help="search again even where the database has a result")
+    p.set_defaults(fn=cmd_beam)
+
+
+class UsageError(ValueError):
+    """What the user asked for does not exist or does not fit (exit status 2)."""
+
+
+class ProgramError(RuntimeError):
+    """The user's program failed to import or to build its Tensor (exit status 1)."""
+
+
+@dataclass
+class Program:
+    """The lazy result to search and what its work is, for GFLOP/s and GB/s (flops None: unknown)."""
+
+    label: str
+    tensor: Any
+    flops: int | None
+    bytes: int | None
+
+
+def cmd_beam(args: argparse.Namespace) -> int:
+    from uopviz.realize import kernels_of, schedule
+    from uopviz.runtime import device as devices
+    from uopviz.runtime.device import DeviceError, UnknownDeviceError
+    from uopviz.search.beam import BeamError, beam
+    from uopviz.search.db import TuningDB
+    try:
+        device = devices.canonical(args.device)
+        program = _program(args, device)
+        kernels = kernels_of(schedule([program.tensor.uop]))
+        if program.bytes is None:
+            program.bytes = sum(b.arg.size * b.arg.dtype.itemsize for _, bufs in kernels for b in bufs)
+        t0 = time.perf_counter()
+        with TuningDB(args.db) as db:
+            results = [beam(ast, args.beam, bufs[0].arg.device, db=db, force=args.force) for ast, bufs in kernels]
+        wall = time.perf_counter() - t0
+    except (UsageError, UnknownDeviceError) as e:
+        return _fail(e, 2)
+    except (ProgramError, TuningDBError, DeviceError, BeamError, OSError) as e:
+        return _fail(e, 1)
+    except KeyboardInterrupt:
+        print("uopviz: interrupted; the candidates measured so far are stored: run the same command to resume",
+              file=sys.stderr)
+        return 130
+    doc = _document(program, device, args.beam, results, wall)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(_table(doc, colour=sys.stdout.isatty()))
+    return 0
+
+
+def _program(args: argparse.Namespace, device: str) -> Program:
+    shapes = dict(args.shape)
+    if ":" in args.kernel and args.kernel.split(":")[0].endswith(".py"):
+        if args.small:
+            raise UsageError("--small applies to zoo kernels; give a function its sizes with --shape")
+        return _function_program(args.kernel, shapes, device)
+    from kernels import ZOO
+    z = ZOO.get(args.kernel)
+    if z is None:
+        raise UsageError(f"no zoo kernel {args.kernel!r} (the zoo has: {', '.join(ZOO)}); or give path.py:function")
+    try:
+        sizes = z.sizes(small=args.small, **shapes)
+    except ValueError as e:
+        raise UsageError(f"bad --shape: {e}") from None
+    out, _ = z.build(sizes, device)
+    label = f"{z.name} ({', '.join(f'{k}={v}' for k, v in sizes.items())})"
+    return Program(label, out, z.flops(sizes), z.bytes(sizes))
+
+
+def _function_program(spec: str, shapes: dict[str, int], device: str) -> Program:
+    """The Tensor `path.py:function` returns, built on device (the function's tensors take the default device)."""
+    from uopviz.tensor import Tensor
+    path_text, _, name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path.is_file():
+        raise UsageError(f"no file {path_text!r}")
+    module_spec = importlib.util.spec_from_file_location(f"_uopviz_beam_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise UsageError(f"{path_text} cannot be imported as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    prev = os.environ.get("UOPVIZ_DEVICE")
+    os.environ["UOPVIZ_DEVICE"] = device
+    try:
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as e:
+            raise ProgramError(f"{path_text} failed to import: {type(e).__name__}: {e}") from None
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            raise UsageError(f"{path_text} has no function {name!r}")
+        try:
+            out = fn(**shapes)
+        except Exception as e:
+            raise ProgramError(f"{spec} failed: {type(e).__name__}: {e}") from None
+    finally:
+        if prev is None:
+            del os.environ["UOPVIZ_DEVICE"]
+        else:
+            os.environ["UOPVIZ_DEVICE"] = prev
+    if not isinstance(out, Tensor):
+        raise UsageError(f"{spec} returned {type(out).__name__}, not a Tensor")
+    label = spec + (f" ({', '.join(f'{k}={v}' for k, v in shapes.items())})" if shapes else "")
+    return Program(label, out, None, None)
+
+
+VARIANTS = ("unoptimized", "heuristic", "beam")
+
+
+def _document(program: Program, device: str, width: int, results: list[Any], wall_s: float) -> dict[str, Any]:
+    """The machine-readable result; the table is drawn from it."""
+    kernels = [{"kernel": r.kernel_name, "name": r.name, "opts": [o.to_json() for o in r.opts],
+                "unoptimized_s": r.unoptimized_s, "heuristic_s": r.heuristic_s, "beam_s": r.time_s,
+                "heuristic_opts": [o.to_json() for o in r.heuristic_opts], "search_id": r.search_id,
+                "from_db": r.from_db, "rounds": r.rounds, "candidates": r.candidates, "compiled": r.compiled,
+                "opts_text": [str(o) for o in r.opts]} for r in results]
+    total: dict[str, Any] = {}
+    base = _sum([k["unoptimized_s"] for k in kernels])
+    heur = _sum([k["heuristic_s"] for k in kernels])
+    for v in VARIANTS:
+        t = _sum([k[f"{v}_s"] for k in kernels])
+        total[v] = {"time_s": t,
+                    "gflops": program.flops / t / 1e9 if t and program.flops is not None else None,
+                    "gbs": program.bytes / t / 1e9 if t and program.bytes is not None else None,
+                    "vs_unoptimized": base / t if t and base else None,
+                    "vs_heuristic": heur / t if t and heur else None}
+    return {"program": program.label, "device": device, "beam": width, "flops": program.flops,
+            "bytes": program.bytes, "search_s": wall_s, "kernels": kernels, "total": total}
+
+
+def _sum(xs: list[float | None]) -> float | None:
+    """The total, unknown if a part is."""
+    total = 0.0
+    for x in xs:
+        if x is None:
+            return None
+        total += x
+    return total
+
+
+def _table(doc: dict[str, Any], colour: bool) -> str:
+    from uopviz.search.beam import format_seconds
+    n = len(doc["kernels"])
+    found = sum(not k["from_db"] for k in doc["kernels"])
+    lines = [f"{doc['program']} on {doc['device']}: BEAM width {doc['beam']} over every kernel of the program "
+             f"({n}); {found} searched now, {n - found} answered from the tuning database; {doc['search_s']:.1f} s",
+             "",
+             f"{'':12s} {'time':>11s} {'GFLOP/s':>9s} {'GB/s':>8s} {'speedup':>8s} {'vs heuristic':>12s}"]
+    for v in VARIANTS:
+        row = doc["total"][v]
+        lines.append(f"{'BEAM' if v == 'beam' else v:12s} {format_seconds(row['time_s']):>11s} "
+                     f"{_num(row['gflops']):>9s} {_num(row['gbs']):>8s} {_ratio(row['vs_unoptimized']):>8s} "
+                     f"{_ratio(row['vs_heuristic']):>12s}")
+    for k in doc["kernels"]:
+        where = (f"search {k['search_id']}, from the database" if k["from_db"] else
+                 f"search {k['search_id']}: {k['compiled']} candidates compiled in {k['rounds']} "
+                 f"round{'s' * (k['rounds'] != 1)}")
+        lines += ["", f"{_coloured(k['kernel'], colour)} → {_coloured(k['name'], colour)}  ({where})",
+                  f"  unoptimized {format_seconds(k['unoptimized_s'])}, heuristic {format_seconds(k['heuristic_s'])}"
+                  f", BEAM {format_seconds(k['beam_s'])}",
+                  f"  opts: {'; '.join(k['opts_text']) or 'none (the unoptimized kernel is fastest)'}"]
+    return "\n".join(lines)
+
+
+def _coloured(name: str, colour: bool) -> str:
+    """A kernel name with each axis (letter and size) in its AxisType's colour, on a terminal."""
+    if not colour:
+        return name
+    from uopviz.uop.ops import AxisType
+    prefix, *axes = name.split("_")
+    parts = [prefix]
+    for a in axes:
+        try:
+            rgb = AxisType.from_letter(a[:1]).colour.lstrip("#")
+        except ValueError:
+            parts.append(a)
+            continue
+        r, g, b = (int(rgb[i:i + 2], 16) for i in (0, 2, 4))
+        parts.append(f"\x1b[38;2;{r};{g};{b}m{a}\x1b[0m")
+    return "_".join(parts)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _fail(e: BaseException, status: int) -> int:
+    print(f"uopviz: {e}", file=sys.stderr)
+    return status
+
+
+def _width(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"the beam width must be an integer >= 1, got {text!r}")
+    return n
+
+
+def _shape(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if not sep or not name.isidentifier() or n < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a positive integer VALUE, got {text!r}")
+    return name, n

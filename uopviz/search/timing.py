@@ -1,0 +1,149 @@
+"""Measuring kernel candidates: fresh buffers with random inputs, a check against the unoptimized kernel's answer
+on them, and timed runs with warm-up, repeats and early abort.
+
+BEAM must never keep a wrong kernel, so every candidate's first run is its verification: the output is compared
+with the unoptimized kernel's before any time counts (the run also warms caches up). Times are what a program
+reports for `prog(handles, wait=True)`: wall time around the call on the CPU, the device's own time on OpenCL.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from uopviz.dtype import DType
+from uopviz.runtime import buffer as buffers
+from uopviz.runtime import device as devices
+from uopviz.runtime.device import CompileError, Program
+from uopviz.uop.ops import Ops, UOp, prod
+
+ABORT_FACTOR = 3.0
+"""A candidate whose run takes longer than this many times the best median so far gets no further runs."""
+MIN_SAMPLES = 3
+"""Timed runs a candidate gets before the time budget may stop it (unless it is aborted)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A candidate's measurement: seconds per timed run, or why it failed (then there are no samples)."""
+
+    samples: list[float]
+    error: str | None = None
+
+    @property
+    def median_s(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+
+class Workbench:
+    """Fresh buffers for one kernel's Params, filled with random data, and the unoptimized kernel's output on them.
+
+    Slot 0 (the output) is also filled with random data and put back before every verifying run, so a candidate
+    that skips some outputs leaves wrong values there, and one that reads its output sees what the reference saw.
+    """
+
+    def __init__(self, ast: UOp, device: str, seed: int = 0) -> None:
+        from uopviz.realize import compile_kernel
+        if symbolic(ast):
+            raise ValueError("a kernel with symbolic sizes cannot be timed: bind its variables first")
+        params = {u.arg.slot: u for u in ast.toposort() if u.op is Ops.PARAM}
+        self.runtime = devices.get(device)
+        rng = np.random.default_rng(seed)
+        self.dtypes: list[DType] = [params[k].arg.dtype for k in range(len(params))]
+        self.bufs = [buffers.new_buffer(int(prod(params[k].shape)), self.dtypes[k], device) for k in range(len(params))]
+        self.handles = [buffers.handle(b) for b in self.bufs]
+        for b, h, dt in zip(self.bufs, self.handles, self.dtypes, strict=True):
+            host = self.runtime.copyout(h, b.arg.size, dt)  # the runtime's host form of this dtype
+            self.runtime.copyin(h, _random(rng, host.dtype, dt, b.arg.size))
+        self.initial_output = self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0])
+        _, prog = compile_kernel(ast, device, [])
+        _run(prog, self.handles)  # warm-up
+        _, self.reference = self.run_from_start(prog)
+
+    def run_from_start(self, prog: Program) -> tuple[float, np.ndarray]:
+        """One run of prog from the initial contents: its time and slot 0's values after it."""
+        self.runtime.copyin(self.handles[0], self.initial_output)
+        t = _run(prog, self.handles)
+        return t, _values(self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0]), self.dtypes[0])
+
+    def mismatch(self, got: np.ndarray) -> str | None:
+        """Why got is not the reference output (None when it is, within float reordering error)."""
+        ref, dt = self.reference, self.dtypes[0]
+        if dt.is_float:
+            rtol = 2e-2 if dt.bits <= 16 else 1e-3
+            finite = np.abs(ref[np.isfinite(ref)])
+            atol = rtol * float(finite.max()) if finite.size else 0.0  # reordered sums err relative to the largest
+            ok = np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            ok = got == ref
+        if ok.all():
+            return None
+        bad = np.flatnonzero(~ok)
+        i = int(bad[0])
+        return (f"wrong result: {bad.size} of {ok.size} values differ from the unoptimized kernel's "
+                f"(first at index {i}: {got[i]!r}, expected {ref[i]!r})")
+
+    def measure(self, prog: Program, best_s: float | None, repeats: int = 10, budget_s: float = 0.25,
+                abort: float = ABORT_FACTOR) -> Timing:
+        """Verify prog, then time it: up to `repeats` runs, fewer once MIN_SAMPLES of them take `budget_s`.
+
+        A run longer than `abort` x best_s ends the timing there; if it is the verifying run, that run's time is
+        the one sample (such a candidate cannot win, and a slow kernel should not cost several runs).
+        """
+        try:
+            first, got = self.run_from_start(prog)
+            if (err := self.mismatch(got)) is not None:
+                return Timing([], err)
+            if best_s is not None and first > abort * best_s:
+                return Timing([first])
+            samples: list[float] = []
+            while len(samples) < repeats:
+                samples.append(_run(prog, self.handles))
+                if best_s is not None and samples[-1] > abort * best_s:
+                    break
+                if len(samples) >= MIN_SAMPLES and sum(samples) >= budget_s:
+                    break
+            return Timing(samples)
+        except Exception as e:  # any failure of a candidate's run is that candidate's error, not the search's
+            return Timing([], describe_error(e))
+
+
+def symbolic(ast: UOp) -> bool:
+    """Whether a kernel has variables (then its buffers have no fixed size to fill and time)."""
+    return any(u.op is Ops.DEFINE_VAR or (u.op is Ops.PARAM and not all(isinstance(s, int) for s in u.shape))
+               for u in ast.toposort())
+
+
+def describe_error(e: BaseException, limit: int = 2000) -> str:
+    """An exception as the text a candidate's error column keeps (a compile error's log, not its source)."""
+    text = f"{type(e).__name__}: {e.log.strip() if isinstance(e, CompileError) else e}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _run(prog: Program, handles: Sequence[Any]) -> float:
+    t = prog(handles, wait=True)
+    if t is None:
+        raise RuntimeError("the program reported no time for a waited run")
+    return float(t)
+
+
+def _random(rng: np.random.Generator, host: np.dtype[Any], dt: DType, n: int) -> np.ndarray:
+    """n random values of dt in the runtime's host form: floats in [-1, 1), integers in [1, 4) (valid as
+    divisors and small indices), random booleans; bfloat16 held as 16-bit patterns stays so."""
+    if dt.is_float:
+        x = rng.random(n, dtype=np.float32) * 2 - 1
+        return (x.view(np.uint32) >> 16).astype(host) if host.kind == "u" else x.astype(host)
+    if dt.is_bool:
+        return rng.random(n) < 0.5
+    return rng.integers(1, 4, size=n).astype(host)
+
+
+def _values(host: np.ndarray, dt: DType) -> np.ndarray:
+    """A buffer's host copy as comparable values (bfloat16 bit patterns as float32)."""
+    if dt.is_float and host.dtype.kind == "u":
+        return (host.astype(np.uint32) << 16).view(np.float32)
+    return host
