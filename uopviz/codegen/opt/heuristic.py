@@ -3,10 +3,13 @@ first (register-block the innermost output axis, unroll the reduction), checked 
 
 from __future__ import annotations
 
+import math
+
 from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.uop.ops import AxisType
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
+MIN_THREADED = 1 << 16  # iterations below which waking the other cores costs more than it saves
 
 
 def heuristic_opts(sched: Scheduler) -> list[Opt]:
@@ -35,7 +38,8 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes.append(_split(red_axes[-1], AxisType.UNROLL, (8, 4, 2)))
     elif out_axes:  # elementwise: a few neighbours per iteration
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (4, 2)))
-    if s.target.threads > 1 and out_axes:  # the outermost output axis shared by the cores
+    work = math.prod(n or 1 for _, n in shape)
+    if s.target.threads > 1 and out_axes and work >= MIN_THREADED:  # the outermost output axis shared by the cores
         n = s.target.threads
         wishes.append(_split(out_axes[0], AxisType.THREAD, (4 * n, 2 * n, n), top=True))
     return wishes
