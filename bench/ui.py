@@ -1,0 +1,264 @@
+"""The web UI in headless Chromium against `uopviz serve` (the zoo): what opening a step costs, and a big graph.
+
+(a) Every step of every pass of the zoo gemm kernel, opened from a link in a fresh page (nothing cached): the
+    bytes transferred by the API requests (and by everything, the bundle included), and the time from
+    navigation to the graph drawn. Then the same steps reached by the keyboard (→, ↓) in one page: the API bytes
+    and the time from the key press to the graph drawn. Targets: at most 200 KB and 1 s per step.
+(b) A synthetic graph of 2,000 nodes, served to the same bundle by an in-page data source (the interface of
+    frontend/src/data.js): the time to its first view, then to all of it drawn after "fit", and how long the main
+    thread was blocked meanwhile (the longest gap between animation frames, the longest task). Target: drawn
+    within 5 s, the page responsive.
+
+    python bench/ui.py [--runs 3] [--opts JSON]
+
+--opts times the steps of the gemm kernel lowered again with those opts (a bigger graph: UPCAST copies the body).
+
+Needs Debian's Chromium (`chromium` on PATH) and Python Playwright. Prints medians (and maxima).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from playwright.sync_api import Browser, Page, sync_playwright
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+ZOO_TRACE, ZOO_CONTEXT = "gemm", 1  # the zoo gemm and its kernel context
+
+
+@contextmanager
+def serve() -> Iterator[str]:
+    """`uopviz serve --no-browser --port 0` (the zoo) in a child process; yields its URL."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": tempfile.mkdtemp(prefix="uopviz-bench-")}
+    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        timer.cancel()
+        m = re.search(r"http://\S+", line)
+        if not m:
+            raise SystemExit(f"uopviz serve did not start: {line!r}")
+        yield m.group(0)
+    finally:
+        timer.cancel()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class Traffic:
+    """Bytes on the wire (encoded, headers included) of a page's requests, from the DevTools protocol."""
+
+    def __init__(self, page: Page) -> None:
+        self.urls: dict[str, str] = {}
+        self.bytes: list[tuple[str, int]] = []
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.on("Network.requestWillBeSent", lambda e: self.urls.__setitem__(e["requestId"], e["request"]["url"]))
+        cdp.on("Network.loadingFinished",
+               lambda e: self.bytes.append((self.urls.get(e["requestId"], ""), int(e["encodedDataLength"]))))
+
+    def take(self) -> tuple[int, int]:
+        """(API bytes, all bytes) since the last take."""
+        got, self.bytes = self.bytes, []
+        return sum(n for u, n in got if "/api/" in u), sum(n for _, n in got)
+
+
+def wait_drawn(page: Page, view: str, timeout: float = 30_000) -> None:
+    page.wait_for_function("v => document.querySelector('.uv-app')?.dataset.drawn === v", arg=view, timeout=timeout)
+
+
+def steps_of(page: Page, url: str, tid: str, ci: int) -> list[tuple[int, int]]:
+    trace = page.request.get(f"{url}api/traces/{tid}").json()
+    passes = trace["contexts"][ci]["passes"]
+    return [(p["index"], k) for p in passes for k in range(p["steps"] + 1)]
+
+
+def kernel_with(page: Page, url: str, opts: list[dict]) -> str:
+    """The trace of the zoo gemm's kernel lowered again with `opts` (its one context is that kernel)."""
+    r = page.request.post(f"{url}api/traces/{ZOO_TRACE}/contexts/{ZOO_CONTEXT}/opts", data={"opts": opts})
+    if not r.ok:
+        raise SystemExit(f"the opts do not apply: {r.text()}")
+    return r.json()["trace_id"]
+
+
+def bench_steps(browser: Browser, url: str, opts: list[dict] | None) -> None:
+    page = browser.new_page(viewport={"width": 1600, "height": 950})
+    tid, ci = (kernel_with(page, url, opts), 0) if opts is not None else (ZOO_TRACE, ZOO_CONTEXT)
+    steps = steps_of(page, url, tid, ci)
+    page.close()
+
+    cold_api, cold_all, cold_ms = [], [], []
+    for pi, k in steps:
+        page = browser.new_page(viewport={"width": 1600, "height": 950})
+        traffic = Traffic(page)
+        page.goto(f"{url}#/t/{tid}/c/{ci}/p/{pi}/s/{k}")
+        wait_drawn(page, f"{tid}/{ci}/{pi}/{k}")
+        cold_ms.append(page.evaluate("performance.now()"))
+        api, total = traffic.take()
+        cold_api.append(api)
+        cold_all.append(total)
+        page.close()
+
+    page = browser.new_page(viewport={"width": 1600, "height": 950})
+    traffic = Traffic(page)
+    page.goto(f"{url}#/t/{tid}/c/{ci}/p/0/s/0")
+    wait_drawn(page, f"{tid}/{ci}/0/0")
+    traffic.take()
+    warm_api, warm_ms = [], []
+    for (pi, k), (prev_pi, _) in zip(steps[1:], steps):
+        key = "ArrowRight" if pi == prev_pi else "ArrowDown"
+        t0 = page.evaluate("performance.now()")
+        page.keyboard.press(key)
+        wait_drawn(page, f"{tid}/{ci}/{pi}/{k}")
+        warm_ms.append(page.evaluate(f"performance.now() - {t0}"))
+        warm_api.append(traffic.take()[0])
+    page.close()
+
+    kb = 1 / 1024
+    what = f"zoo {ZOO_TRACE}, kernel context {ZOO_CONTEXT}" if opts is None else f"zoo {ZOO_TRACE} with opts {opts}"
+    print(f"(a) {what}: {len(steps)} steps over "
+          f"{len({p for p, _ in steps})} passes")
+    print(f"    opened from a link, fresh page: API {statistics.median(cold_api) * kb:.1f} KB median "
+          f"(max {max(cold_api) * kb:.1f}), everything incl. the bundle {statistics.median(cold_all) * kb:.1f} KB "
+          f"(max {max(cold_all) * kb:.1f}); drawn {statistics.median(cold_ms):.0f} ms after navigation "
+          f"(max {max(cold_ms):.0f})")
+    print(f"    by keyboard in one page: API {statistics.median(warm_api) * kb:.1f} KB median "
+          f"(max {max(warm_api) * kb:.1f}); drawn {statistics.median(warm_ms):.0f} ms after the key "
+          f"(max {max(warm_ms):.0f})")
+
+
+# A data source (frontend/src/data.js) serving one pass whose graph has `n` nodes, like an expanded kernel:
+# index math over three ranges, loads, ALU chains stored every 24 values, a Sink over everything unused.
+SYNTHETIC_PAGE = """<!doctype html><html><head><meta charset="utf-8"><link rel="stylesheet" href="./app.css">
+<link rel="icon" href="data:,"></head><body class="uv-page"><div id="uopviz"></div><script type="module">
+import { mount } from "./app.js";
+const N = %(n)d;
+const meta = await (await fetch("./api/meta")).json();
+const colors = Object.fromEntries(meta.op_groups.flatMap(g => g.ops.map(op => [op, [g.name, g.color]])));
+const axis = Object.fromEntries(meta.axis_types.map(t => [t.name, t.color]));
+const nodes = [];
+const add = (op, src, extra = {}) => {
+  const [group, color] = colors[op] ?? [null, meta.other_color];
+  const id = String(nodes.length).padStart(16, "0");
+  nodes.push({ id, op, dtype: "float32", arg: "", src, shape: [], group, axis_type: null, color, ...extra });
+  return id;
+};
+let seed = 7;
+const rand = (n) => ((seed = (seed * 1103515245 + 12345) %% 2147483648) %% n);
+const bounds = [add("Const", [], { arg: "256" }), add("Const", [], { arg: "64" }), add("Const", [], { arg: "512" })];
+const ranges = [["GLOBAL", 0], ["UPCAST", 1], ["REDUCE", 2]].map(([t, i]) =>
+  add("Range", [bounds[i]], { arg: `r${i} ${t}`, axis_type: t, color: axis[t], group: "Ordering" }));
+const params = [0, 1, 2].map((slot) => add("Param", [], { arg: `slot ${slot}` }));
+const consts = [1, 2, 4, 8, 16].map((v) => add("Const", [], { arg: String(v) }));
+let lane = [];
+while (nodes.length < N - 8) {
+  const idx = add("Add", [ranges[rand(3)], add("Mul", [ranges[rand(3)], consts[rand(5)]])]);
+  const load = add("Load", [add("Index", [params[1 + rand(2)], idx])]);
+  const acc = lane.length ? lane[lane.length - 1 - rand(Math.min(lane.length, 3))] : consts[0];
+  lane.push(add(["Mul", "Add", "Max"][rand(3)], [load, acc]));
+  if (lane.length === 24) {
+    add("Store", [add("Index", [params[0], idx]), lane[lane.length - 1]]);
+    lane = [];
+  }
+}
+while (nodes.length < N - 1) add("Const", [], { arg: String(nodes.length) });
+const used = new Set(nodes.flatMap((n) => n.src));
+const root = add("Sink", nodes.filter((n) => !used.has(n.id)).map((n) => n.id), { dtype: "void" });
+const step = { root, steps: 0, nodes, added: [], removed: [], rule: null, match: null, replacement: null, diff: "" };
+const source = {
+  meta: async () => meta,
+  traces: async () => [{ id: "synthetic", name: "synthetic", source: "bench", contexts: 1 }],
+  trace: async () => ({ id: "synthetic", name: "synthetic", source: "bench", device: null, contexts: [
+    { index: 0, name: "r_g256_u64_R512", kind: "kernel", axes: [], passes: [
+      { index: 0, name: "expanded", stage: "Expand", depth: 0, parent: null, steps: 0, error: null }] }] }),
+  step: async () => step,
+  kernel: async () => { throw new Error("no kernel"); },
+  applyOpts: async () => { throw new Error("no opts"); },
+};
+// the main thread's health from mount() until the graph is drawn: gaps between animation frames, long tasks
+window.gaps = []; window.longTasks = [];
+window.t0 = performance.now();
+new PerformanceObserver((list) => window.longTasks.push(
+  ...list.getEntries().filter((e) => e.startTime >= window.t0).map((e) => e.duration))).observe({ type: "longtask" });
+let last = window.t0;
+const frame = (now) => { window.gaps.push(now - last); last = now; requestAnimationFrame(frame); };
+requestAnimationFrame(frame);
+window.nodeCount = nodes.length;
+mount(document.getElementById("uopviz"), source, { hash: false });
+</script></body></html>"""
+
+
+def bench_synthetic(browser: Browser, url: str, runs: int, n: int = 2000) -> None:
+    first, whole, gaps, tasks, shown, total = [], [], [], [], 0, 0
+    for _ in range(runs):
+        page = browser.new_page(viewport={"width": 1600, "height": 950})
+        page.route(f"{url}bench.html", lambda route: route.fulfill(content_type="text/html",
+                                                                    body=SYNTHETIC_PAGE % {"n": n}))
+        page.goto(f"{url}bench.html")
+        wait_drawn(page, "synthetic/0/0/0", timeout=60_000)
+        first.append(page.evaluate("performance.now() - window.t0"))
+        shown = page.locator(".uv-node").count()
+        # then all of it: "fit" frames the whole graph, and every node is drawn
+        t0 = page.evaluate("performance.now()")
+        page.click(".uv-fit")
+        page.wait_for_function("() => document.querySelectorAll('.uv-node').length == "
+                               "document.querySelector('.uv-graph-svg').dataset.nodes", timeout=60_000)
+        whole.append(page.evaluate(f"performance.now() - {t0}"))
+        page.wait_for_timeout(300)  # let the observers see the last frames
+        stats = page.evaluate("({gaps: window.gaps, longTasks: window.longTasks, nodes: window.nodeCount,"
+                              " total: document.querySelectorAll('.uv-node').length})")
+        assert stats["nodes"] == n, stats["nodes"]
+        total = stats["total"]
+        gaps.append(max(stats["gaps"]))
+        tasks.append(max(stats["longTasks"], default=0))
+        page.close()
+    print(f"(b) synthetic graph of {n} nodes ({total} drawn: shared nodes once per use), {runs} runs:")
+    print(f"    first view ({shown} nodes near the root) drawn {statistics.median(first):.0f} ms after mount "
+          f"(max {max(first):.0f}); the whole graph drawn {statistics.median(whole):.0f} ms after \"fit\" "
+          f"(max {max(whole):.0f})")
+    print(f"    main thread meanwhile: longest gap between frames {statistics.median(gaps):.0f} ms "
+          f"(max {max(gaps):.0f}), longest task {statistics.median(tasks):.0f} ms (max {max(tasks):.0f})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs of the synthetic graph")
+    ap.add_argument("--opts", type=json.loads, default=None, metavar="JSON",
+                    help='time the gemm kernel lowered with these opts instead, e.g. '
+                         '\'[{"op": "SPLIT", "axis": 1, "arg": [16, "UPCAST", false]}]\'')
+    args = ap.parse_args()
+    chromium = shutil.which("chromium")
+    if not chromium:
+        print("bench/ui.py needs Chromium on PATH (apt-get install chromium)", file=sys.stderr)
+        return 1
+    with serve() as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            print(f"uopviz serve at {url}, Chromium {browser.version}")
+            bench_steps(browser, url, args.opts)
+            bench_synthetic(browser, url, args.runs)
+        finally:
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+// A small element builder: h("div", {class: "x", onclick}, child, ...). Children may be nodes,
+// strings or (nested) arrays; null and false are skipped.
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value == null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key === "style") el.style.cssText = value;
+    else el.setAttribute(key, value === true ? "" : value);
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child == null || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(child instanceof Node ? child : String(child));
+  }
+}
+
+// Replaces the children of `el`. Focus inside it stays inside the app: on the new form control of the same
+// class, else on the app itself, whose keys (arrows to step) keep working.
+export function fill(el, ...children) {
+  const focused = el.contains(document.activeElement) ? document.activeElement : null;
+  el.replaceChildren();
+  append(el, children);
+  if (focused) {
+    const again = focused.matches("input, select") && el.querySelector(`.${focused.classList[0]}`);
+    (again || el.closest("[tabindex]"))?.focus({ preventScroll: true });
+  }
+  return el;
+}
+
+// Black or white, whichever reads better on the background colour `hex` (#rrggbb).
+export function textOn(hex) {
+  const n = parseInt(hex.slice(1), 16);
+  const [r, g, b] = [(n >> 16) & 255, (n >> 8) & 255, n & 255].map((c) => {
+    const s = c / 255;
+    return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.22 ? "#111" : "#fff";
+}
+
+// A 16px stroke-and-fill icon from SVG path data.
+export function icon(d) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("class", "uv-icon");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", d);
+  svg.append(path);
+  return svg;
+}

@@ -1,0 +1,84 @@
+"""Browser tests: `uopviz serve` (the kernel zoo) in a child process, driven by Python Playwright in Debian's
+Chromium (Playwright cannot download its own browsers here). Screenshots go to test-artifacts/browser/."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`uopviz serve --no-browser --port 0`: records the zoo, prints its URL; stopped with Ctrl-C (SIGINT)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
+    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    timer = threading.Timer(120, proc.kill)  # a server that never comes up fails instead of hanging
+    timer.start()
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        timer.cancel()
+        m = re.search(r"http://\S+/", line)
+        assert m, f"uopviz serve printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+        yield m.group(0)
+    finally:
+        timer.cancel()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs Python Playwright (pip install playwright)")
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("needs Chromium on PATH (apt-get install chromium; `./dev setup` installs it when run as root)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page (1600x950); the test fails if the page threw or logged an error."""
+    pg = browser.new_page(viewport={"width": 1600, "height": 950})
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+    pg.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" and not expected(m.text)
+          else None)
+    yield pg
+    pg.close()
+    assert not errors, errors
+
+
+def expected(text: str) -> bool:
+    """Chromium logs every 4xx answer; a 422 for an illegal opt is one the tests ask for."""
+    return "status of 422" in text
+
+
+@pytest.fixture(scope="session")
+def shots() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

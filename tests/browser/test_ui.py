@@ -1,0 +1,200 @@
+"""The web UI in a real browser against `uopviz serve` (the zoo): pick the gemm kernel, step through its passes
+with the keyboard, Range nodes filled with their AxisType colours, an UPCAST opt that changes the source (and an
+illegal one that says why), and a reload or a shared link that lands on the same view. Screenshots of each are
+saved under test-artifacts/browser/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.slow
+STEPS_PER_PASS = 4  # steps taken one key at a time in each pass before jumping to its last (End)
+
+
+def wait_drawn(page: Page, view: str) -> None:
+    """Wait until the app reports the graph of view "trace/context/pass/step" drawn."""
+    page.wait_for_function("v => document.querySelector('.uv-app')?.dataset.drawn === v", arg=view)
+
+
+def graph_key(page: Page) -> str:
+    return page.get_attribute(".uv-graph-svg", "data-key") or ""
+
+
+def rgb(hex_colour: str) -> str:
+    n = int(hex_colour.lstrip("#"), 16)
+    return f"rgb({n >> 16}, {(n >> 8) & 255}, {n & 255})"
+
+
+def api(page: Page, server: str, path: str) -> Any:
+    r = page.request.get(f"{server}api/{path}")
+    assert r.ok, (path, r.status, r.text())
+    return r.json()
+
+
+def gemm_kernel(page: Page, server: str) -> dict[str, Any]:
+    """The zoo gemm's kernel context (the one after the schedule)."""
+    kernel = api(page, server, "traces/gemm")["contexts"][1]
+    assert kernel["kind"] == "kernel"
+    return kernel
+
+
+def test_pick_the_gemm_kernel_and_step_through_its_passes_with_the_keyboard(page: Page, server: str,
+                                                                            shots: Path) -> None:
+    kernel = gemm_kernel(page, server)
+    page.goto(server)
+    page.click(".uv-trace[data-tid='gemm']")
+    page.click(f".uv-ctx[data-name='{kernel['name']}']")
+    wait_drawn(page, "gemm/1/0/0")
+    assert page.url.endswith("#/t/gemm/c/1/p/0/s/0")
+    assert kernel["name"] in page.inner_text(".uv-crumbs")
+    passes = kernel["passes"]
+
+    changed = added = 0
+    for p in passes:
+        pi, steps = p["index"], p["steps"]
+        assert page.get_attribute(".uv-pass.uv-active", "data-pi") == str(pi)
+        root = api(page, server, f"traces/gemm/contexts/1/passes/{pi}/steps/0")["root"]
+        for k in range(1, min(steps, STEPS_PER_PASS) + 1):
+            before = graph_key(page)
+            page.keyboard.press("ArrowRight")
+            wait_drawn(page, f"gemm/1/{pi}/{k}")
+            assert page.inner_text(".uv-step-label") == f"step {k} / {steps}"
+            assert page.inner_text(".uv-rewrite .uv-location")  # the rule that matched, with its source location
+            step = api(page, server, f"traces/gemm/contexts/1/passes/{pi}/steps/{k}")
+            if step["root"] != root:  # the step changed the graph: the drawing changes with it
+                assert graph_key(page) != before, f"step {k} of pass {p['name']} drew the graph before it"
+                changed += 1
+            root = step["root"]
+            added += page.locator(".uv-node.uv-added").count()
+            if (pi, k) == (0, 4):
+                page.screenshot(path=shots / "gemm-rangeify-step-4.png")
+        if steps:
+            page.keyboard.press("End")
+            wait_drawn(page, f"gemm/1/{pi}/{steps}")
+            page.keyboard.press("ArrowLeft")
+            wait_drawn(page, f"gemm/1/{pi}/{steps - 1}")
+        if pi + 1 < len(passes):
+            page.keyboard.press("ArrowDown")
+            wait_drawn(page, f"gemm/1/{pi + 1}/0")
+            assert page.url.endswith(f"#/t/gemm/c/1/p/{pi + 1}/s/0")
+    assert changed > 5 and added > 0, (changed, added)
+    page.keyboard.press("ArrowUp")
+    wait_drawn(page, f"gemm/1/{len(passes) - 2}/0")
+    page.screenshot(path=shots / "gemm-last-passes.png")
+
+
+def test_range_nodes_are_filled_with_their_axistype_colours(page: Page, server: str, shots: Path) -> None:
+    colours = {t["name"]: t["color"] for t in api(page, server, "meta")["axis_types"]}
+    kernel = gemm_kernel(page, server)
+    simplify = next(p["index"] for p in kernel["passes"] if p["stage"] == "Rangeify" and p["name"] == "simplify")
+    page.goto(f"{server}#/t/gemm/c/1/p/{simplify}/s/0")
+    wait_drawn(page, f"gemm/1/{simplify}/0")
+    fills = page.eval_on_selector_all(
+        ".uv-node[data-op='Range']", "els => els.map(e => [e.dataset.axisType, getComputedStyle(e.firstChild).fill])")
+    assert {t for t, _ in fills} == {"LOOP", "REDUCE"}  # the kernel as scheduled, before any opt
+    for axis_type, fill in fills:
+        assert fill == rgb(colours[axis_type]), (axis_type, fill)
+    letters = page.eval_on_selector_all(".uv-ctx.uv-active .uv-kname-axis",
+                                        "els => els.map(e => [e.textContent, getComputedStyle(e).color])")
+    assert letters == [[f"{a['letter']}{a['size']}", rgb(colours[a["type"]])] for a in kernel["axes"]]
+    legend = page.inner_text(".uv-legend")
+    assert all(name in legend for name in colours)
+    page.screenshot(path=shots / "gemm-ranges-loop-reduce.png")
+
+    # An UPCAST split gives the kernel an UPCAST range, drawn in its colour in the lowering with that opt.
+    applied = page.request.post(f"{server}api/traces/gemm/contexts/1/opts",
+                                data={"opts": [{"op": "SPLIT", "axis": 1, "arg": [4, "UPCAST", False]}]})
+    assert applied.ok, applied.text()
+    tid = applied.json()["trace_id"]
+    passes = api(page, server, f"traces/{tid}")["contexts"][0]["passes"]
+    expand = next(p["index"] for p in passes if p["name"] == "expand")
+    page.goto(f"{server}#/t/{tid}/c/0/p/{expand}/s/0")
+    wait_drawn(page, f"{tid}/0/{expand}/0")
+    fills = page.eval_on_selector_all(
+        ".uv-node[data-op='Range']", "els => els.map(e => [e.dataset.axisType, getComputedStyle(e.firstChild).fill])")
+    assert "UPCAST" in {t for t, _ in fills}
+    for axis_type, fill in fills:
+        assert fill == rgb(colours[axis_type]), (axis_type, fill)
+    page.screenshot(path=shots / "gemm-upcast-range.png")
+
+
+def splittable_axis(page: Page) -> tuple[int, int]:
+    """An axis of the kernel shown that UPCAST may split by 4 (a GLOBAL or LOOP axis), and its size."""
+    axes = page.eval_on_selector_all(".uv-axis", "els => els.map(e => [e.dataset.type, Number(e.dataset.size)])")
+    return next((i, size) for i, (t, size) in enumerate(axes) if t in ("GLOBAL", "LOOP") and size % 4 == 0)
+
+
+def test_apply_an_upcast_opt_and_see_the_source_change(page: Page, server: str, shots: Path) -> None:
+    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0/v/kernel")
+    source = page.locator(".uv-kernel-source")
+    source.wait_for()
+    before, name = source.inner_text(), page.inner_text(".uv-kernel-title .uv-kname")
+    assert f"void {name}(" in before
+    axis, size = splittable_axis(page)
+
+    page.click(f".uv-axis[data-axis='{axis}']")
+    page.select_option(".uv-opt-op", label="UPCAST")
+    bad = next(f for f in (3, 5, 7, 11, 13) if size % f)
+    page.fill(".uv-opt-amount", str(bad))
+    page.click(".uv-opt-apply")
+    error = page.locator(".uv-opt-error")
+    error.wait_for()
+    assert f"not divisible by {bad}" in error.inner_text()  # the server's 422 reason, shown inline
+    assert source.inner_text() == before and "/o/" not in page.url
+    page.screenshot(path=shots / "gemm-opt-illegal.png")
+
+    page.fill(".uv-opt-amount", "4")
+    page.click(".uv-opt-apply")
+    page.wait_for_function("before => document.querySelector('.uv-kernel-source')?.innerText !== before", arg=before)
+    new_name = page.inner_text(".uv-kernel-title .uv-kname")
+    after = source.inner_text()
+    assert new_name != name and "u4" in new_name.split("_") and f"void {new_name}(" in after
+    assert page.locator(".uv-opt-error").count() == 0
+    assert page.locator(".uv-applied .uv-opt-chip").last.inner_text() == f"UPCAST a{axis} ×4"
+    assert f"SPLIT:{axis}:4:UPCAST:0" in page.url
+    page.screenshot(path=shots / "gemm-opt-upcast.png")
+
+
+def test_reload_and_a_shared_link_land_on_the_same_view(page: Page, server: str, shots: Path) -> None:
+    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0")
+    wait_drawn(page, "gemm/1/0/0")
+    page.keyboard.press("ArrowDown")
+    wait_drawn(page, "gemm/1/1/0")
+    for k in (1, 2, 3):
+        page.keyboard.press("ArrowRight")
+        wait_drawn(page, f"gemm/1/1/{k}")
+    page.click(".uv-tab[data-tab='kernel']")
+    page.locator(".uv-kernel-source").wait_for()
+    axis, _ = splittable_axis(page)
+    page.click(f".uv-axis[data-axis='{axis}']")
+    page.select_option(".uv-opt-op", label="UPCAST")
+    page.fill(".uv-opt-amount", "4")
+    page.click(".uv-opt-apply")
+    page.wait_for_function("() => location.hash.includes('/o/')")
+
+    def view(p: Page) -> dict[str, Any]:
+        wait_drawn(p, "gemm/1/1/3")
+        p.wait_for_selector(".uv-opt-reset")  # the kernel with the chosen opts is shown
+        return {"url": p.url, "graph": graph_key(p), "step": p.inner_text(".uv-step-label"),
+                "pass": p.get_attribute(".uv-pass.uv-active", "data-pi"),
+                "tab": p.get_attribute(".uv-tab.uv-active", "data-tab"),
+                "kernel": p.inner_text(".uv-kernel-title .uv-kname"), "source": p.inner_text(".uv-kernel-source")}
+
+    shown = view(page)
+    assert "#/t/gemm/c/1/p/1/s/3/o/" in shown["url"] and shown["url"].endswith(f"SPLIT:{axis}:4:UPCAST:0/v/kernel")
+    page.reload()
+    assert view(page) == shown
+    page.screenshot(path=shots / "gemm-after-reload.png")
+
+    browser = page.context.browser
+    assert browser
+    shared = browser.new_page(viewport={"width": 1600, "height": 950})
+    shared.goto(shown["url"])
+    assert view(shared) == shown
+    shared.close()
