@@ -47,6 +47,7 @@ export class GraphView {
     this.zoom = zoom()
       .scaleExtent([0.02, 4])
       .on("zoom", (event) => {
+        if (event.sourceEvent) this.userMoved = true; // a person panned or zoomed: keep their view
         this.transform = event.transform;
         this.viewport.attr("transform", event.transform);
         this.scheduleFill();
@@ -62,13 +63,14 @@ export class GraphView {
     this.edgeEls = new Map();
     this.size = { width: 0, height: 0 };
     this.selected = null;
+    this.userMoved = false;
     this.fillPending = false;
     this.waiters = [];
   }
 
-  // Draws `display` at the positions of `layout`. fit: frame it anew (a new pass), else keep the view unless
-  // what the step changed is out of sight. Resolves once the view is drawn: true, or false when a newer draw
-  // came first.
+  // Draws `display` at the positions of `layout`. fit: a new pass, framed anew; within a pass each step is
+  // framed the same way until the person pans or zooms, and from then on their view is kept unless what the
+  // step changed is out of sight. Resolves once the view is drawn: true, or false when a newer draw came first.
   draw(display, layout, fit) {
     this.settle(false);
     this.size = { width: layout.width, height: layout.height };
@@ -87,10 +89,11 @@ export class GraphView {
     this.nodeLayer.replaceChildren();
     this.svg.attr("data-key", null).attr("data-nodes", null);
     this.root = this.nodes.find((n) => n.ref === display.root);
+    const changed = this.nodes.filter((n) => n.status);
     const view = this.viewRect(0);
-    const changed = this.nodes.find((n) => n.status && (fit || !meets(n.box, view)));
-    if (fit) this.frame(changed);
-    else if (changed) this.centre(changed);
+    if (fit) this.userMoved = false;
+    if (!this.userMoved) this.frame(changed[0]);
+    else if (changed.length && !changed.some((n) => meets(n.box, view))) this.centre(changed[0]);
     const done = new Promise((resolve) => this.waiters.push(resolve));
     this.scheduleFill();
     return done.then((complete) => {
