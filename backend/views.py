@@ -70,24 +70,6 @@ def _pass(st: StoredTrace, ci: int, pi: int) -> TracePass:
     return c.passes[pi]
 
 
-def _toposort(st: StoredTrace, root: str) -> list[str]:
-    """Ids of the graph under root, sources before their users (the order a layered layout wants)."""
-    node = st.trace.node
-    seen, out = {root}, []
-    stack: list[tuple[str, int]] = [(root, 0)]
-    while stack:
-        nid, i = stack.pop()
-        src = node(nid)["src"]
-        if i < len(src):
-            stack.append((nid, i + 1))
-            if src[i] not in seen:
-                seen.add(src[i])
-                stack.append((src[i], 0))
-        else:
-            out.append(nid)
-    return out
-
-
 def _graph_node(nid: str, e: display.Entry) -> GraphNode:
     return GraphNode(id=nid, op=e["op"], dtype=e["dtype"], arg=display.arg_text(e["arg"]), src=list(e["src"]),
                      shape=e["shape"], group=display.group_of(e["op"]), axis_type=display.axis_type_of(e),
@@ -101,8 +83,8 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
         raise NotFound(f"pass {pi} ({p.name}) has {len(p.steps)} steps; k runs 0..{len(p.steps)}, not {k}")
     with st.lock:
         root = p.graph_at(k)
-        order = _toposort(st, root)
-        before = set(_toposort(st, p.graph_at(k - 1))) if k else set(order)
+        order = st.trace.toposort(root)
+        before = set(st.trace.toposort(p.graph_at(k - 1))) if k else set(order)
     now = set(order)
     nodes = [_graph_node(nid, tr.node(nid)) for nid in order]
     if k == 0:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from uopviz.codegen.opt import Opt, Scheduler
-from uopviz.codegen.pipeline import PASSES, lower
+from uopviz.codegen.pipeline import lower, scheduler
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import Kernel, Program, Target
@@ -109,12 +109,7 @@ def beam_width() -> int:
 def scheduler_of(ast: UOp, target: Target) -> Scheduler:
     """The Scheduler lower() applies opts to: the kernel after its passes up to the Optimize stage (unrecorded)."""
     with unrecorded():
-        u = ast
-        for p in PASSES:
-            u = p.run(u, target)
-            if p.name == "global axes":  # where lower() optimizes
-                return Scheduler.of(u, target)
-    raise AssertionError("the pipeline has no 'global axes' pass")
+        return scheduler(ast, target)
 
 
 @contextmanager

@@ -15,8 +15,7 @@ import uopviz
 from kernels import ZOO
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.codegen.opt.actions import actions, legal_actions
-from uopviz.codegen.pipeline import PASSES
-from uopviz.realize import compile_kernel, kernels_of, schedule
+from uopviz.realize import compile_kernel, kernels_of, schedule, scheduler_of
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.uop.ops import AxisType, UOp
@@ -47,12 +46,8 @@ class Case:
 
 
 def scheduler(ast: UOp, device: str) -> Scheduler:
-    """The Scheduler lower() makes for a kernel: after Rangeify and the global axes."""
-    target = devices.get(device).target
-    u = ast
-    for p in PASSES[:3]:
-        u = p.run(u, target)
-    return Scheduler.of(u, target)
+    """The Scheduler lower() makes for a kernel on a device."""
+    return scheduler_of(ast, devices.get(device).target)
 
 
 def cases(name: str, device: str) -> Iterator[Case]:
@@ -60,7 +55,7 @@ def cases(name: str, device: str) -> Iterator[Case]:
     z = ZOO[name]
     out, _ = z.build(z.sizes(small=True), device)
     for ast, bufs in kernels_of(schedule([out.uop])):
-        _, prog = compile_kernel(ast, device)
+        _, prog = compile_kernel(ast, device, [])  # the unoptimized kernel is the reference
         prog([buffers.handle(b) for b in bufs], wait=True)
         yield Case(name, ast, bufs, buffers.to_numpy(bufs[0]).copy(), device)
 

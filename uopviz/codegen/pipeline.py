@@ -64,6 +64,9 @@ PASSES: tuple[Pass, ...] = (
 )
 
 
+OPTIMIZE_AT = "global axes"  # opts apply to the kernel this pass leaves
+
+
 def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
     """Run every pass on a kernel (recorded when tracing), applying `opts` in the Optimize stage (each a named
     step; KernelOptError for an illegal one), and render it for the target."""
@@ -74,7 +77,7 @@ def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
     for p in PASSES:
         with stage(p.stage):
             u = p.run(u, target)
-            if p.name == "global axes":
+            if p.name == OPTIMIZE_AT:
                 sched, u = optimize(u, target, opts)
         if p.stage == "Optimize":
             name = kernel_name(u)
@@ -86,6 +89,16 @@ def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
     return Kernel(name, linear, source or None, params, global_size=gsize, local_size=lsize,
                   vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR), threads=threads(linear),
                   meta={"opts": sched.opts if sched else ()})
+
+
+def scheduler(ast: UOp, target: Target) -> Scheduler:
+    """The Scheduler lower() applies opts to: the kernel after the passes before OPTIMIZE_AT's opts."""
+    u = ast
+    for p in PASSES:
+        u = p.run(u, target)
+        if p.name == OPTIMIZE_AT:
+            break
+    return Scheduler.of(u, target)
 
 
 def optimize(u: UOp, target: Target, opts: Sequence[Opt]) -> tuple[Scheduler, UOp]:

@@ -133,6 +133,11 @@ class Trace:
         except KeyError:
             raise KeyError(f"node id {nid!r} is not in this trace") from None
 
+    def toposort(self, root: str) -> list[str]:
+        """Ids of the graph under root, sources before their users (the order a layered layout wants)."""
+        self.node(root)
+        return self._table.toposort(root)
+
     def nodes_of(self, root: str) -> set[str]:
         """Ids of every node in the graph under root."""
         self.node(root)
