@@ -20,47 +20,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+from backend.child import CHROMIUM_ARGS, served
+
 ZOO_TRACE, ZOO_CONTEXT = "gemm", 1  # the zoo gemm and its kernel context
 
 
 @contextmanager
 def serve() -> Iterator[str]:
     """`uopviz serve --no-browser --port 0` (the zoo) in a child process; yields its URL."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": tempfile.mkdtemp(prefix="uopviz-bench-")}
-    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0"],
-                            stdout=subprocess.PIPE, text=True, env=env)
-    timer = threading.Timer(120, proc.kill)
-    timer.start()
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        timer.cancel()
-        m = re.search(r"http://\S+", line)
-        if not m:
-            raise SystemExit(f"uopviz serve did not start: {line!r}")
-        yield m.group(0)
-    finally:
-        timer.cancel()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with served(tempfile.mkdtemp(prefix="uopviz-bench-")) as url:
+        yield url
 
 
 class Traffic:

@@ -3,49 +3,26 @@ Chromium (Playwright cannot download its own browsers here). Screenshots go to t
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from backend.child import CHROMIUM_ARGS, served
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve --no-browser --port 0`: records the zoo, prints its URL; stopped with Ctrl-C (SIGINT)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    timer = threading.Timer(120, proc.kill)  # a server that never comes up fails instead of hanging
-    timer.start()
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        timer.cancel()
-        m = re.search(r"http://\S+/", line)
-        assert m, f"uopviz serve printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
-        yield m.group(0)
-    finally:
-        timer.cancel()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+    with served(str(tmp_path_factory.mktemp("cache"))) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +32,7 @@ def browser() -> Iterator[Browser]:
     if chromium is None:
         pytest.skip("needs Chromium on PATH (apt-get install chromium; `./dev setup` installs it when run as root)")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=ARGS)
+        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         yield b
         b.close()
 
