@@ -1,7 +1,8 @@
 """Reductions to accumulators: a Reduce over ranges becomes a REG buffer that a loop updates.
 
 Targets have no reduce instruction, so `Reduce(v, r)` becomes: store the identity into a one-element REG
-buffer, then inside the loop over r store acc op v back into it, and after the loop (End) load the result.
+buffer, then inside the loop over r store acc op v back into it, and after the loop (End) load the result. A
+vector v (shape (N,), see lanes.py) gets an N-element buffer, addressed by the index vector: one partial per lane.
 After nodes carry the order: the initial store waits for the ranges the value depends on outside the
 reduction, so the accumulator restarts for every output element that needs its own sum, and is computed
 once, hoisted, when the value does not depend on them.
@@ -9,7 +10,8 @@ once, hoisted, when the value does not depend on them.
 
 from __future__ import annotations
 
-from uopviz.dtype import DType
+from uopviz.codegen.lanes import broadcast, iota, width
+from uopviz.dtype import DType, dtypes
 from uopviz.schedule.rangeify import identity
 from uopviz.uop.ops import AddrSpace, Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat
@@ -21,9 +23,9 @@ class Accumulators:
     def __init__(self, device: str) -> None:
         self.device, self.count = device, 0
 
-    def new(self, dtype: DType) -> UOp:
+    def new(self, dtype: DType, size: int = 1) -> UOp:
         self.count += 1
-        return UOp.buffer(1, dtype, self.device, AddrSpace.REG, uid=self.count)
+        return UOp.buffer(size, dtype, self.device, AddrSpace.REG, uid=self.count)
 
 
 def combine(op: Ops, acc: UOp, v: UOp) -> UOp:
@@ -37,12 +39,15 @@ def combine(op: Ops, acc: UOp, v: UOp) -> UOp:
 
 def to_accumulator(ctx: Accumulators, red: UOp) -> UOp:
     val, ranges = red.src[0], red.src[1:]
-    acc = ctx.new(red.dtype)
+    n = width(red)
+    acc, at = ctx.new(red.dtype, n), iota(n) if red.shape else UOp.const(dtypes.index, 0)
     outer = [u for u in val.toposort() if u.op is Ops.RANGE and u not in ranges]
-    init = (acc.after(*outer) if outer else acc).index(0).store(UOp.const(red.dtype, identity(red.arg.op, red.dtype)))
+    start = UOp.const(red.dtype, identity(red.arg.op, red.dtype))
+    start = broadcast(start, n) if red.shape else start
+    init = (acc.after(*outer) if outer else acc).index(at).store(start)
     cur = acc.after(init, *ranges)
-    loop = cur.index(0).store(combine(red.arg.op, cur.index(0).load(), val)).end(*ranges)
-    return acc.after(loop).index(0).load()
+    loop = cur.index(at).store(combine(red.arg.op, cur.index(at).load(), val)).end(*ranges)
+    return acc.after(loop).index(at).load()
 
 
 accumulate = PatternMatcher([

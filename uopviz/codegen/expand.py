@@ -1,14 +1,20 @@
 """Expand: UPCAST and UNROLL ranges are not loops but copies of the code, one per index.
 
-An UPCAST range under a Store's End becomes a Group of the stores for each index; an UNROLL range of a
-Reduce becomes the reduction of the copies of its value, combined in order. This is the scalar form of
-expansion: the copies stay separate scalar operations (a target's vector types are a later refinement of the
-same rewrite). The ranges must have constant bounds.
+One expanded range of the kernel, its lane axis, becomes a vector instead (DESIGN: vectors are shapes): the range
+is replaced by the index vector Stack(0, 1, …, N−1), so every value that depends on it has the shape (N,), and
+Instruction Selection makes those values the target's vector types or scalar code. The lane axis is the innermost
+UPCAST range of a width every vector target has (2, 4, 8 or 16), else such an UNROLL range: an output axis
+vectorizes loads, arithmetic and stores alike, a reduce axis only the work before the accumulator.
+
+Every other expanded range is copied: an End over it becomes a Group of the copies of its stores, a Reduce over
+it the combination of the copies of its value, in order. A Reduce over the lane axis keeps N partial results in a
+vector accumulator and combines the lanes in order after its loop (at once when no loop is left).
 """
 
 from __future__ import annotations
 
 from uopviz.codegen.accumulate import combine
+from uopviz.codegen.lanes import LANE_WIDTHS, iota, lane
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import AxisType, Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat
@@ -20,34 +26,59 @@ class ExpandError(ValueError):
     """An UPCAST/UNROLL range that cannot be expanded (its size is not a constant)."""
 
 
-def _copies(x: UOp, r: UOp) -> list[UOp]:
+def _size(r: UOp) -> int:
     if r.src[0].op is not Ops.CONST:
         raise ExpandError(f"r{r.arg.idx} is {r.arg.type.name} but its size {r.src[0].render()} is not a constant")
-    return [x.substitute({r: UOp.const(dtypes.index, i)}) for i in range(r.src[0].arg.value)]
+    return int(r.src[0].arg.value)
 
 
-def expand_end(body: UOp, r: UOp) -> UOp | None:
+def lane_axis(kernel: UOp) -> UOp | None:
+    """The range Expand turns into vectors: the innermost UPCAST of a lane width, else the innermost UNROLL one."""
+    ranges = [u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.type in EXPANDED]
+    fits = [r for r in ranges if r.src[0].op is Ops.CONST and r.src[0].arg.value in LANE_WIDTHS]
+    for t in (AxisType.UPCAST, AxisType.UNROLL):
+        if of_type := [r for r in fits if r.arg.type is t]:
+            return max(of_type, key=lambda r: r.arg.idx)
+    return None
+
+
+def _copies(x: UOp, r: UOp) -> list[UOp]:
+    return [x.substitute({r: UOp.const(dtypes.index, i)}) for i in range(_size(r))]
+
+
+def expand_end(ctx: UOp | None, body: UOp, r: UOp) -> UOp | None:
     if r.arg.type not in EXPANDED:
         return None
+    if r is ctx:
+        return body.substitute({r: iota(_size(r))})
     return UOp(Ops.GROUP, tuple(_copies(body, r)))
 
 
-def expand_reduce(red: UOp) -> UOp | None:
+def expand_reduce(ctx: UOp | None, red: UOp) -> UOp | None:
     val, ranges = red.src[0], red.src[1:]
     ex = [r for r in ranges if r.arg.type in EXPANDED]
     if not ex:
         return None
     vals = [val]
     for r in ex:
-        vals = [c for v in vals for c in _copies(v, r)]
+        if r is not ctx:
+            vals = [c for v in vals for c in _copies(v, r)]
     out = vals[0]
     for v in vals[1:]:
         out = combine(red.arg.op, out, v)
     rest = tuple(r for r in ranges if r not in ex)
-    return out.reduce(red.arg.op, *rest) if rest else out  # the loop over the other ranges reduces the copies
+    if ctx in ex:
+        out = out.substitute({ctx: iota(_size(ctx))})
+    out = out.reduce(red.arg.op, *rest) if rest else out  # the loop over the other ranges reduces the copies
+    if ctx not in ex:
+        return out
+    total = lane(out, 0)
+    for i in range(1, _size(ctx)):
+        total = combine(red.arg.op, total, lane(out, i))
+    return total
 
 
 expander = PatternMatcher([
     (UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.RANGE, name="r"))), expand_end),
-    (UPat(Ops.REDUCE, name="red"), lambda red: expand_reduce(red) if len(red.src) > 1 else None),
+    (UPat(Ops.REDUCE, name="red"), lambda ctx, red: expand_reduce(ctx, red) if len(red.src) > 1 else None),
 ], name="expand")

@@ -11,7 +11,8 @@ from typing import Any
 
 from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
 from uopviz.codegen.decompositions import decompose
-from uopviz.codegen.expand import expander
+from uopviz.codegen.devectorize import devectorize
+from uopviz.codegen.expand import expander, lane_axis
 from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
@@ -53,11 +54,12 @@ PASSES: tuple[Pass, ...] = (
     Pass("rangeify", "Rangeify", pushdown, ctx=lambda u, t: RangeCounter(range_start(u))),
     Pass("simplify", "Rangeify", simplify),
     Pass("global axes", "Optimize", fn=global_axes),
-    Pass("expand", "Expand", expander),
+    Pass("expand", "Expand", expander, ctx=lambda u, t: lane_axis(u)),
     Pass("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, t: Accumulators(t.device)),
     Pass("merge loops", "Instruction Selection", fn=lambda u, t: merge_loops(u), origin=merge_loops),
     Pass("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Pass("simplify", "Instruction Selection", symbolic),
+    Pass("devectorize", "Instruction Selection", fn=devectorize),
     Pass("hardware ids", "Instruction Selection", to_specials),
     Pass("linearize", "Linearize", fn=lambda u, t: linearize(u), origin=linearize),
     Pass("register plan", "Register/Memory Plan", fn=lambda u, t: plan_registers(u), origin=plan_registers),

@@ -133,8 +133,30 @@ class _Writer:
 
     def define(self, u: UOp, prefix: str, value: str) -> None:
         name = self.fresh(prefix)
-        self.line(f"{self.type(u.dtype)} {name} = {value};")
+        self.line(f"{self.value_type(u)} {name} = {value};")
         self.expr[u] = name
+
+    def value_type(self, u: UOp) -> str:
+        """The type of a value: its dtype's, or for a vector (shape (N,)) the vector type of its lanes."""
+        return self.vector(_lane_dtype(u), int(u.shape[0])) if u.shape else self.type(u.dtype)
+
+    def vector(self, dt: DType, n: int, unaligned: bool = False) -> str:
+        """The dialect's n-lane vector of dt, named as OpenCL names them; C declares them as typedefs, and its
+        loads and stores go through a variant aligned as the lanes are (memory holds no stricter alignment)."""
+        name = f"{_CL_TYPES[dt.name]}{n}" + ("_u" if unaligned else "")
+        if self.d.name == "c" and name not in self.helpers:
+            align = f", aligned({dt.itemsize})" if unaligned else ""
+            size = n * dt.itemsize
+            self.helpers[name] = f"typedef {self.type(dt)} {name} __attribute__((vector_size({size}){align}));\n"
+        self.type(dt)
+        return name
+
+    def splat(self, x: UOp, e: str, like: UOp) -> str:
+        """Expression e of x as a vector of like's type and width (a scalar repeated; a vector as it is)."""
+        if x.shape:
+            return e
+        t, n = self.value_type(like), int(like.shape[0])
+        return f"(({t}){{{','.join([e] * n)}}})" if self.d.name == "c" else f"(({t})({e}))"
 
 
 def literal(value: bool | int | float, dt: DType, d: Dialect) -> str:
@@ -177,6 +199,44 @@ def _nonneg(u: UOp) -> bool:
     return isinstance(lo, (int, float)) and lo >= 0
 
 
+_MASKS = {4: dtypes.int32, 8: dtypes.int64}  # vector comparisons give lanes of all ones or zeros, this wide
+
+
+def _lane_dtype(u: UOp) -> DType:
+    """The lane type of a vector: a vector bool is a mask as wide as the lanes it compared."""
+    while u.dtype.is_bool:
+        shaped = [x for x in u.src if x.shape]
+        if u.op in (Ops.CMPLT, Ops.CMPNE) and not shaped[0].dtype.is_bool:
+            return _MASKS[shaped[0].dtype.itemsize]
+        u = shaped[0]
+    return u.dtype
+
+
+def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
+    """An op on vectors: C vector extensions or OpenCL C; selects by lane masks, casts by conversion."""
+    op, c = u.op, w.d.name == "c"
+    if op in (Ops.MAX, Ops.WHERE):
+        a, b = (u.src[0], u.src[1]) if op is Ops.MAX else (u.src[1], u.src[2])
+        x, y = w.splat(a, s[0] if op is Ops.MAX else s[1], u), w.splat(b, s[1] if op is Ops.MAX else s[2], u)
+        if op is Ops.MAX:
+            m = w.fresh("alu")
+            w.line(f"{w.vector(_MASKS[u.dtype.itemsize], int(u.shape[0]))} {m} = "
+                   f"{f'(({x}>{y})|({x}!={x}))' if u.dtype.is_float else f'({x}>{y})'};")
+        elif not u.src[0].shape:
+            return f"({s[0]}?{x}:{y})"
+        else:
+            m = s[0]
+        if not c:
+            return f"select({y},{x},{m})"
+        it = w.vector(_MASKS[u.dtype.itemsize], int(u.shape[0]))
+        return f"(({w.value_type(u)})((({it}){x}&{m})|(({it}){y}&~{m})))"
+    if u.src[0].dtype.is_bool:  # logic on lane masks: a scalar bool joins them as all ones (-1) or zeros
+        s = [e if x.shape else f"(-({e}))" for x, e in zip(u.src, s)]
+    if op is Ops.CAST:
+        return f"__builtin_convertvector({s[0]},{w.value_type(u)})" if c else f"convert_{w.value_type(u)}({s[0]})"
+    return _alu(w, u, s)
+
+
 def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
     op, dt = u.op, u.src[0].dtype
     if op in _INFIX:
@@ -211,6 +271,9 @@ def _rounded(w: _Writer, dt: DType, e: str) -> str:
 
 def _bitcast(w: _Writer, u: UOp, x: str) -> None:
     src, dst = u.src[0].dtype, u.dtype
+    if u.shape:
+        w.define(u, "cast", f"(({w.value_type(u)})({x}))" if w.d.name == "c" else f"as_{w.value_type(u)}({x})")
+        return
     if w.emulates(src):
         src, x = dtypes.uint16, f"{src.name}_bits({x})"
     if w.emulates(dst):
@@ -253,8 +316,10 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             uses[s] = uses.get(s, 0) + 1
     for u in linear.src:
         op, s = u.op, [w.expr.get(x, "") for x in u.src]
-        if op in (Ops.STACK, Ops.SINK, Ops.GROUP, Ops.BARRIER) and not (op is Ops.BARRIER and d.name == "opencl"):
+        if op in (Ops.SINK, Ops.GROUP, Ops.BARRIER) and not (op is Ops.BARRIER and d.name == "opencl"):
             continue
+        if u.dtype is dtypes.index and u.shape:
+            continue  # lane addresses: a vector access writes them as its base pointer
         if op is Ops.BARRIER:
             w.line("barrier(CLK_LOCAL_MEM_FENCE);")
         elif op is Ops.CONST:
@@ -289,6 +354,16 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             w.line("}")
         elif op is Ops.AFTER:
             w.expr[u] = s[0]
+        elif op is Ops.STACK:
+            t = w.value_type(u)
+            w.expr[u] = f"(({t}){{{','.join(s)}}})" if d.name == "c" else f"(({t})({','.join(s)}))"
+        elif op is Ops.INDEX and u.shape:
+            base = _strip(w.expr[u.src[1].src[0]])  # Index(buf, base + iota): a vector's address
+            w.expr[u] = s[0] if base == "0" else f"{s[0]}+{base}"
+        elif op is Ops.INDEX and u.src[0].shape and _buffer_of(u.src[0]).op not in (Ops.PARAM, Ops.BUFFER):
+            i = int(u.src[1].arg.value)
+            e = f"{s[0]}[{i}]" if d.name == "c" else f"{s[0]}.s{i:x}"
+            w.expr[u] = f"({e}!=0)" if u.dtype.is_bool else e
         elif op is Ops.INDEX:
             w.expr[u] = f"{s[0]}[{_strip(s[1])}]"
         elif op is Ops.LOAD:
@@ -303,6 +378,8 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
         elif op is Ops.ENDIF:
             w.depth -= 1
             w.line("}")
+        elif u.shape:
+            w.define(u, "alu", _vector_alu(w, u, s))
         else:
             e = _alu(w, u, s) if op in (Ops.MAX, Ops.WHERE) else _rounded(w, u.dtype, _alu(w, u, s))
             if u.dtype is dtypes.index or (uses.get(u, 0) <= 1 and op is not Ops.WHERE and len(e) < 60
@@ -339,6 +416,10 @@ def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
 
 
 def _load(w: _Writer, u: UOp, s: list[str]) -> None:
+    if u.shape:
+        n = int(u.shape[0])
+        w.define(u, "val", f"*({w.vector(u.dtype, n, True)}*)({s[0]})" if w.d.name == "c" else f"vload{n}(0,{s[0]})")
+        return
     val = s[0]
     if w.emulates(u.dtype):
         val = f"{u.dtype.name}_value({val})"
@@ -350,6 +431,12 @@ def _load(w: _Writer, u: UOp, s: list[str]) -> None:
 
 
 def _store(w: _Writer, u: UOp, s: list[str]) -> None:
+    if u.src[0].shape:
+        v, n = w.splat(u.src[1], s[1], u.src[0]), int(u.src[0].shape[0])
+        c = w.d.name == "c"
+        st = f"*({w.vector(u.src[1].dtype, n, True)}*)({s[0]}) = {v};" if c else f"vstore{n}({v},0,{s[0]});"
+        w.line(f"if ({s[2]}) {st}" if len(u.src) == 3 else st)
+        return
     val = s[1]
     dt = u.src[1].dtype
     if w.emulates(dt):

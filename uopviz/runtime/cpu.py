@@ -59,7 +59,8 @@ def find_compiler() -> str:
 
 class CPURuntime(Runtime):
     name = "CPU"
-    target = Target("CPU", dialect="c", native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1)
+    target = Target("CPU", dialect="c", native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1,
+                    vectors=frozenset({2, 4, 8, 16}))
 
     def __init__(self) -> None:
         self.cc = find_compiler()

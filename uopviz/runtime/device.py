@@ -52,6 +52,7 @@ class Target:
     global_dims: how many GLOBAL ranges become hardware ids (0 on the CPU: everything is a loop).
     emulated: float dtypes without arithmetic on the device (bfloat16 everywhere, half on OpenCL without
     cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
+    vectors: the lane counts Instruction Selection may keep as vector values (see codegen/devectorize.py).
     """
 
     device: str
@@ -62,6 +63,7 @@ class Target:
     max_local: int = 0
     threads: int = 0  # CPU threads a THREAD axis may use (0: none)
     emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
+    vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
 
 
 @dataclass(frozen=True)

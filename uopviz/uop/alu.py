@@ -35,8 +35,9 @@ def _recip(x: Scalar) -> float:
 
 
 def _trunc(x: Scalar) -> Scalar:
-    """Round toward zero; ints, infinities and nan are their own truncation."""
-    return float(math.trunc(x)) if isinstance(x, float) and math.isfinite(x) else x
+    """Round toward zero, keeping the sign (trunc(-0.5) is -0.0, as C's); ints, infinities and nan are their own
+    truncation."""
+    return math.copysign(float(math.trunc(x)), x) if isinstance(x, float) and math.isfinite(x) else x
 
 
 def _max(a: Scalar, b: Scalar) -> Scalar:

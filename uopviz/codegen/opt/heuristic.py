@@ -1,5 +1,6 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
-first (register-block the innermost output axis, unroll the reduction), checked for legality like any opt."""
+first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors),
+checked for legality like any opt."""
 
 from __future__ import annotations
 
@@ -30,14 +31,15 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
     shape = s.shape()
     out_axes = [i for i, (t, n) in enumerate(shape) if t in OUTPUT and n]
     red_axes = [i for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n]
+    lanes = tuple(sorted(s.target.vectors, reverse=True)) or (4, 2)  # the widest vectors first
     wishes: list[list[Opt]] = []
     if len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
         wishes.append(_split(out_axes[-2], AxisType.UPCAST, (8, 4, 2)))
-    elif red_axes:  # reductions along rows: several partial sums in flight
-        wishes.append(_split(red_axes[-1], AxisType.UNROLL, (8, 4, 2)))
-    elif out_axes:  # elementwise: a few neighbours per iteration
-        wishes.append(_split(out_axes[-1], AxisType.UPCAST, (4, 2)))
+    elif red_axes:  # reductions along rows: a vector of partial sums in flight
+        wishes.append(_split(red_axes[-1], AxisType.UNROLL, lanes))
+    elif out_axes:  # elementwise: a vector of neighbours per iteration
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
     work = math.prod(n or 1 for _, n in shape)
     if s.target.threads > 1 and out_axes and work >= MIN_THREADED:  # the outermost output axis shared by the cores
         n = s.target.threads

@@ -1,0 +1,131 @@
+"""Vector code: the lane axis Expand makes a vector, and Instruction Selection keeps as the target's vector type
+(C vector extensions, OpenCL floatN with vloadN/vstoreN) or splits into scalar lanes. Every case runs on every
+runtime against NumPy; the source checks say which form each target got."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from uopviz import Tensor
+from uopviz.codegen.opt import Opt, OptOps
+from uopviz.dtype import dtypes
+from uopviz.realize import compile_kernel, kernels_of, schedule
+from uopviz.runtime import buffer as buffers
+from uopviz.runtime import device as devices
+from uopviz.uop.ops import AxisType, Ops
+
+DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
+U, UNROLL = AxisType.UPCAST, AxisType.UNROLL
+
+
+def run(fn: Callable[..., Tensor], arrays: list[np.ndarray], device: str, opts: list[Opt]) -> tuple[np.ndarray, str]:
+    """fn of the arrays as one kernel lowered with opts: (its output, its source; '' on PYTHON)."""
+    out = fn(*(Tensor(a, device=device) for a in arrays))
+    ((ast, bufs),) = kernels_of(schedule([out.uop]))
+    kernel, prog = compile_kernel(ast, device, opts)
+    prog([buffers.handle(b) for b in bufs], wait=True)
+    got = buffers.to_numpy(bufs[0])[: out.uop.size].reshape(out.shape)
+    return got, kernel.source or ""
+
+
+def upcast(axis: int, k: int) -> list[Opt]:
+    return [Opt(OptOps.SPLIT, axis, (k, U, False))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gemm_tile_is_vector_loads_and_accumulators(device: str) -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((6, 7), np.float32), rng.standard_normal((7, 24), np.float32)
+    opts = [Opt(OptOps.SPLIT, 1, (8, U, False)), Opt(OptOps.SPLIT, 0, (3, U, False))]
+    got, src = run(lambda x, y: x @ y, [a, b], device, opts)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    if device == "CPU":
+        assert "typedef float float8 __attribute__((vector_size(32)));" in src
+        assert src.count("*(float8_u*)(data2+") == 1  # one vector load of B feeds the three rows of the tile
+    if device == "CL":
+        assert "vload8(0,data2+" in src and "vstore8(" in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lane_counts_without_a_vector_type_are_scalar_code(device: str) -> None:
+    a = np.arange(30, dtype=np.float32).reshape(3, 10) - 7.5
+    got, src = run(lambda x: x * 2 + 1, [a], device, upcast(1, 5))
+    np.testing.assert_array_equal(got, a * 2 + 1)
+    assert "float5" not in src and "vector_size" not in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unrolled_reduction_keeps_partials_per_lane(device: str) -> None:
+    x = np.random.default_rng(1).standard_normal((5, 48)).astype(np.float32)
+    x[2, 17] = np.nan
+    got, src = run(lambda t: t.max(1), [x], device, [Opt(OptOps.SPLIT, 1, (8, UNROLL, False))])
+    np.testing.assert_array_equal(got, x.max(1))
+    got, _ = run(lambda t: t.sum(1), [x[[0, 1, 3, 4]]], device, [Opt(OptOps.SPLIT, 1, (4, UNROLL, False))])
+    np.testing.assert_allclose(got, x[[0, 1, 3, 4]].sum(1), rtol=1e-5)
+    if device == "CPU":
+        assert "float acc0[8];" in src and "[7]" in src  # one partial per lane, combined after the loop
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vector_trunc_floor_and_masks_at_the_edges(device: str) -> None:
+    x = np.array([-0.0, 0.0, -0.5, 0.5, -1.5, 2.5, -2.0**23 - 1, 2.0**23 + 1, 1e10, -1e10, 3e38, np.inf, -np.inf,
+                  np.nan, -7.99, 7.99], np.float32)
+    got, src = run(lambda t: t.trunc(), [x], device, upcast(0, 8))
+    np.testing.assert_array_equal(got, np.trunc(x))
+    assert np.array_equal(np.signbit(got), np.signbit(np.trunc(x)))  # -0.0 and -0.5 truncate to -0.0
+    got, _ = run(lambda t: t.floor(), [x], device, upcast(0, 4))
+    np.testing.assert_array_equal(got, np.floor(x))
+    got, _ = run(lambda t, u: t.maximum(u), [x, x[::-1].copy()], device, upcast(0, 16))
+    np.testing.assert_array_equal(got, np.maximum(x, x[::-1]))
+    if device == "CPU":
+        assert "truncf" not in src and "__builtin_convertvector" in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_floor_division_and_modulo_by_powers_of_two(device: str) -> None:
+    a = np.arange(-20, 20, dtype=np.int32)
+    got, src = run(lambda t: t // 4, [a], device, upcast(0, 8))
+    np.testing.assert_array_equal(got, a // 4)
+    got, _ = run(lambda t: t % 8, [a], device, upcast(0, 8))
+    np.testing.assert_array_equal(got, a % 8)
+    got, _ = run(lambda t: t // 3, [a], device, upcast(0, 4))  # not a power of two: lane by lane
+    np.testing.assert_array_equal(got, a // 3)
+    if device == "CPU":
+        assert ">>2" in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_casts_bitcasts_and_selects(device: str) -> None:
+    a = np.array([-3.7, -0.2, 0.0, 1.5, 2.5, 1e3, -1e3, 7.0, 8.25, -9.5, 11.0, 0.75], np.float32)
+    got, src = run(lambda t: (t.cast("int32") * 3).cast("float32"), [a], device, upcast(0, 4))
+    np.testing.assert_array_equal(got, (a.astype(np.int32) * 3).astype(np.float32))
+    got, _ = run(lambda t: t.bitcast("int32") >> 3, [a], device, upcast(0, 4))
+    np.testing.assert_array_equal(got, a.view(np.int32) >> 3)
+    got, _ = run(lambda t: (t > 1).where(t, -t), [a], device, upcast(0, 4))
+    np.testing.assert_array_equal(got, np.where(a > 1, a, -a))
+    got, _ = run(lambda t: ((t > 1) & (t < 9)).where(1.0, 0.0), [a], device, upcast(0, 4))
+    np.testing.assert_array_equal(got, ((a > 1) & (a < 9)).astype(np.float32))
+    if device == "CPU":
+        assert "__builtin_convertvector" in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_lanes_gather_and_scatter(device: str) -> None:
+    a = np.arange(36, dtype=np.float32).reshape(6, 6)
+    got, src = run(lambda t: t.T + 1, [a], device, upcast(0, 2) + upcast(1, 2))
+    np.testing.assert_array_equal(got, a.T + 1)
+    if device == "CPU":
+        assert "(float2){" in src  # the lanes of a strided read are gathered into one vector
+
+
+def test_python_target_gets_scalar_code_only() -> None:
+    a = np.arange(16, dtype=np.float32)
+    out = Tensor(a, device="PYTHON") * 3
+    ((ast, _),) = kernels_of(schedule([out.uop]))
+    kernel, _ = compile_kernel(ast, "PYTHON", upcast(0, 8))
+    vectors = [u for u in kernel.linear.src
+               if u.shape and u.op not in (Ops.PARAM, Ops.BUFFER) and u.dtype != dtypes.index]
+    assert not vectors and [u.op for u in kernel.linear.src].count(Ops.STORE) == 8

@@ -1,0 +1,211 @@
+"""Devectorize: the vectors Expand made (values of shape (N,)) become what the target has, its vector types where
+the dialect has the op in vector form, and scalar code lane by lane everywhere else.
+
+Node by node, in graph order:
+- index arithmetic is always split into lanes, each simplified, so every address is an exact scalar expression;
+- a Load or Store whose lanes address consecutive elements becomes one vector access, Index(buf, base + iota),
+  which the renderer writes as a vector load or store; lanes that all address one element load it once (a scalar
+  that its users broadcast); other addresses gather (a Stack of scalar loads) or scatter (a Group of scalar
+  stores in lane order, so the last lane wins as it did in the copies);
+- an ALU op the target has in vector form stays one vector op (a comparison makes a lane mask, which feeds Where
+  and logic ops on values of its width); any other op is split into a Stack of its lanes;
+- a lane taken of a split vector folds into that lane.
+A target without vectors (the PYTHON interpreter) gets scalar code only, the program the copies would have made.
+"""
+
+from __future__ import annotations
+
+from uopviz.codegen.lanes import broadcast, iota, lane, width
+from uopviz.dtype import DType, dtypes
+from uopviz.runtime.device import Target
+from uopviz.uop.ops import GroupOp, Ops, UOp
+from uopviz.uop.pattern import graph_rewrite, set_recorder
+from uopviz.uop.symbolic import symbolic
+
+VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64})
+_LANEWISE = frozenset({Ops.ADD, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.MAX, Ops.RECIP, Ops.WHERE})
+_COMPARE = frozenset({Ops.CMPLT, Ops.CMPNE})
+_MEMORY = frozenset({Ops.PARAM, Ops.BUFFER})
+_VECTOR_FUNCTIONS = {"opencl": frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC}), "c": frozenset()}
+
+
+def _simplified(x: UOp) -> UOp:
+    """Symbolic simplification, not recorded: a detail of this pass, not a pass of its own."""
+    prev = set_recorder(None)
+    try:
+        return graph_rewrite(x, symbolic)
+    finally:
+        set_recorder(prev)
+
+
+def _is_memory(x: UOp) -> bool:
+    while x.op is Ops.AFTER:
+        x = x.src[0]
+    return x.op in _MEMORY
+
+
+class _Devectorizer:
+    def __init__(self, target: Target, emulated: frozenset[str]) -> None:
+        self.target, self.emulated = target, emulated
+        self.new: dict[UOp, UOp] = {}
+        self.mask: dict[UOp, int] = {}  # vector bools kept as masks: the lane width in bytes of their comparison
+
+    def storable(self, dt: DType, n: int) -> bool:
+        return n in self.target.vectors and dt in VECTOR_DTYPES and dt.name not in self.emulated
+
+    def lanes(self, x: UOp, n: int) -> list[UOp]:
+        return [lane(x, i) for i in range(n)]
+
+    def split(self, u: UOp, src: list[UOp]) -> UOp:
+        """u computed lane by lane."""
+        n = width(u)
+        return UOp(Ops.STACK, tuple(u.replace(src=tuple(lane(s, i) for s in src)) for i in range(n)))
+
+    def operand_ok(self, s: UOp, n: int, bytes_: int | None) -> bool:
+        """Whether a (new) source can feed an n-lane vector op whose masks are bytes_ wide."""
+        if not s.shape:
+            return not s.dtype.is_bool or bytes_ is not None
+        if s.dtype.is_bool:
+            return self.mask.get(s) == bytes_
+        return self.storable(s.dtype, n)
+
+    def alu(self, u: UOp, src: list[UOp]) -> UOp:
+        n, op = width(u), u.op
+        if self.target.dialect is not None and n in self.target.vectors and \
+                (form := _vector_form(u, src, self.target.dialect)) is not None:
+            return self.within(form, src)
+        vec = self.target.dialect is not None and n in self.target.vectors
+        operands = src[1:] if op is Ops.WHERE else src
+        dt = operands[0].dtype
+        if vec and op in _COMPARE and not dt.is_bool and self.storable(dt, n):
+            if all(self.operand_ok(s, n, None) for s in src):
+                out = u.replace(src=tuple(src))
+                self.mask[out] = dt.itemsize
+                return out
+        elif vec and dt.is_bool and op in (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE):
+            sizes = {self.mask.get(s) for s in src if s.shape}
+            if len(sizes) == 1 and None not in sizes and all(not s.shape or s in self.mask for s in src):
+                out = u.replace(src=tuple(src))
+                self.mask[out] = sizes.pop()  # type: ignore[assignment]
+                return out
+        elif vec and self.storable(u.dtype, n) and self._has_vector_form(u, dt):
+            bytes_ = u.dtype.itemsize if op is Ops.WHERE else None
+            if op is Ops.WHERE and src[0].shape and self.mask.get(src[0]) != bytes_:
+                return self.split(u, src)
+            if all(self.operand_ok(s, n, bytes_) for s in operands) and \
+                    (op is not Ops.WHERE or self.operand_ok(src[0], n, bytes_)):
+                return u.replace(src=tuple(src))
+        return self.split(u, src)
+
+    def _has_vector_form(self, u: UOp, dt: DType) -> bool:
+        op = u.op
+        if op in _LANEWISE:
+            return True
+        if op in (Ops.IDIV, Ops.MOD):  # C's truncating / and % are the floor forms only for non-negative operands
+            return dt.is_int and (dt.is_unsigned or all(isinstance(s.vmin, int) and s.vmin >= 0 for s in u.src))
+        if op is Ops.CAST:
+            return self.storable(dt, width(u))
+        if op is Ops.BITCAST:
+            return self.storable(dt, width(u)) and dt.itemsize == u.dtype.itemsize
+        return op in _VECTOR_FUNCTIONS[self.target.dialect or "c"] and dt.is_float
+
+    def within(self, form: UOp, leaves: list[UOp]) -> UOp:
+        """Devectorize a replacement built on already devectorized sources (its leaves)."""
+        outer, self.new = self.new, dict.fromkeys(leaves)
+        self.new.update({x: x for x in leaves})
+        try:
+            for x in form.toposort():
+                if x not in self.new:
+                    self.new[x] = self.node(x)
+            return self.new[form]
+        finally:
+            self.new = outer
+
+    def address(self, idx: UOp) -> tuple[UOp, list[UOp] | None]:
+        """(buffer, lane addresses) of a memory Index; lanes None for a scalar address."""
+        buf, addr = self.new[idx.src[0]], self.new[idx.src[1]]
+        return buf, (list(addr.src) if addr.shape else None)
+
+    def contiguous(self, addrs: list[UOp]) -> bool:
+        return all(_simplified(a - addrs[0]).op is Ops.CONST and _simplified(a - addrs[0]).arg.value == i
+                   for i, a in enumerate(addrs))
+
+    def load(self, u: UOp, src: list[UOp]) -> UOp:
+        buf, addrs = self.address(u.src[0])
+        rest = src[1:]
+        if addrs is None and not any(s.shape for s in rest):
+            return u.replace(src=tuple(src))
+        n = width(u)
+        if not any(s.shape for s in rest) and addrs is not None:
+            if all(a is addrs[0] for a in addrs):
+                return u.replace(src=(buf.index(addrs[0]), *rest))
+            if self.storable(u.dtype, n) and self.target.dialect is not None and not rest and self.contiguous(addrs):
+                return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))),))
+        at = addrs or [src[0].src[1]] * n
+        return UOp(Ops.STACK, tuple(u.replace(src=(buf.index(at[i]), *(lane(s, i) for s in rest))) for i in range(n)))
+
+    def store(self, u: UOp, src: list[UOp]) -> UOp:
+        buf, addrs = self.address(u.src[0])
+        val, gate = src[1], src[2:]
+        if addrs is None and not val.shape and not any(g.shape for g in gate):
+            return u.replace(src=tuple(src))
+        n = len(addrs) if addrs is not None else width(val) if val.shape else width(gate[0])
+        if addrs is not None and not any(g.shape for g in gate) and self.target.dialect is not None and \
+                self.storable(val.dtype, n) and self.contiguous(addrs) and (not val.shape or val.op is Ops.STACK or
+                                                                           self.operand_ok(val, n, None)):
+            return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))), broadcast(val, n), *gate))
+        at = addrs or [src[0].src[1]] * n
+        return UOp(Ops.GROUP, tuple(UOp(Ops.STORE, (buf.index(at[i]), lane(val, i), *(lane(g, i) for g in gate)))
+                                    for i in range(n)))
+
+    def node(self, u: UOp) -> UOp:
+        src = [self.new[s] for s in u.src]
+        op = u.op
+        if op is Ops.INDEX and _is_memory(u.src[0]):
+            return u.replace(src=tuple(src))  # the Load or Store that uses it decides its form
+        if op is Ops.LOAD:
+            return self.load(u, src)
+        if op is Ops.STORE:
+            return self.store(u, src)
+        if op is Ops.INDEX and u.src[0].shape and not u.shape:  # a lane of a vector
+            i = int(u.src[1].arg.value)
+            return src[0].src[i] if src[0].op is Ops.STACK else u.replace(src=tuple(src))
+        if not u.shape or (op not in GroupOp.Elementwise and op is not Ops.BITCAST):
+            return u.replace(src=tuple(src))
+        if u.dtype == dtypes.index:
+            return _simplified(self.split(u, src))
+        return self.alu(u, src)
+
+    def run(self, sink: UOp) -> UOp:
+        for u in sink.toposort():
+            self.new[u] = self.node(u)
+        return self.new[sink]
+
+
+def _vector_form(u: UOp, src: list[UOp], dialect: str) -> UOp | None:
+    """u rebuilt from ops with vector forms, where it has none itself: floor division and modulo by a power of
+    two as an arithmetic shift and a mask (two's complement makes them exact), and, in C, whose vector extensions
+    have no trunc, Trunc as a round trip through the same-width integer with the sign bit put back (-0.0 stays
+    -0.0), for lanes below 2^mantissa: larger floats are integers already and pass as they are."""
+    op, dt = u.op, u.dtype
+    if op in (Ops.IDIV, Ops.MOD) and dt.kind == "i" and src[1].op is Ops.CONST:
+        c = int(src[1].arg.value)
+        if c > 0 and c & (c - 1) == 0:
+            return src[0].alu(Ops.SHR, c.bit_length() - 1) if op is Ops.IDIV else src[0].alu(Ops.AND, c - 1)
+    if op is Ops.TRUNC and dialect == "c" and dt in (dtypes.float32, dtypes.float64):
+        it, ut = (dtypes.int32, dtypes.uint32) if dt is dtypes.float32 else (dtypes.int64, dtypes.uint64)
+        big, sign = float(2 ** (23 if dt is dtypes.float32 else 52)), 1 << (8 * dt.itemsize - 1)
+        x, bits = src[0], src[0].bitcast(ut)
+        known = isinstance(u.src[0].vmin, float) and -big < u.src[0].vmin and u.src[0].vmax < big
+        small = bits.alu(Ops.AND, sign - 1).bitcast(dt).alu(Ops.CMPLT, big)
+        t = (x if known else small.where(x, 0.0)).cast(it).cast(dt)
+        t = t.bitcast(ut).alu(Ops.OR, bits.alu(Ops.AND, sign)).bitcast(dt)
+        return t if known else small.where(t, x)
+    return None
+
+
+def devectorize(sink: UOp, target: Target) -> UOp:
+    """The kernel with each vector value in the target's vector type or split into scalar lanes."""
+    if not any(u.op is Ops.STACK and u.dtype == dtypes.index for u in sink.toposort()):
+        return sink
+    return _Devectorizer(target, target.emulated).run(sink)
