@@ -7,7 +7,7 @@ from uopviz import trace
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "__version__", "dtypes", "trace"]
 
 
