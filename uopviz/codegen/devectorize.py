@@ -51,10 +51,8 @@ class _Devectorizer:
         self.mask: dict[UOp, int] = {}  # vector bools kept as masks: the lane width in bytes of their comparison
 
     def storable(self, dt: DType, n: int) -> bool:
+        """Whether n lanes of dt make one of the target's vector types."""
         return n in self.target.vectors and dt in VECTOR_DTYPES and dt.name not in self.emulated
-
-    def lanes(self, x: UOp, n: int) -> list[UOp]:
-        return [lane(x, i) for i in range(n)]
 
     def split(self, u: UOp, src: list[UOp]) -> UOp:
         """u computed lane by lane."""
@@ -71,31 +69,29 @@ class _Devectorizer:
 
     def alu(self, u: UOp, src: list[UOp]) -> UOp:
         n, op = width(u), u.op
-        if self.target.dialect is not None and n in self.target.vectors and \
-                (form := _vector_form(u, src, self.target.dialect)) is not None:
+        if n not in self.target.vectors:
+            return self.split(u, src)
+        if (form := _vector_form(u, src, self.target.dialect or "")) is not None:
             return self.within(form, src)
-        vec = self.target.dialect is not None and n in self.target.vectors
-        operands = src[1:] if op is Ops.WHERE else src
-        dt = operands[0].dtype
-        if vec and op in _COMPARE and not dt.is_bool and self.storable(dt, n):
-            if all(self.operand_ok(s, n, None) for s in src):
-                out = u.replace(src=tuple(src))
-                self.mask[out] = dt.itemsize
-                return out
-        elif vec and dt.is_bool and op in (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE):
+        values = src[1:] if op is Ops.WHERE else src
+        dt = values[0].dtype
+        if op in _COMPARE and not dt.is_bool:  # lane masks as wide as the lanes compared
+            if self.storable(dt, n) and all(self.operand_ok(s, n, None) for s in src):
+                return self.keep(u, src, dt.itemsize)
+        elif dt.is_bool and op in (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE):  # logic on masks of one width
             sizes = {self.mask.get(s) for s in src if s.shape}
-            if len(sizes) == 1 and None not in sizes and all(not s.shape or s in self.mask for s in src):
-                out = u.replace(src=tuple(src))
-                self.mask[out] = sizes.pop()  # type: ignore[assignment]
-                return out
-        elif vec and self.storable(u.dtype, n) and self._has_vector_form(u, dt):
-            bytes_ = u.dtype.itemsize if op is Ops.WHERE else None
-            if op is Ops.WHERE and src[0].shape and self.mask.get(src[0]) != bytes_:
-                return self.split(u, src)
-            if all(self.operand_ok(s, n, bytes_) for s in operands) and \
-                    (op is not Ops.WHERE or self.operand_ok(src[0], n, bytes_)):
+            if len(sizes) == 1 and None not in sizes:
+                return self.keep(u, src, sizes.pop())
+        elif self.storable(u.dtype, n) and self._has_vector_form(u, dt):
+            bytes_ = u.dtype.itemsize if op is Ops.WHERE else None  # a select's mask is as wide as its values
+            if all(self.operand_ok(s, n, bytes_) for s in src):
                 return u.replace(src=tuple(src))
         return self.split(u, src)
+
+    def keep(self, u: UOp, src: list[UOp], mask_bytes: int) -> UOp:
+        out = u.replace(src=tuple(src))
+        self.mask[out] = mask_bytes
+        return out
 
     def _has_vector_form(self, u: UOp, dt: DType) -> bool:
         op = u.op
@@ -111,8 +107,7 @@ class _Devectorizer:
 
     def within(self, form: UOp, leaves: list[UOp]) -> UOp:
         """Devectorize a replacement built on already devectorized sources (its leaves)."""
-        outer, self.new = self.new, dict.fromkeys(leaves)
-        self.new.update({x: x for x in leaves})
+        outer, self.new = self.new, {x: x for x in leaves}
         try:
             for x in form.toposort():
                 if x not in self.new:
@@ -127,8 +122,9 @@ class _Devectorizer:
         return buf, (list(addr.src) if addr.shape else None)
 
     def contiguous(self, addrs: list[UOp]) -> bool:
-        return all(_simplified(a - addrs[0]).op is Ops.CONST and _simplified(a - addrs[0]).arg.value == i
-                   for i, a in enumerate(addrs))
+        """Whether lane i addresses element base + i (the differences simplify to those constants)."""
+        steps = [_simplified(a - addrs[0]) for a in addrs]
+        return all(d.op is Ops.CONST and d.arg.value == i for i, d in enumerate(steps))
 
     def load(self, u: UOp, src: list[UOp]) -> UOp:
         buf, addrs = self.address(u.src[0])
@@ -139,7 +135,7 @@ class _Devectorizer:
         if not any(s.shape for s in rest) and addrs is not None:
             if all(a is addrs[0] for a in addrs):
                 return u.replace(src=(buf.index(addrs[0]), *rest))
-            if self.storable(u.dtype, n) and self.target.dialect is not None and not rest and self.contiguous(addrs):
+            if self.storable(u.dtype, n) and not rest and self.contiguous(addrs):
                 return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))),))
         at = addrs or [src[0].src[1]] * n
         return UOp(Ops.STACK, tuple(u.replace(src=(buf.index(at[i]), *(lane(s, i) for s in rest))) for i in range(n)))
@@ -150,9 +146,8 @@ class _Devectorizer:
         if addrs is None and not val.shape and not any(g.shape for g in gate):
             return u.replace(src=tuple(src))
         n = len(addrs) if addrs is not None else width(val) if val.shape else width(gate[0])
-        if addrs is not None and not any(g.shape for g in gate) and self.target.dialect is not None and \
-                self.storable(val.dtype, n) and self.contiguous(addrs) and (not val.shape or val.op is Ops.STACK or
-                                                                           self.operand_ok(val, n, None)):
+        if addrs is not None and not any(g.shape for g in gate) and self.storable(val.dtype, n) and \
+                self.contiguous(addrs):
             return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))), broadcast(val, n), *gate))
         at = addrs or [src[0].src[1]] * n
         return UOp(Ops.GROUP, tuple(UOp(Ops.STORE, (buf.index(at[i]), lane(val, i), *(lane(g, i) for g in gate)))
