@@ -6,7 +6,7 @@ becomes Add(A, Neg(B)), Sqrt becomes Exp2/Log2), so a target's native ops are ke
 Every rule keeps the node's dtype and shape: constants are scalars of the operand's dtype and broadcast.
 
 The float algorithms (float32 and float64; float16/bfloat16 are computed in float32 and rounded back):
-- Exp2: x = n + f with n = ⌊x + ½⌋, |f| ≤ ½; 2^f by its Taylor series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋
+- Exp2: x = n + f with n the nearest integer to x (x + 1.5·2^mant − 1.5·2^mant), |f| ≤ ½; 2^f by its Taylor series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋
   and 2^(n−⌊n/2⌋) built from exponent bits, so huge results overflow to inf and tiny ones round once into
   subnormals or 0. Measured ≤ 1 ulp (float32, float64) over the whole input range.
 - Log2: subnormals scaled by 2^(p+1) first; the exponent field by Bitcast/Shr/And; the mantissa m = 1 + f put in
@@ -134,7 +134,8 @@ def _exp2(x: UOp) -> UOp:
     lo, hi = fm.exp2_range
     xc = _isnan(x).where(0.0, x)
     xc = (xc < hi).where(xc, hi).maximum(lo)
-    n = _floor(xc + 0.5)
+    big = 1.5 * 2.0 ** fm.mant  # adding and taking away 1.5·2^mant rounds |xc| < 2^(mant-1) to an integer in two ops
+    n = (xc + big) + -big
     p = _poly(xc - n, fm.exp2_poly)
     ni = n.cast(fm.sint)
     n1 = ni // 2
