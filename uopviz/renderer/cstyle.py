@@ -355,8 +355,8 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
         elif op is Ops.AFTER:
             w.expr[u] = s[0]
         elif op is Ops.STACK:
-            t = w.value_type(u)
-            w.expr[u] = f"(({t}){{{','.join(s)}}})" if d.name == "c" else f"(({t})({','.join(s)}))"
+            t, same = w.value_type(u), all(x is u.src[0] for x in u.src)  # OpenCL writes a repeated lane once
+            w.expr[u] = f"(({t}){{{','.join(s)}}})" if d.name == "c" else f"(({t})({s[0] if same else ','.join(s)}))"
         elif op is Ops.INDEX and u.shape:
             base = _strip(w.expr[u.src[1].src[0]])  # Index(buf, base + iota): a vector's address
             w.expr[u] = s[0] if base == "0" else f"{s[0]}+{base}"
