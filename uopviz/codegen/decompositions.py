@@ -6,9 +6,10 @@ becomes Add(A, Neg(B)), Sqrt becomes Exp2/Log2), so a target's native ops are ke
 Every rule keeps the node's dtype and shape: constants are scalars of the operand's dtype and broadcast.
 
 The float algorithms (float32 and float64; float16/bfloat16 are computed in float32 and rounded back):
-- Exp2: x = n + f with n the nearest integer to x (x + 1.5·2^mant − 1.5·2^mant), |f| ≤ ½; 2^f by its Taylor series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋
-  and 2^(n−⌊n/2⌋) built from exponent bits, so huge results overflow to inf and tiny ones round once into
-  subnormals or 0. Measured ≤ 1 ulp (float32, float64) over the whole input range.
+- Exp2: x = n + f with n the nearest integer to x (x + 1.5·2^mant − 1.5·2^mant), |f| ≤ ½; 2^f by its Taylor
+  series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋ and 2^(n−⌊n/2⌋) built from exponent bits, so huge results
+  overflow to inf and tiny ones round once into subnormals or 0. Measured ≤ 1 ulp (float32, float64) over the
+  whole input range.
 - Log2: subnormals scaled by 2^(p+1) first; the exponent field by Bitcast/Shr/And; the mantissa m = 1 + f put in
   [√½, √2); ln m = 2·atanh(s), s = f/(2+f), written as f − (h − s·(h + R)) with h = f²/2 and R the atanh series
   beyond its first term (as fdlibm does), so the rounding of the division only touches a small correction.
