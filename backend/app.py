@@ -1,54 +1,86 @@
-"""The FastAPI app: JSON routes over a TraceStore, error handlers that keep every failure JSON, and the web UI.
+"""The FastAPI app: JSON routes over a TraceStore and the tuning database, BEAM searches with their progress as
+server-sent events, error handlers that keep every failure JSON, and the web UI.
 
 Routes are plain functions, so FastAPI runs them in its thread pool: recording a kernel or replaying a long
-pass never blocks the event loop (and so never stalls other requests).
+pass never blocks the event loop (and so never stalls other requests). The one async route, the event stream,
+only reads what a search's reader thread has kept.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-from fastapi import FastAPI, Request
+import anyio
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse
+from fastapi.sse import EventSourceResponse
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 import uopviz
-from backend import frontend, views
+from backend import frontend, tuning, views
 from backend.display import OTHER_COLOUR
 from backend.models import (
     AppliedOpts,
     ApplyOpts,
     AxisTypeInfo,
+    BeamEvent,
+    BeamRequest,
+    BeamStarted,
     ErrorBody,
     KernelView,
     Meta,
     NewTrace,
     OpGroupInfo,
     OptSpec,
+    ResultView,
+    SearchDetail,
+    SearchSummary,
+    StartEvent,
     StepView,
     TraceDetail,
     TraceSummary,
 )
 from backend.recording import RecordError
 from backend.store import NotFound, TraceStore
+from backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
 from uopviz.codegen.opt import KernelOptError, Opt
+from uopviz.search.db import TuningDBError
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    404: {"model": ErrorBody, "description": "no such trace, context, pass, step or file"},
+    404: {"model": ErrorBody, "description": "no such trace, context, pass, step, file, search or BEAM job"},
     422: {"model": ErrorBody, "description": "invalid input"},
 }
 BODY_ERRORS = {**ERRORS, 400: {"model": ErrorBody, "description": "a body that is not JSON"}}
+DB_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS, 503: {"model": ErrorBody, "description": "the tuning database cannot be used (corrupt, from a newer "
+                                                       "uopviz, locked, unwritable): the detail names the file and "
+                                                       "the way out"}}
+BEAM_ERRORS: dict[int | str, dict[str, Any]] = {
+    **BODY_ERRORS, **DB_ERRORS, 409: {"model": ErrorBody, "description": "a BEAM search is running already"}}
+# The event stream's errors are JSON, not its own media type: spelled out, since FastAPI would document a model
+# given here as text/event-stream (ErrorBody is in the schema's components through the other routes).
+STREAM_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"description": e["description"],
+             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
+    for status, e in ERRORS.items()}
+EVENT_POLL_S = 0.1
 
 TraceId = Annotated[str, PathParam(examples=["gemm"])]
 Context = Annotated[int, PathParam(ge=0, examples=[1])]
 Index = Annotated[int, PathParam(ge=0, examples=[0])]
+SearchId = Annotated[int, PathParam(ge=1, le=2**63 - 1, examples=[1])]  # SQLite row ids are 64-bit
+JobId = Annotated[str, PathParam(description="a BEAM job's id, as starting it answered", examples=["3f9a0c12b7e4"])]
+KernelHash = Annotated[str | None, Query(description="only this kernel's (ContextInfo.kernel_hash)",
+                                         pattern="^[0-9a-f]+$", max_length=64, examples=["8ce5c084a69fcaaa"])]
 
 
 def meta(default_device: str) -> Meta:
@@ -61,14 +93,27 @@ def meta(default_device: str) -> Meta:
                 devices=available(), default_device=default_device)
 
 
+def _beam_job(request: Request, job: JobId) -> BeamJob:
+    """The BEAM job a path names (a dependency, so that an unknown one is a 404 before any event is sent)."""
+    return cast(BeamJobs, request.app.state.beams).get(job)
+
+
 def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.DIST,
                allowed_hosts: list[str] | None = None) -> FastAPI:
     """The app over `store`. `db` is the tuning database (None: the default one) for the tuning routes;
     `allowed_hosts`, when given, rejects requests for other Host names (a page on another site that rebinds
     its DNS name to 127.0.0.1 cannot reach the API, which can run scripts)."""
-    app = FastAPI(title="uopviz", version=uopviz.__version__,
-                  description="Recorded rewrites of the uopviz compiler: traces, passes, steps and kernels.")
-    app.state.store, app.state.db = store, db
+    beams = BeamJobs(db)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await anyio.to_thread.run_sync(beams.stop)  # a search is not left running past the server
+
+    app = FastAPI(title="uopviz", version=uopviz.__version__, lifespan=lifespan,
+                  description="Recorded rewrites of the uopviz compiler: traces, passes, steps and kernels; the "
+                              "tuning database; BEAM searches and their live progress.")
+    app.state.store, app.state.beams = store, beams
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     if allowed_hosts is not None:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
@@ -123,6 +168,54 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
         return AppliedOpts(name=kernel.name, source=kernel.source or "", axes=views.kernel_axes(kernel.name),
                            opts=[OptSpec(**o) for o in new.kernel_opts[0]], trace_id=new.id)
 
+    @app.get("/api/tuning/searches", response_model=list[SearchSummary], responses=DB_ERRORS)
+    def list_searches(kernel_hash: KernelHash = None,
+                      limit: Annotated[int, Query(ge=1, le=1000, description="at most this many")] = 200,
+                      ) -> list[SearchSummary]:
+        """Searches in the tuning database, newest first, with their status and best time and opts so far."""
+        return tuning.searches(beams.db, beams.live(), kernel_hash, limit)
+
+    @app.get("/api/tuning/searches/{sid}", response_model=SearchDetail, responses=DB_ERRORS)
+    def get_search(sid: SearchId) -> SearchDetail:
+        """One search: every candidate (parent, round, opts, program, timings or error), each round's summary,
+        and the winning path from the unoptimized kernel to the best candidate."""
+        return tuning.search(beams.db, sid, beams.live())
+
+    @app.get("/api/tuning/results", response_model=list[ResultView], responses=DB_ERRORS)
+    def list_results(kernel_hash: KernelHash = None) -> list[ResultView]:
+        """The best opts known per kernel and target (what realize() uses), newest first."""
+        return tuning.results(beams.db, kernel_hash)
+
+    @app.post("/api/traces/{trace_id}/contexts/{ci}/beam", response_model=BeamStarted, status_code=202,
+              responses=BEAM_ERRORS)
+    def start_beam(trace_id: TraceId, ci: Context, body: BeamRequest) -> BeamStarted:
+        """Start a BEAM search of a kernel context on its device, in the background (one at a time: 409 while
+        one runs). It searches even where the database has a result, and resumes an interrupted search of the
+        same kernel and parameters. Answers once the search has begun; follow it at /api/beam/{job}/events."""
+        st = store.get(trace_id)
+        root, device = views.kernel_root(st, ci)
+        with st.lock:
+            doc = st.trace.to_json()
+        job = beams.start(doc, root, device, body.width, body.max_rounds, st.trace.contexts[ci].name)
+        start = cast(StartEvent, job.events[0])  # start() returns once the first event is the start
+        return BeamStarted(job=job.id, search_id=start.search_id, kernel_name=start.kernel, device=start.device,
+                           resumed=start.resumed)
+
+    @app.get("/api/beam/{job}/events", response_class=EventSourceResponse, responses=STREAM_ERRORS)
+    async def beam_events(found: Annotated[BeamJob, Depends(_beam_job)]) -> AsyncIterator[BeamEvent]:
+        """A BEAM job's progress as server-sent events, each `data:` one JSON event: start, round, candidate,
+        round_end, and last a done or an error, after which the stream ends. Every stream replays the job from
+        its first event, so a page opened late (or reconnecting) sees the whole search; `seq` numbers them."""
+        seen = 0
+        while True:
+            new, over = found.since(seen)
+            for event in new:
+                yield event
+            seen += len(new)
+            if over:
+                return
+            await anyio.sleep(EVENT_POLL_S)
+
     frontend.mount(app, dist)
     return app
 
@@ -142,6 +235,15 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(KernelOptError)
     def bad_input(request: Request, exc: Exception) -> JSONResponse:
         return error(422, str(exc))
+
+    @app.exception_handler(Busy)
+    def busy(request: Request, exc: Exception) -> JSONResponse:
+        return error(409, str(exc))
+
+    @app.exception_handler(TuningDBError)
+    @app.exception_handler(BeamStartError)
+    def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        return error(503, str(exc))
 
     @app.exception_handler(RequestValidationError)
     def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,9 +3,9 @@ and /openapi.json is generated from them."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 Source = Literal["zoo", "file", "script", "opts"]
 
@@ -67,6 +67,8 @@ class ContextInfo(BaseModel):
     name: str
     kind: str
     axes: list[Axis] = Field(description="parsed from a kernel's name; [] for other contexts")
+    kernel_hash: str | None = Field(description="a kernel's content hash, as the tuning database keys it (the "
+                                                "input of its lowering); null for other contexts")
     passes: list[PassInfo]
 
 
@@ -159,3 +161,172 @@ class NewTrace(BaseModel):
         if self.zoo is None and (self.device is not None or self.small):
             raise ValueError("'device' and 'small' go with 'zoo'")
         return self
+
+
+# ---- the tuning database and BEAM searches ----
+SearchStatus = Literal["running", "done", "interrupted", "failed"]
+OPTS_DESCRIPTION = "the opts, applied in order, as OptSpec objects ({op, axis, arg})"
+MAX_BEAM_WIDTH = 16
+MAX_BEAM_ROUNDS = 16
+
+
+class TargetInfoView(BaseModel):
+    """A device as the tuning database tells devices apart ("" where a device has no such thing)."""
+
+    device: str
+    device_name: str
+    driver: str
+    compiler: str
+    compiler_version: str
+
+
+class SearchSummary(BaseModel):
+    id: int
+    kernel_name: str = Field(description="the kernel's name without opts")
+    kernel_hash: str = Field(description="content hash of the kernel (ContextInfo.kernel_hash)")
+    device: str
+    device_name: str
+    status: SearchStatus = Field(description="running: this server is running it; interrupted: stopped before it "
+                                             "finished (running it again resumes it), or run by another process")
+    error: str | None = Field(description="why a failed search failed")
+    width: int | None = Field(description="the beam width (params.beam)")
+    params: JsonValue = Field(description="the search's parameters: beam, max_rounds, threshold")
+    best_id: int | None = Field(description="the winner once done; else the fastest verified candidate so far")
+    best_s: float | None = Field(description="the best candidate's median time in seconds")
+    best_opts: JsonValue = Field(description=f"the best candidate's opts; {OPTS_DESCRIPTION}")
+    unoptimized_s: float | None = Field(description="median time of the kernel without opts")
+    n_candidates: int
+    started_at: float = Field(description="Unix time")
+    finished_at: float | None
+    job: str | None = Field(description="the BEAM job running it on this server (progress at /api/beam/{job}/events)")
+
+
+class CandidateView(BaseModel):
+    id: int
+    parent: int | None = Field(description="the candidate it extends by one opt; null for the unoptimized kernel")
+    round: int
+    opts: JsonValue = Field(description=OPTS_DESCRIPTION)
+    program_hash: str | None
+    uop_count: int | None = Field(description="instructions in its Linear program")
+    compile_s: float | None = Field(description="seconds to lower and compile it")
+    error: str | None = Field(description="why it failed to build, run, or give the right answer")
+    samples: list[float] = Field(description="seconds per timed run")
+    median_s: float | None
+    duplicate: bool = Field(description="its program is an earlier candidate's, so it was not timed again")
+
+
+class RoundView(BaseModel):
+    round: int
+    candidates: int
+    timed: int
+    failed: int
+    duplicates: int
+    best_id: int | None
+    best_s: float | None
+
+
+class SearchDetail(SearchSummary):
+    target: TargetInfoView
+    action_space_version: int
+    uopviz_version: str
+    rounds: list[RoundView]
+    candidates: list[CandidateView] = Field(description="by round, then in the order they were measured")
+    winning_path: list[int] = Field(description="candidate ids from the unoptimized kernel to the best one, each "
+                                                "the parent of the next")
+
+
+class ResultView(BaseModel):
+    """The best opts known for a kernel on a target."""
+
+    kernel_name: str
+    kernel_hash: str
+    target: TargetInfoView
+    action_space_version: int
+    uopviz_version: str
+    opts: JsonValue = Field(description=OPTS_DESCRIPTION)
+    median_s: float
+    search_id: int | None = Field(description="the search that found it (null once that search is gone)")
+    created_at: float
+
+
+class BeamRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    width: int = Field(description="the beam width: how many of a round's best kernels the next round extends",
+                       ge=1, le=MAX_BEAM_WIDTH, examples=[2])
+    max_rounds: int = Field(default=8, ge=1, le=MAX_BEAM_ROUNDS, description="the most rounds after round 0",
+                            examples=[2])
+
+
+class BeamStarted(BaseModel):
+    job: str = Field(description="the job's id: its progress is at /api/beam/{job}/events")
+    search_id: int = Field(description="the search in the tuning database (/api/tuning/searches/{search_id})")
+    kernel_name: str
+    device: str
+    resumed: bool = Field(description="an interrupted search of the same kernel and parameters was continued")
+
+
+class _Event(BaseModel):
+    seq: int = Field(description="1, 2, ...: the event's place in the job's stream")
+
+
+class StartEvent(_Event):
+    event: Literal["start"]
+    search_id: int
+    kernel: str
+    device: str
+    resumed: bool
+    stored: int = Field(description="candidates stored by an interrupted run of the search, reused")
+
+
+class RoundEvent(_Event):
+    """A round began, or grew (round 0 gets the heuristic's kernel after the unoptimized one)."""
+
+    event: Literal["round"]
+    round: int
+    candidates: int = Field(description="the round's candidates so far")
+    measured: int = Field(description="of them, those already measured")
+
+
+class CandidateEvent(_Event):
+    event: Literal["candidate"]
+    round: int
+    id: int
+    parent: int | None
+    opts: JsonValue = Field(description=OPTS_DESCRIPTION)
+    time_s: float | None = Field(description="its median time; null when it failed or is a duplicate")
+    error: str | None
+    duplicate: bool
+    measured: bool = Field(description="false: taken from an interrupted run of the search")
+    best_s: float | None = Field(description="the search's best time so far")
+
+
+class RoundEndEvent(_Event):
+    event: Literal["round_end"]
+    round: int
+    best_id: int | None
+    best_s: float | None
+
+
+class DoneEvent(_Event):
+    event: Literal["done"]
+    search_id: int | None
+    name: str = Field(description="the kernel's name with the chosen opts")
+    opts: JsonValue = Field(description=OPTS_DESCRIPTION)
+    time_s: float
+    unoptimized_s: float | None
+    heuristic_s: float | None
+    rounds: int
+    candidates: int
+
+
+class ErrorEvent(_Event):
+    event: Literal["error"]
+    kind: Literal["database", "kernel", "interrupted", "failed"] = Field(
+        description="database: the tuning database cannot be used; kernel: this kernel cannot be searched on its "
+                    "device; interrupted: the search was stopped (running it again resumes it); failed: anything else")
+    detail: str
+
+
+BeamEvent = Annotated[StartEvent | RoundEvent | CandidateEvent | RoundEndEvent | DoneEvent | ErrorEvent,
+                      Field(discriminator="event")]
+"""One event of a BEAM job's progress stream; the last is always a `done` or an `error`."""

@@ -10,6 +10,7 @@ import threading
 import webbrowser
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -21,16 +22,22 @@ LOOPBACK = ("127.0.0.1", "localhost")
 
 
 class _Server(uvicorn.Server):
-    """A uvicorn server that says when it is listening (so the URL is printed only once it answers)."""
+    """A uvicorn server that says when it is listening (so the URL is printed only once it answers), and on
+    Ctrl-C first stops what would keep it from stopping: uvicorn waits for open responses before it shuts the
+    app down, and a BEAM progress stream stays open until its search ends."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None], on_exit: Callable[[], None]) -> None:
         super().__init__(config)
-        self._on_ready = on_ready
+        self._on_ready, self._on_exit = on_ready, on_exit
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started:
             self._on_ready()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
 
 
 def fill(store: TraceStore, files: Sequence[str]) -> None:
@@ -88,7 +95,8 @@ def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: s
     if host not in LOOPBACK:
         print(f"uopviz: warning: listening on {host}: whoever reaches this address can read the traces and run "
               "scripts on this machine through the API", file=sys.stderr)
-    app = create_app(store, db=Path(db) if db else None, allowed_hosts=list(LOOPBACK) if host in LOOPBACK else None)
+    app = create_app(store, db=Path(db).resolve() if db else None,
+                     allowed_hosts=list(LOOPBACK) if host in LOOPBACK else None)
 
     def ready() -> None:
         print(f"uopviz: serving {len(store)} traces at {url}  (Ctrl-C to stop)", flush=True)
@@ -96,7 +104,8 @@ def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: s
             threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
 
     try:
-        _Server(uvicorn.Config(app, log_level="warning"), ready).run(sockets=[sock])
+        _Server(uvicorn.Config(app, log_level="warning"), ready, lambda: app.state.beams.stop(wait=False)).run(
+            sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shuts down on SIGINT, then raises it again for the default handler
         print("uopviz: stopped", flush=True)
     return 0

@@ -46,7 +46,7 @@ def summary(st: StoredTrace) -> TraceSummary:
 
 def detail(st: StoredTrace) -> TraceDetail:
     return TraceDetail(id=st.id, name=st.name, source=st.source, device=st.device, contexts=[
-        ContextInfo(index=i, name=c.name, kind=c.kind, axes=_axes_of(c), passes=[
+        ContextInfo(index=i, name=c.name, kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(c), passes=[
             PassInfo(index=j, name=p.name, stage=p.stage, depth=p.depth, parent=p.parent, steps=len(p.steps),
                      error=p.error) for j, p in enumerate(c.passes)])
         for i, c in enumerate(st.trace.contexts)])
@@ -54,6 +54,18 @@ def detail(st: StoredTrace) -> TraceDetail:
 
 def _axes_of(c: TraceContext) -> list[Axis]:
     return kernel_axes(c.name) if c.kind == "kernel" else []
+
+
+def _first_pass(c: TraceContext) -> TracePass | None:
+    """A context's first top-level pass: its input is the graph the context began with."""
+    return next((p for p in c.passes if p.depth == 0), None)
+
+
+def _kernel_hash(c: TraceContext) -> str | None:
+    """A kernel's content hash: the id of the graph its lowering began with, which is the node_id the tuning
+    database keys the kernel by (trace ids are content ids)."""
+    first = _first_pass(c) if c.kind == "kernel" else None
+    return None if first is None else first.input
 
 
 def _context(st: StoredTrace, ci: int) -> TraceContext:
@@ -119,20 +131,26 @@ def kernel(st: StoredTrace, ci: int) -> KernelView:
                       opts=[OptSpec(**o) for o in st.kernel_opts.get(ci, [])], axes=_axes_of(c))
 
 
-def kernel_input(st: StoredTrace, ci: int) -> tuple[UOp, str]:
-    """The graph a kernel context's lowering began with (its first pass's input), rebuilt, and the device to
-    lower it for: what applying opts starts from."""
+def kernel_root(st: StoredTrace, ci: int) -> tuple[str, str]:
+    """The id of the graph a kernel context's lowering began with (its first pass's input), and the device to
+    lower it for: what applying opts and BEAM searches start from."""
     c = _kernel_context(st, ci)
-    first = next((p for p in c.passes if p.depth == 0), None)
+    first = _first_pass(c)
     if first is None:
         raise NotFound(f"kernel {c.name} has no recorded passes")
     device = _device(st, sorted(st.trace.nodes_of(first.input)))
     if device is None:
         raise RecordError(f"kernel {c.name} names no device to lower it for")
+    return first.input, device
+
+
+def kernel_input(st: StoredTrace, ci: int) -> tuple[UOp, str]:
+    """kernel_root's graph, rebuilt, and its device."""
+    root, device = kernel_root(st, ci)
     try:
-        return st.trace.uop(first.input), device
+        return st.trace.uop(root), device
     except TraceFormatError as e:
-        raise RecordError(f"kernel {c.name} cannot be rebuilt from this trace: {e}") from None
+        raise RecordError(f"kernel {st.trace.contexts[ci].name} cannot be rebuilt from this trace: {e}") from None
 
 
 def _device(st: StoredTrace, nodes: list[str]) -> str | None:

@@ -7,7 +7,7 @@ import { LayoutEngine } from "./graph/layout.js";
 import { legend } from "./graph/legend.js";
 import { GraphView } from "./graph/view.js";
 import { kernelName } from "./names.js";
-import { renderBeam } from "./panels/beam.js";
+import { BeamPanel } from "./panels/beam.js";
 import { KernelPanel } from "./panels/kernel.js";
 import { renderRewrite } from "./panels/rewrite.js";
 import { Sidebar } from "./sidebar.js";
@@ -46,6 +46,7 @@ export class App {
     this.kernelPanel = new KernelPanel(this.els.kernel, this.meta, this.axisColors, (opts) => this.applyOpts(opts), (tid) =>
       this.go({ tid, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite" }, true),
     );
+    this.beamPanel = new BeamPanel(this.els.beam, this.source, this.axisColors, (patch, push) => this.go(patch, push));
     this.els.legend.replaceWith((this.els.legend = legend(this.meta)));
     if (this.useHash) this.listen(window, "hashchange", () => this.onHash());
     await this.render();
@@ -53,6 +54,7 @@ export class App {
 
   destroy() {
     this.token++;
+    this.beamPanel?.destroy();
     for (const undo of this.cleanups) undo();
     this.layouts.close();
     this.root.replaceChildren();
@@ -274,7 +276,7 @@ export class App {
       TABS.map((tab) => h("button", { class: `uv-tab${tab === s.tab ? " uv-active" : ""}`, dataset: { tab }, onclick: () => this.go({ tab }) }, TAB_TITLES[tab])),
     );
     for (const tab of TABS) this.els[tab].hidden = tab !== s.tab;
-    if (s.tab === "beam") renderBeam(this.els.beam, ctx);
+    if (s.tab === "beam") this.beamPanel.show(trace, ctx, s);
   }
 
   async updateKernel(ctx) {

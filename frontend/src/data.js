@@ -1,5 +1,5 @@
-// The UI reads everything through a data source: an object with these six async methods. Each resolves
-// to the JSON of the matching `uopviz serve` route and rejects with a DataError (status, detail):
+// The UI reads everything through a data source: an object with these async methods. Each resolves to the
+// JSON of the matching `uopviz serve` route and rejects with a DataError (status, detail):
 //
 //   meta()                     GET  /api/meta
 //   traces()                   GET  /api/traces
@@ -7,6 +7,15 @@
 //   step(tid, ci, pi, k)       GET  /api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}
 //   kernel(tid, ci)            GET  /api/traces/{tid}/contexts/{ci}/kernel
 //   applyOpts(tid, ci, opts)   POST /api/traces/{tid}/contexts/{ci}/opts  {"opts": opts}
+//   searches(kernelHash)       GET  /api/tuning/searches[?kernel_hash=]    (null: every kernel's)
+//   search(sid)                GET  /api/tuning/searches/{sid}
+//   results(kernelHash)        GET  /api/tuning/results[?kernel_hash=]
+//   startBeam(tid, ci, width, maxRounds)
+//                              POST /api/traces/{tid}/contexts/{ci}/beam  {"width", "max_rounds"}
+//
+// and one subscription: beamEvents(job, onEvent) calls onEvent with each progress event of a BEAM job (the
+// JSON of GET /api/beam/{job}/events, from its first event on, each once), ending with a "done" or an
+// "error" event, and returns a function that stops it. A lost connection ends it with an error event.
 //
 // httpSource() implements it over HTTP; the Jupyter widget implements the same methods over its comm.
 
@@ -40,17 +49,41 @@ export function httpSource(base = "") {
     return body;
   };
   const ctx = (tid, ci) => ["traces", tid, "contexts", ci];
+  const post = (href, body) => call(href, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const byKernel = (href, kernelHash) => (kernelHash == null ? href : `${href}?kernel_hash=${encodeURIComponent(kernelHash)}`);
   return {
     meta: () => call(url("meta")),
     traces: () => call(url("traces")),
     trace: (tid) => call(url("traces", tid)),
     step: (tid, ci, pi, k) => call(url(...ctx(tid, ci), "passes", pi, "steps", k)),
     kernel: (tid, ci) => call(url(...ctx(tid, ci), "kernel")),
-    applyOpts: (tid, ci, opts) =>
-      call(url(...ctx(tid, ci), "opts"), {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ opts }),
-      }),
+    applyOpts: (tid, ci, opts) => post(url(...ctx(tid, ci), "opts"), { opts }),
+    searches: (kernelHash = null) => call(byKernel(url("tuning", "searches"), kernelHash)),
+    search: (sid) => call(url("tuning", "searches", sid)),
+    results: (kernelHash = null) => call(byKernel(url("tuning", "results"), kernelHash)),
+    startBeam: (tid, ci, width, maxRounds) => post(url(...ctx(tid, ci), "beam"), { width, max_rounds: maxRounds }),
+    beamEvents: (job, onEvent) => {
+      const stream = new EventSource(url("beam", job, "events"));
+      let seen = 0;
+      let over = false;
+      const close = () => {
+        over = true;
+        stream.close();
+      };
+      stream.onmessage = (message) => {
+        const event = JSON.parse(message.data);
+        if (over || event.seq <= seen) return; // a reconnected stream replays the job from its start
+        seen = event.seq;
+        onEvent(event);
+        if (event.event === "done" || event.event === "error") close();
+      };
+      // While the browser reconnects by itself the stream is CONNECTING; CLOSED means it gave up.
+      stream.onerror = () => {
+        if (over || stream.readyState !== EventSource.CLOSED) return;
+        close();
+        onEvent({ event: "error", kind: "failed", detail: "lost the connection to the search's progress stream" });
+      };
+      return close;
+    },
   };
 }

@@ -19,7 +19,7 @@ export class Sidebar {
         return [
           h(
             "button",
-            { class: `uv-trace${open ? " uv-active" : ""}`, dataset: { tid: t.id }, title: `${t.id} (${t.source})`, onclick: () => this.go({ tid: t.id, ci: null, pi: 0, k: 0, opts: null }, true) },
+            { class: `uv-trace${open ? " uv-active" : ""}`, dataset: { tid: t.id }, title: `${t.id} (${t.source})`, onclick: () => this.go({ tid: t.id, ci: null, pi: 0, k: 0, opts: null, search: null }, true) },
             h("span", { class: "uv-trace-name" }, t.source === "opts" ? kernelName(t.name, this.axisColors) : t.name),
             h("span", { class: "uv-count" }, `${t.contexts}`),
           ),
@@ -48,7 +48,7 @@ export class Sidebar {
         return [
           h(
             "button",
-            { class: `uv-ctx${open ? " uv-active" : ""}`, dataset: { ci: c.index, name: c.name, kind: c.kind }, onclick: () => this.go({ ci: c.index, pi: 0, k: 0, opts: null }, true) },
+            { class: `uv-ctx${open ? " uv-active" : ""}`, dataset: { ci: c.index, name: c.name, kind: c.kind }, onclick: () => this.go({ ci: c.index, pi: 0, k: 0, opts: null, search: null }, true) },
             c.kind === "kernel" ? kernelName(c.name, this.axisColors) : h("span", { class: "uv-kname" }, c.name),
             h("span", { class: "uv-kind" }, c.kind),
           ),

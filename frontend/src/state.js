@@ -1,5 +1,6 @@
 // The view lives in the URL hash: #/t/gemm/c/1/p/3/s/5/o/SPLIT:0:4:UPCAST:0/v/kernel
-//   t trace id, c context index, p pass index, s step, o the kernel's opts, v the side-panel tab.
+//   t trace id, c context index, p pass index, s step, o the kernel's opts, v the side-panel tab,
+//   b the BEAM search shown in the BEAM tab (its id in the tuning database).
 // Without o the kernel is shown as compiled (with the opts the compiler chose); with it, lowered again with
 // exactly the opts listed ("-": none). An opt is written OP:axis:arg..., several joined by ",":
 //   SPLIT:0:4:UPCAST:0 (factor, target AxisType, top 0/1), PADTO:1:32, SWAP:0:2, NOLOCALS.
@@ -7,7 +8,7 @@
 export const TABS = ["rewrite", "kernel", "beam"];
 
 export function emptyState() {
-  return { tid: null, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite" };
+  return { tid: null, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite", search: null };
 }
 
 export function formatOpts(opts) {
@@ -37,6 +38,7 @@ export function formatHash(s) {
   let hash = `#/t/${encodeURIComponent(s.tid)}/c/${s.ci}/p/${s.pi}/s/${s.k}`;
   if (s.opts) hash += `/o/${formatOpts(s.opts)}`;
   if (s.tab !== "rewrite") hash += `/v/${s.tab}`;
+  if (s.search != null) hash += `/b/${s.search}`;
   return hash;
 }
 
@@ -59,4 +61,4 @@ export function parseHash(hash) {
   return s;
 }
 
-const NUMBERS = { c: "ci", p: "pi", s: "k" };
+const NUMBERS = { c: "ci", p: "pi", s: "k", b: "search" };

@@ -373,7 +373,9 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
     assert set(doc["paths"]) == {"/api/meta", "/api/traces", "/api/traces/{trace_id}",
                                  "/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}",
                                  "/api/traces/{trace_id}/contexts/{ci}/kernel",
-                                 "/api/traces/{trace_id}/contexts/{ci}/opts"}
+                                 "/api/traces/{trace_id}/contexts/{ci}/opts",
+                                 "/api/traces/{trace_id}/contexts/{ci}/beam", "/api/beam/{job}/events",
+                                 "/api/tuning/searches", "/api/tuning/searches/{sid}", "/api/tuning/results"}
     step = doc["paths"]["/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}"]["get"]
     assert set(step["responses"]) == {"200", "404", "422"}
     assert json.dumps(doc).count("ErrorBody") >= 2

@@ -3,6 +3,7 @@ get a 5xx, and every answer has the status codes and body shapes the schema docu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,21 +16,36 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from backend.app import create_app
-from backend.store import TraceStore
+from backend.recording import record_zoo
+from backend.store import StoredTrace, TraceStore
+from uopviz.search.db import TuningDB
+from uopviz.search.keys import CacheKey, TargetInfo
 
 # the schema is read at import; the traces are recorded by the fixture, so a failure there is a test failure
 _store = TraceStore("CPU")
-schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_store, dist=Path(__file__).parent / "no-dist"))
+_app = create_app(_store, dist=Path(__file__).parent / "no-dist")
+schema = schemathesis.openapi.from_asgi("/openapi.json", _app)
 
 
 @pytest.fixture(autouse=True)
-def _traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A few recorded traces, and an empty working directory, so that generated `path` and `script` strings
-    open and run no real file."""
+def _traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A few recorded traces, an empty working directory (so that generated `path` and `script` strings open and
+    run no real file), and a tuning database of each test's own with one search (id 1, as the examples say). The
+    gemm the examples name is the small one, so a BEAM search that a generated request starts ends in seconds;
+    one left running is stopped."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    with TuningDB() as db:
+        h = db.begin_search(CacheKey.of("8ce5c084a69fcaaa", TargetInfo("CPU"), 1), "r_L4", "ast", {"beam": 1})
+        best = db.add_candidate(h.id, None, 0, [], "p0", 12, 0.1, None, [2e-6, 1e-6, 3e-6])
+        db.add_candidate(h.id, best, 1, [{"op": "SPLIT", "axis": 0, "arg": [3, "UPCAST", False]}], None, None, 0.1,
+                         "4 is not divisible by 3", [])
+        db.finish_search(h.id, best)
     if not len(_store):
-        _store.record_zoo("gemm")  # the id the schema's examples name
+        _store.add(StoredTrace("gemm", "gemm", "zoo", "CPU", record_zoo("gemm", "CPU", small=True)))
         _store.record_zoo("softmax", small=True)
+    yield
+    _app.state.beams.stop()
 
 
 @schema.parametrize()

@@ -15,12 +15,18 @@ import httpx
 import pytest
 
 from uopviz.cli import main
+from uopviz.search.db import TuningDB
+from uopviz.search.keys import CacheKey, TargetInfo
 
 
 def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     env = {**os.environ, "UOPVIZ_CACHE_DIR": str(tmp_path / "cache"), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with TuningDB(tmp_path / "picked.db") as db:  # --db: the tuning routes read this file, not the default one
+        h = db.begin_search(CacheKey.of("8ce5c084a69fcaaa", TargetInfo("CPU"), 1), "r_L4", "ast", {"beam": 3})
+        db.finish_search(h.id, db.add_candidate(h.id, None, 0, [], "p0", 12, 0.1, None, [1e-6]))
+    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0", "--db",
+                             "picked.db"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=tmp_path)
     timer = threading.Timer(60, proc.kill)  # a server that never comes up fails the test instead of hanging it
     timer.start()
     try:
@@ -31,6 +37,8 @@ def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
         assert r.status_code == 200
         assert [t["id"] for t in r.json()][:3] == ["gemm", "batched_gemm", "conv2d"] and len(r.json()) == 12
         assert httpx.get(url + "api/traces/gemm", timeout=10).json()["contexts"][1]["name"] == "r_L1024_L1024_R1024"
+        searches = httpx.get(url + "api/tuning/searches", timeout=10).json()
+        assert [(s["kernel_name"], s["width"], s["status"]) for s in searches] == [("r_L4", 3, "done")]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -23,7 +23,7 @@ from uopviz.realize import compile_kernel, default_opts, kernels_of, schedule
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.device import Kernel
 from uopviz.search import BeamResult, beam
-from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Pool, _unflatten, cache_key
+from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
 from uopviz.search.beam_cli import _coloured
 from uopviz.search.db import TuningDB
 from uopviz.search.timing import Workbench
@@ -221,12 +221,41 @@ def test_progress_line() -> None:
     for stream in (tty, log):
         p = Progress(stream=stream)
         p.add("r_L4", 1, 3, 1)
-        p.step(2e-3)
-        p.end_round(2e-3)
+        p.candidate(1, _Node(7, (), None, "h", 2e-3, None), 3, measured=True)  # type: ignore[arg-type]
+        p.end_round()
         p.finish()
     assert tty.getvalue().startswith("\rbeam r_L4: round 1, 1/3 candidates, best -\x1b[K")
     assert "\rbeam r_L4: round 1, 2/3 candidates, best 2.00 ms\x1b[K" in tty.getvalue()
     assert log.getvalue() == "beam r_L4: round 1, 2/3 candidates, best 2.00 ms\n"
+
+
+def test_progress_events_tell_the_whole_search(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A hook hears every candidate the database stores, in order, each round's best, and nothing on stderr."""
+    events: list[dict[str, Any]] = []
+    ast, _ = kernel("max")
+    r = beam(ast, 2, "CPU", db=db_path, max_rounds=2, progress=events.append)
+    json.dumps(events)  # JSON-ready
+    assert "beam " not in capsys.readouterr().err  # the hook takes the place of the status line
+    start, *rest = events
+    assert start == {"event": "start", "search_id": r.search_id, "kernel": r.kernel_name, "device": "CPU",
+                     "resumed": False, "stored": 0}
+    cands = [e for e in rest if e["event"] == "candidate"]
+    with TuningDB(db_path) as db:
+        stored = db.candidates(r.search_id)  # type: ignore[arg-type]
+    assert [(e["id"], e["parent"], e["round"], e["opts"], e["error"]) for e in cands] == \
+        [(c.id, c.parent_id, c.round, c.opts, c.error) for c in stored]
+    assert all(e["time_s"] == c.median_s and e["duplicate"] == (not c.samples and c.error is None) and e["measured"]
+               for e, c in zip(cands, stored, strict=True))
+    ends = [e for e in rest if e["event"] == "round_end"]
+    assert r.rounds >= 1 and [e["round"] for e in ends] == list(range(r.rounds + 1))
+    assert ends[-1]["best_s"] == r.time_s and next(c for c in stored if c.id == ends[-1]["best_id"]).opts == \
+        [o.to_json() for o in r.opts]
+    rounds = [e for e in rest if e["event"] == "round"]
+    assert rounds[-1]["candidates"] == sum(c.round == r.rounds for c in stored)
+    # each round is announced before its candidates and closed after them
+    order = [(e["event"], e["round"]) for e in rest]
+    for n in range(r.rounds + 1):
+        assert order.index(("round", n)) < order.index(("candidate", n)) < order.index(("round_end", n))
 
 
 # ---- uopviz beam ----

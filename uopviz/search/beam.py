@@ -34,7 +34,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -63,6 +63,8 @@ COMPILED_IN_WORKER = frozenset({"CPU"})
 parent only loads them. Elsewhere (OpenCL) a program cannot leave its process, and workers only lower."""
 
 FlatUOp = list[tuple[Any, tuple[int, ...], Any, Any]]
+ProgressHook = Callable[[dict[str, Any]], None]
+"""Receives a search's progress events as JSON-ready dicts (see Progress), e.g. to stream them to a web page."""
 
 
 class BeamError(RuntimeError):
@@ -100,12 +102,13 @@ def cache_key(ast: UOp, device: str) -> CacheKey:
 
 def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
          max_rounds: int = 8, threshold: float = 0.01, force: bool = False, workers: int | None = None,
-         timeout_s: float = 60.0, progress: bool = True, seed: int = 0) -> BeamResult:
+         timeout_s: float = 60.0, progress: bool | ProgressHook = True, seed: int = 0) -> BeamResult:
     """The best opts BEAM of `width` finds for a kernel (as `kernels_of` gives it) on device (None: the default).
 
     db: a TuningDB or its path (default: the default database). force: search again although the database has
     a result. workers: compile processes (default: one per core). timeout_s: the most one candidate may take to
-    lower and compile. progress: a status line on stderr. seed: of the random inputs candidates are checked on.
+    lower and compile. progress: True for a status line on stderr, or a ProgressHook that receives every event
+    instead. seed: of the random inputs candidates are checked on.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
@@ -122,7 +125,7 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
                 return answer
             params = {"beam": width, "max_rounds": max_rounds, "threshold": threshold}
             search = _Search(ast, device, tdb, key, params, workers or os.cpu_count() or 1, timeout_s, seed,
-                             Progress(enabled=progress))
+                             Progress(enabled=progress is True, hook=None if isinstance(progress, bool) else progress))
             result = search.run(width, max_rounds, threshold)
         forget_default_opts()  # realize() picks the new result up
         return result
@@ -138,30 +141,53 @@ def format_seconds(s: float | None) -> str:
 
 
 class Progress:
-    """The search's status line on a stream (stderr): rewritten in place on a terminal, one line per finished
-    round otherwise (a log should not fill with carriage returns)."""
+    """How a search is going: a status line on a stream (stderr; rewritten in place on a terminal, one line per
+    finished round otherwise, so a log does not fill with carriage returns), and/or events to a hook.
 
-    def __init__(self, enabled: bool = True, stream: TextIO | None = None) -> None:
-        self.enabled = enabled
+    The hook receives dicts, each with "event":
+      start      search_id, kernel, device, resumed (an interrupted search continued), stored (its candidates)
+      round      round, candidates (so far; sent again when round 0 grows by the heuristic's kernel), measured
+      candidate  round, id, parent, opts, time_s (median; null when failed or a copy), error, duplicate (the
+                 program of an earlier candidate, not timed again), measured (false: stored by an interrupted run),
+                 best_s (the best time so far)
+      round_end  round, best_s, best_id (the fastest verified candidate so far)
+    """
+
+    def __init__(self, enabled: bool = True, stream: TextIO | None = None, hook: ProgressHook | None = None) -> None:
+        self.enabled, self.hook = enabled, hook
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
-        self.name, self.round, self.done, self.total, self.best_s = "", 0, 0, 0, None
+        self.name, self.round, self.done, self.total = "", 0, 0, 0
+        self.best_s: float | None = None
+        self.best_id: int | None = None
+
+    def begin(self, name: str, device: str, search_id: int, resumed: bool, stored: int) -> None:
+        self._emit("start", search_id=search_id, kernel=name, device=device, resumed=resumed, stored=stored)
 
     def add(self, name: str, round: int, total: int, done: int) -> None:
         """More candidates for a round (`done` of them already measured)."""
         if (name, round) != (self.name, self.round):
             self.name, self.round, self.total, self.done = name, round, 0, 0
         self.total, self.done = self.total + total, self.done + done
+        self._emit("round", round=round, candidates=self.total, measured=self.done)
         if self.tty:
             self._show()
 
-    def step(self, best_s: float | None) -> None:
-        self.done, self.best_s = self.done + 1, best_s
-        if self.tty:
-            self._show()
+    def candidate(self, round: int, node: _Node, parent: int | None, measured: bool) -> None:
+        """A candidate of the round: measured now, or (measured False) stored by an interrupted run (then `add`
+        counted it as done)."""
+        if node.ok and (self.best_s is None or node.time < self.best_s):
+            self.best_s, self.best_id = node.time, node.id
+        self._emit("candidate", round=round, id=node.id, parent=parent, opts=_opts_json(node.opts),
+                   time_s=node.median_s if node.error is None else None, error=node.error,
+                   duplicate=node.median_s is None and node.error is None, measured=measured, best_s=self.best_s)
+        if measured:
+            self.done += 1
+            if self.tty:
+                self._show()
 
-    def end_round(self, best_s: float | None) -> None:
-        self.best_s = best_s
+    def end_round(self) -> None:
+        self._emit("round_end", round=self.round, best_s=self.best_s, best_id=self.best_id)
         if not self.tty:
             self._show()
 
@@ -169,6 +195,10 @@ class Progress:
         if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.hook is not None:
+            self.hook({"event": event, **fields})
 
     def _show(self) -> None:
         if not self.enabled:
@@ -232,6 +262,7 @@ class _Search:
             self.progress.finish()
 
     def _run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
+        self.progress.begin(self.name, self.device, self.handle.id, self.handle.resumed, len(self.handle.candidates))
         self._new(self.sched0)
         base = self.evaluate([((), None, self.sched0)], 0)[0]
         if not base.ok:
@@ -240,7 +271,7 @@ class _Search:
         heur = tuple(heuristic_opts(self.sched0))
         h_sched = _apply(self.sched0, heur)
         h_node = self.evaluate([(heur, base.id, h_sched)], 0)[0] if self._new(h_sched) else None
-        self.progress.end_round(self.best_s)
+        self.progress.end_round()
         beam = self._top([base, *([h_node] if h_node else [])], width)
         best, rounds = beam[0], 0
         for r in range(1, max_rounds + 1):
@@ -249,7 +280,7 @@ class _Search:
                 break
             rounds = r
             new = self._top(self.evaluate(children, r), width)
-            self.progress.end_round(self.best_s)
+            self.progress.end_round()
             if not new:
                 break
             gained = new[0].time < best.time * (1 - threshold)
@@ -290,10 +321,11 @@ class _Search:
         out = []
         for item, c in zip(items, stored, strict=True):
             if c is not None:
-                out.append(self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error)))
+                node = self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error))
             else:
-                out.append(self._measure(item, round, next(built)))
-                self.progress.step(self.best_s)
+                node = self._measure(item, round, next(built))
+            self.progress.candidate(round, node, item[1], measured=c is None)
+            out.append(node)
         return out
 
     def _measure(self, item: Item, round: int, b: _Built) -> _Node:

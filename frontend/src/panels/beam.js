@@ -1,17 +1,389 @@
-// The BEAM tab: where a kernel's BEAM searches are plotted (candidate times per round, the winning path)
-// once the data source serves tuning results; until then it says that none is available.
+// The BEAM tab: start a BEAM search of the kernel shown (a width and a number of rounds) and follow it live;
+// browse the searches in the tuning database. A search is drawn as candidate times per round with its winning
+// path, whose opts are listed step by step and can be opened in the Kernel tab.
 import { fill, h } from "../dom.js";
+import { kernelName } from "../names.js";
+import { beamChart, describeOpts, formatSeconds } from "./beam-chart.js";
+import { describeOpt } from "./kernel.js";
 
-export function renderBeam(el, ctx) {
-  fill(
-    el,
-    h("div", { class: "uv-section-title" }, "BEAM search"),
-    h(
-      "p",
-      { class: "uv-hint" },
-      ctx.kind === "kernel"
-        ? "No BEAM search of this kernel is available from this server. Searches appear here as candidate times per round, with the winning path of opts."
-        : "BEAM searches are per kernel: pick a kernel context.",
-    ),
-  );
+const LIMITS = { width: [1, 16], rounds: [1, 16] }; // as the server checks them
+
+// The chain of candidates from the unoptimized kernel to `bestId`, each the parent of the next.
+function pathTo(candidates, bestId) {
+  const byId = new Map(candidates.map((c) => [c.id, c]));
+  const path = [];
+  for (let c = byId.get(bestId); c && !path.includes(c.id); c = byId.get(c.parent)) path.unshift(c.id);
+  return path;
+}
+
+const timed = (c) => c.error == null && c.median_s != null;
+
+function ago(t) {
+  const s = Date.now() / 1000 - t;
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(t * 1000).toLocaleDateString();
+}
+
+export class BeamPanel {
+  // go(patch, push) changes the view state (the search shown, or the Kernel tab with opts).
+  constructor(el, source, axisColors, go) {
+    this.el = el;
+    this.source = source;
+    this.axisColors = axisColors;
+    this.go = go;
+    this.form = { width: 2, rounds: 8 };
+    this.all = false; // list every kernel's searches, not only this kernel's
+    this.key = null; // trace/context/all whose list is loaded
+    this.sid = undefined; // the search shown (the view state's)
+    this.list = null;
+    this.results = [];
+    this.listError = null;
+    this.detail = null;
+    this.detailError = null;
+    this.live = null; // the search this page started or found running: its events so far
+    this.picked = null; // a candidate clicked in the chart
+    this.startError = null;
+    this.starting = false;
+    this.frame = 0;
+  }
+
+  destroy() {
+    this.live?.close();
+    cancelAnimationFrame(this.frame);
+  }
+
+  // Called whenever the app renders with this tab open; reloads only what the kernel or search changed.
+  show(trace, ctx, state) {
+    this.tid = trace.id;
+    this.ctx = ctx;
+    const changed = this.listKey() !== this.key || state.search !== this.sid;
+    if (this.listKey() !== this.key) this.loadList();
+    if (state.search !== this.sid) {
+      this.sid = state.search;
+      this.picked = null;
+      this.loadSearch();
+    }
+    if (changed) this.render();
+  }
+
+  listKey() {
+    return `${this.tid}/${this.ctx.index}/${this.all}`;
+  }
+
+  kernelHash() {
+    return this.ctx.kind === "kernel" ? this.ctx.kernel_hash : null;
+  }
+
+  async loadList() {
+    const key = (this.key = this.listKey());
+    const hash = this.all ? null : this.kernelHash();
+    try {
+      const [list, results] = await Promise.all([this.source.searches(hash), hash ? this.source.results(hash) : []]);
+      if (key !== this.key) return;
+      [this.list, this.results, this.listError] = [list, results, null];
+    } catch (err) {
+      if (key !== this.key) return;
+      [this.list, this.results, this.listError] = [null, [], err.message];
+    }
+    this.render();
+  }
+
+  async loadSearch() {
+    const sid = this.sid;
+    if (sid == null) {
+      [this.detail, this.detailError] = [null, null];
+      return;
+    }
+    try {
+      const detail = await this.source.search(sid);
+      if (sid !== this.sid) return;
+      [this.detail, this.detailError] = [detail, null];
+      if (detail.job && detail.job !== this.live?.job) this.follow(detail.job, sid); // running: follow it
+    } catch (err) {
+      if (sid !== this.sid) return;
+      [this.detail, this.detailError] = [null, err.message];
+    }
+    this.render();
+  }
+
+  async start() {
+    [this.starting, this.startError] = [true, null];
+    this.render();
+    try {
+      const { job, search_id: sid } = await this.source.startBeam(this.tid, this.ctx.index, this.form.width, this.form.rounds);
+      this.follow(job, sid);
+      this.go({ search: sid }, true);
+      this.loadList(); // with the new search in it
+    } catch (err) {
+      this.startError = err.message;
+    }
+    this.starting = false;
+    this.render();
+  }
+
+  follow(job, sid) {
+    this.live?.close();
+    const live = { job, sid, candidates: new Map(), round: 0, inRound: 0, measured: 0, state: "running", message: null, done: null };
+    this.live = live;
+    live.close = this.source.beamEvents(job, (event) => this.onEvent(live, event));
+  }
+
+  onEvent(live, e) {
+    if (live !== this.live) return;
+    if (e.event === "round") [live.round, live.inRound, live.measured] = [e.round, e.candidates, e.measured];
+    else if (e.event === "round_end") this.loadList(); // the list's best time and count
+    else if (e.event === "candidate") {
+      live.candidates.set(e.id, { id: e.id, parent: e.parent, round: e.round, opts: e.opts, median_s: e.time_s, error: e.error, duplicate: e.duplicate, samples: [] });
+      if (e.measured) live.measured++;
+    } else if (e.event === "done" || e.event === "error") {
+      [live.state, live.done, live.message] = [e.event, e.event === "done" ? e : null, e.event === "error" ? e.detail : null];
+      this.refresh();
+    }
+    this.scheduleRender();
+  }
+
+  // After a search ends: the database's account of it, and the list with its final status.
+  refresh() {
+    this.loadList();
+    if (this.sid != null) this.loadSearch();
+  }
+
+  scheduleRender() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.render();
+    });
+  }
+
+  // The search shown: the database's account, with the candidates a search followed live has reported since.
+  // Its best is the fastest verified candidate (as the search's winner is; ties go to the earlier one).
+  view() {
+    const live = this.live?.sid === this.sid ? this.live : null;
+    const d = this.detail;
+    if (!live) return d;
+    const byId = new Map(live.candidates);
+    for (const c of d?.candidates ?? []) byId.set(c.id, c); // the database's account has the samples
+    const candidates = [...byId.values()].sort((a, b) => a.round - b.round || a.id - b.id);
+    const best = candidates.filter(timed).reduce((b, c) => (b && b.median_s <= c.median_s ? b : c), null);
+    return {
+      ...(d ?? { id: this.sid, kernel_name: "", kernel_hash: this.kernelHash(), device: "", width: null, error: null }),
+      status: live.state === "running" ? "running" : (d?.status ?? "done"),
+      candidates,
+      best_id: best?.id ?? null,
+      best_s: best?.median_s ?? null,
+      winning_path: pathTo(candidates, best?.id),
+      unoptimized_s: d?.unoptimized_s ?? candidates.find((c) => c.parent == null && timed(c))?.median_s ?? null,
+    };
+  }
+
+  render() {
+    if (!this.ctx) return;
+    const isKernel = this.ctx.kind === "kernel";
+    fill(
+      this.el,
+      h("div", { class: "uv-section-title" }, "BEAM search", isKernel && kernelName(this.ctx.name, this.axisColors)),
+      isKernel ? this.renderForm() : h("p", { class: "uv-hint" }, "BEAM searches are per kernel: pick a kernel context to search it. Every search in the database is listed below."),
+      this.renderLive(),
+      this.renderSearch(),
+      this.renderList(),
+    );
+  }
+
+  renderForm() {
+    const running = this.live?.state === "running";
+    const number = (key, label, title) =>
+      h(
+        "label",
+        { class: "uv-beam-field", title },
+        label,
+        h("input", {
+          class: `uv-beam-${key}`,
+          type: "number",
+          min: LIMITS[key][0],
+          max: LIMITS[key][1],
+          value: this.form[key],
+          oninput: (e) => (this.form[key] = Number(e.target.value)),
+        }),
+      );
+    return [
+      h(
+        "form",
+        {
+          class: "uv-beam-form",
+          onsubmit: (event) => {
+            event.preventDefault();
+            this.start();
+          },
+        },
+        number("width", "width", "how many of a round's fastest kernels the next round extends"),
+        number("rounds", "rounds", "the most rounds after round 0 (it stops early when a round gains under 1%)"),
+        h("button", { class: "uv-button uv-primary uv-beam-start", type: "submit", disabled: this.starting || running }, running ? "Searching…" : "Search"),
+      ),
+      this.startError && h("div", { class: "uv-error uv-opt-error uv-beam-error" }, this.startError),
+    ];
+  }
+
+  renderLive() {
+    const live = this.live;
+    if (!live || live.sid !== this.sid) return null;
+    if (live.state === "running") {
+      const best = this.view()?.best_s;
+      return h("div", { class: "uv-beam-status uv-beam-progress" }, h("span", { class: "uv-beam-spinner" }), `round ${live.round} · ${live.measured}/${live.inRound} candidates measured · best ${formatSeconds(best)}`);
+    }
+    if (live.state === "done") {
+      const d = live.done;
+      return h("div", { class: "uv-beam-status uv-beam-outcome" }, "Done: ", kernelName(d.name, this.axisColors), ` in ${formatSeconds(d.time_s)} after ${d.rounds} rounds, ${d.candidates} candidates`);
+    }
+    return h("div", { class: "uv-beam-status uv-error" }, live.message);
+  }
+
+  renderSearch() {
+    if (this.detailError) return h("p", { class: "uv-error" }, this.detailError);
+    const s = this.view();
+    if (!s) return this.sid == null ? null : h("p", { class: "uv-hint" }, "Loading the search…");
+    const live = this.live?.sid === this.sid && this.live.state === "running" ? this.live : null;
+    const best = s.candidates.find((c) => c.id === s.best_id);
+    const picked = s.candidates.find((c) => c.id === this.picked);
+    return h(
+      "div",
+      { class: "uv-beam-search", dataset: { sid: s.id, status: s.status } },
+      h(
+        "div",
+        { class: "uv-label" },
+        `Search #${s.id} `,
+        h("span", { class: `uv-beam-pill uv-pill-${s.status}` }, s.status),
+        h("span", { class: "uv-dim" }, ` ${[s.kernel_name, s.device, s.width && `width ${s.width}`].filter(Boolean).join(" · ")}`),
+      ),
+      h("div", { class: "uv-beam-chart-box" }, beamChart(s, { rounds: live?.round ?? 0, picked: this.picked, onPick: (id) => ((this.picked = id), this.render()) })),
+      h(
+        "div",
+        { class: "uv-beam-key" },
+        h("span", {}, h("i", { class: "uv-beam-key-dot" }), "candidate"),
+        h("span", {}, h("i", { class: "uv-beam-key-dot uv-on-path" }), "winning path"),
+        h("span", {}, h("i", { class: "uv-beam-key-dot uv-best" }), "best"),
+        h("span", {}, h("b", { class: "uv-error" }, "×"), " failed"),
+        h("span", { class: "uv-dim" }, "click a candidate for its opts"),
+      ),
+      best ? this.renderWinner(s, best) : h("p", { class: "uv-hint" }, s.error ?? "No candidate has been timed yet."),
+      picked && this.renderCandidate(picked, s),
+    );
+  }
+
+  renderWinner(s, best) {
+    const byId = new Map(s.candidates.map((c) => [c.id, c]));
+    const speedup = s.unoptimized_s && best.median_s ? s.unoptimized_s / best.median_s : null;
+    return h(
+      "div",
+      { class: "uv-beam-winner" },
+      h(
+        "div",
+        { class: "uv-label" },
+        s.status === "done" ? "Winner " : "Best so far ",
+        h("span", { class: "uv-dim" }, `${formatSeconds(best.median_s)}${speedup ? ` · ${speedup.toFixed(2)}× as fast as unoptimized (${formatSeconds(s.unoptimized_s)})` : ""}`),
+      ),
+      h(
+        "ol",
+        { class: "uv-beam-path-list" },
+        s.winning_path.map((id) => {
+          const c = byId.get(id);
+          const added = c.opts.length ? describeOpt(c.opts[c.opts.length - 1]) : "unoptimized";
+          return h(
+            "li",
+            { class: `uv-beam-step${id === this.picked ? " uv-active" : ""}`, dataset: { id }, onclick: () => ((this.picked = id), this.render()) },
+            h("span", { class: "uv-chip uv-opt-chip" }, added),
+            h("span", { class: "uv-dim" }, ` round ${c.round} · ${formatSeconds(c.median_s)}`),
+          );
+        }),
+      ),
+      this.openButton(s, best.opts, s.status === "done" ? "Open the winner in the Kernel tab" : "Open the best so far in the Kernel tab"),
+    );
+  }
+
+  renderCandidate(c, s) {
+    const facts = [
+      ["time", c.error ? null : c.median_s == null ? "same program as an earlier candidate" : `${formatSeconds(c.median_s)} (median of ${c.samples.length || "?"} runs)`],
+      ["error", c.error],
+      ["program", c.program_hash],
+      ["uops", c.uop_count],
+      ["compile", c.compile_s != null ? formatSeconds(c.compile_s) : null],
+    ].filter(([, v]) => v != null);
+    return h(
+      "div",
+      { class: "uv-beam-picked" },
+      h("div", { class: "uv-label" }, `Candidate #${c.id} `, h("span", { class: "uv-dim" }, `round ${c.round}${c.parent != null ? `, from #${c.parent}` : ""}`)),
+      h("div", { class: "uv-applied" }, c.opts.length ? c.opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(o))) : h("span", { class: "uv-dim" }, "no opts (the unoptimized kernel)")),
+      h("dl", { class: "uv-beam-facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "error" ? "uv-error" : "" }, String(v))])),
+      this.openButton(s, c.opts, "Open in the Kernel tab"),
+    );
+  }
+
+  // Opts of the kernel shown can be opened in the Kernel tab (a search of another kernel's cannot).
+  openButton(s, opts, label) {
+    if (this.kernelHash() == null || s.kernel_hash !== this.kernelHash()) return null;
+    return h("button", { class: "uv-button uv-beam-open", title: describeOpts(opts), onclick: () => this.go({ opts, tab: "kernel" }, true) }, label);
+  }
+
+  renderList() {
+    const isKernel = this.kernelHash() != null;
+    const toggle =
+      isKernel &&
+      h(
+        "label",
+        { class: "uv-beam-all uv-dim" },
+        h("input", {
+          type: "checkbox",
+          checked: this.all,
+          onchange: (e) => {
+            this.all = e.target.checked;
+            this.loadList();
+            this.render();
+          },
+        }),
+        " every kernel",
+      );
+    const mine = isKernel && !this.all;
+    const title = h("div", { class: "uv-label uv-beam-list-title" }, mine ? "Searches of this kernel" : "Searches in the database", toggle);
+    if (this.listError) return [title, h("p", { class: "uv-error uv-beam-list-error" }, this.listError)];
+    if (!this.list) return [title, h("p", { class: "uv-hint" }, "Loading…")];
+    return [
+      this.results.map((r) =>
+        h(
+          "p",
+          { class: "uv-beam-result uv-hint" },
+          `Tuned on ${r.target.device_name || r.target.device}: ${formatSeconds(r.median_s)} with `,
+          h("span", { class: "uv-chip uv-opt-chip" }, describeOpts(r.opts)),
+          r.search_id != null && [" (", h("a", { href: "#", onclick: (e) => (e.preventDefault(), this.go({ search: r.search_id }, true)) }, `search #${r.search_id}`), ")"],
+        ),
+      ),
+      title,
+      this.list.length
+        ? h(
+            "table",
+            { class: "uv-beam-list" },
+            h("thead", {}, h("tr", {}, ["#", !mine && "kernel", "device", "width", "best", "cands", "started", "status"].map((t) => t && h("th", {}, t)))),
+            h(
+              "tbody",
+              {},
+              this.list.map((s) =>
+                h(
+                  "tr",
+                  { class: `uv-beam-row${s.id === this.sid ? " uv-active" : ""}`, dataset: { sid: s.id }, onclick: () => this.go({ search: s.id }, true) },
+                  h("td", {}, s.id),
+                  !mine && h("td", {}, kernelName(s.kernel_name, this.axisColors)),
+                  h("td", { title: s.device_name }, s.device),
+                  h("td", {}, s.width ?? "–"),
+                  h("td", {}, formatSeconds(s.best_s)),
+                  h("td", {}, s.n_candidates),
+                  h("td", { title: new Date(s.started_at * 1000).toLocaleString() }, ago(s.started_at)),
+                  h("td", {}, h("span", { class: `uv-beam-pill uv-pill-${s.status}`, title: s.error ?? "" }, s.status)),
+                ),
+              ),
+            ),
+          )
+        : h("p", { class: "uv-hint uv-beam-none" }, mine ? "No search of this kernel yet." : "The tuning database has no searches yet."),
+    ];
+  }
 }

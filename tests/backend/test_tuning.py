@@ -1,0 +1,244 @@
+"""The tuning database and BEAM searches over HTTP: a search started on a kernel streams its progress as server-sent
+events to its end, and the tuning routes then show exactly what it stored (candidates, rounds, the winning path,
+the result); one search at a time (409); a stopped search is shown as interrupted and resumes; a client that
+leaves a stream breaks nothing; bad ids are 404, bad bodies 422, and a corrupt database a 503 naming the file."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from backend.app import create_app
+from backend.store import TraceStore
+from uopviz.search.db import TuningDB
+
+BEAM = "/api/traces/{tid}/contexts/{ci}/beam"
+SMALL = {"width": 2, "max_rounds": 2}
+
+
+@pytest.fixture(scope="module")
+def tiny() -> TraceStore:
+    """Zoo kernels small enough to search in a second: max (one kernel) and sum, at their small sizes."""
+    s = TraceStore("CPU")
+    s.record_zoo("max", small=True)
+    s.record_zoo("sum", small=True)
+    return s
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "tuning.db"
+
+
+@pytest.fixture
+def client(tiny: TraceStore, db: Path, missing_dist: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(tiny, db=db, dist=missing_dist)) as c:
+        yield c
+
+
+def events_of(text: str) -> list[dict[str, Any]]:
+    """The JSON events of a server-sent event stream (each `data:` line one event)."""
+    return [json.loads(line.removeprefix("data: ")) for line in text.splitlines() if line.startswith("data: ")]
+
+
+def kernel_of(c: TestClient, tid: str) -> dict[str, Any]:
+    return c.get(f"/api/traces/{tid}").json()["contexts"][1]
+
+
+def wait_for(predicate: Any, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_search_streams_its_progress_and_the_routes_show_what_it_stored(client: TestClient, db: Path) -> None:
+    kernel = kernel_of(client, "max-small")
+    r = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL)
+    assert r.status_code == 202, r.json()
+    started = r.json()
+    assert (started["kernel_name"], started["device"], started["resumed"]) == (kernel["name"], "CPU", False)
+    busy = client.post(BEAM.format(tid="sum-small", ci=1), json=SMALL)
+    assert busy.status_code == 409 and "running already" in busy.json()["detail"]
+    (listed,) = client.get("/api/tuning/searches").json()
+    assert (listed["id"], listed["status"], listed["job"]) == (started["search_id"], "running", started["job"])
+
+    stream = client.get(f"/api/beam/{started['job']}/events")
+    assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+    events = events_of(stream.text)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    first, done = events[0], events[-1]
+    assert first == {"seq": 1, "event": "start", "search_id": started["search_id"], "kernel": kernel["name"],
+                     "device": "CPU", "resumed": False, "stored": 0}
+    assert done["event"] == "done" and done["search_id"] == started["search_id"]
+    assert client.get(f"/api/beam/{started['job']}/events").text == stream.text  # a late reader sees it all
+
+    sid = started["search_id"]
+    s = client.get(f"/api/tuning/searches/{sid}").json()
+    assert (s["status"], s["job"], s["kernel_hash"], s["width"]) == ("done", None, kernel["kernel_hash"], 2)
+    cands = s["candidates"]
+    streamed = [e for e in events if e["event"] == "candidate"]
+    assert [(e["id"], e["parent"], e["round"], e["opts"], e["error"], e["time_s"]) for e in streamed] == [
+        (c["id"], c["parent"], c["round"], c["opts"], c["error"], None if c["error"] else c["median_s"]) for c in cands]
+    with TuningDB(db) as tdb:  # the database the app was given is the one the search wrote
+        assert [c.id for c in tdb.candidates(sid)] == [c["id"] for c in cands]
+    timed = [c for c in cands if c["median_s"] is not None and c["error"] is None]
+    best = min(timed, key=lambda c: c["median_s"])
+    assert (s["best_id"], s["best_s"], s["best_opts"]) == (best["id"], done["time_s"], done["opts"]) == \
+        (best["id"], best["median_s"], best["opts"])
+    path = s["winning_path"]
+    by_id = {c["id"]: c for c in cands}
+    assert by_id[path[0]]["opts"] == [] and by_id[path[0]]["parent"] is None and path[-1] == s["best_id"]
+    assert all(by_id[b]["parent"] == a and by_id[b]["opts"][:-1] == by_id[a]["opts"] for a, b in pairwise(path))
+    assert s["unoptimized_s"] == by_id[path[0]]["median_s"] == done["unoptimized_s"]
+    assert [r["round"] for r in s["rounds"]] == list(range(done["rounds"] + 1))
+    for rv in s["rounds"]:
+        in_round = [c for c in cands if c["round"] == rv["round"]]
+        assert rv["candidates"] == len(in_round) == rv["timed"] + rv["failed"] + rv["duplicates"]
+        assert rv["best_s"] == min(c["median_s"] for c in in_round if c in timed)
+    ends = [e for e in events if e["event"] == "round_end"]
+    assert ends[-1]["best_id"] == s["best_id"]
+
+    (result,) = client.get("/api/tuning/results").json()
+    assert (result["kernel_hash"], result["opts"], result["search_id"], result["median_s"]) == \
+        (kernel["kernel_hash"], done["opts"], sid, done["time_s"])
+    other = kernel_of(client, "sum-small")["kernel_hash"]
+    assert client.get("/api/tuning/searches", params={"kernel_hash": other}).json() == []
+    assert client.get("/api/tuning/results", params={"kernel_hash": other}).json() == []
+    assert [x["id"] for x in client.get("/api/tuning/searches", params={"kernel_hash": kernel["kernel_hash"]}).json()] \
+        == [sid]
+
+
+def test_a_stopped_search_is_interrupted_and_resumes(tiny: TraceStore, db: Path, missing_dist: Path) -> None:
+    app = create_app(tiny, db=db, dist=missing_dist)
+    with TestClient(app) as c:
+        started = c.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
+        job = app.state.beams.get(started["job"])
+        wait_for(lambda: any(e.event == "candidate" for e in job.since(0)[0]))
+    # shutting the app down stopped the search: its stream ends saying so, its candidates are kept
+    last = job.since(0)[0][-1]
+    assert (last.event, getattr(last, "kind", None)) == ("error", "interrupted")
+    with TestClient(create_app(tiny, db=db, dist=missing_dist)) as c:
+        (s,) = c.get("/api/tuning/searches").json()
+        assert (s["id"], s["status"], s["job"]) == (started["search_id"], "interrupted", None)
+        again = c.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
+        assert (again["search_id"], again["resumed"]) == (started["search_id"], True)
+        events = events_of(c.get(f"/api/beam/{again['job']}/events").text)
+        assert events[0]["stored"] == s["n_candidates"] > 0 and events[-1]["event"] == "done"
+        reused = [e for e in events if e["event"] == "candidate" and not e["measured"]]
+        assert len(reused) == s["n_candidates"]
+        assert c.get(f"/api/tuning/searches/{started['search_id']}").json()["status"] == "done"
+
+
+def test_a_search_process_that_dies_ends_its_stream_saying_so(client: TestClient) -> None:
+    """A crash (a candidate that kills the process, the OOM killer) is no hang: the stream ends with an error."""
+    started = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
+    beams = client.app.state.beams  # type: ignore[attr-defined]
+    beams._running[1].kill()
+    events = events_of(client.get(f"/api/beam/{started['job']}/events").text)
+    assert events[-1]["event"] == "error" and events[-1]["kind"] == "failed"
+    assert "exit status -9" in events[-1]["detail"]
+    assert client.get(f"/api/tuning/searches/{started['search_id']}").json()["status"] == "interrupted"
+    again = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL)  # nothing is left running
+    assert again.status_code == 202 and again.json()["resumed"]
+    assert events_of(client.get(f"/api/beam/{again.json()['job']}/events").text)[-1]["event"] == "done"
+
+
+def test_a_client_that_leaves_a_stream_breaks_nothing(tiny: TraceStore, db: Path, missing_dist: Path,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    server = uvicorn.Server(uvicorn.Config(create_app(tiny, db=db, dist=missing_dist), log_level="warning"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 30)
+        started = httpx.post(url + BEAM.format(tid="max-small", ci=1), json=SMALL, timeout=60).json()
+        with httpx.stream("GET", f"{url}/api/beam/{started['job']}/events", timeout=60) as s:
+            first = next(line for line in s.iter_lines() if line)
+        assert json.loads(first.removeprefix("data: "))["event"] == "start"  # ... and the client is gone
+        assert httpx.get(url + "/api/meta", timeout=10).status_code == 200
+        events = events_of(httpx.get(f"{url}/api/beam/{started['job']}/events", timeout=60).text)
+        assert events[-1]["event"] == "done"  # the search went on to its end
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+@pytest.mark.parametrize(("method", "url"), [
+    ("post", BEAM.format(tid="nope", ci=1)), ("post", BEAM.format(tid="max-small", ci=0)),
+    ("post", BEAM.format(tid="max-small", ci=9)), ("get", "/api/beam/nope/events"),
+    ("get", "/api/tuning/searches/1")])
+def test_unknown_ids_are_404_json(client: TestClient, method: str, url: str) -> None:
+    r = getattr(client, method)(url, **({"json": SMALL} if method == "post" else {}))
+    assert r.status_code == 404 and r.json()["detail"], r.json()
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    ({}, "body.width: Field required"), ({"width": 0}, "body.width: Input should be greater than or equal to 1"),
+    ({"width": 17}, "body.width: Input should be less than or equal to 16"), ({"width": "x"}, "body.width"),
+    ({"width": 2, "max_rounds": 0}, "body.max_rounds"), ({"width": 2, "max_rounds": 99}, "body.max_rounds"),
+    ({"width": 2, "force": True}, "body.force: Extra inputs are not permitted")])
+def test_bad_beam_bodies_are_422(client: TestClient, body: dict[str, Any], words: str) -> None:
+    r = client.post(BEAM.format(tid="max-small", ci=1), json=body)
+    assert r.status_code == 422 and words in r.json()["detail"], r.json()
+
+
+@pytest.mark.parametrize(("method", "url"), [
+    ("get", "/api/tuning/searches/0"), ("get", "/api/tuning/searches/x"), ("get", f"/api/tuning/searches/{2**63}"),
+    ("get", "/api/tuning/searches?limit=0"),
+    ("get", "/api/tuning/results?kernel_hash="), ("post", BEAM.format(tid="max-small", ci=-1))])
+def test_bad_params_are_422(client: TestClient, method: str, url: str) -> None:
+    r = getattr(client, method)(url, **({"json": SMALL} if method == "post" else {}))
+    assert r.status_code == 422 and r.json()["errors"], r.json()
+
+
+def test_a_kernel_that_names_no_device_cannot_be_searched(store: TraceStore, db: Path, missing_dist: Path) -> None:
+    with TestClient(create_app(store, db=db, dist=missing_dist)) as c:
+        r = c.post(BEAM.format(tid="broken", ci=0), json=SMALL)
+    assert r.status_code == 422 and "names no device" in r.json()["detail"]
+
+
+def test_reading_a_missing_database_creates_nothing(client: TestClient, db: Path) -> None:
+    assert client.get("/api/tuning/searches").json() == client.get("/api/tuning/results").json() == []
+    r = client.get("/api/tuning/searches/1")
+    assert r.status_code == 404 and str(db) in r.json()["detail"]
+    assert not db.exists()
+
+
+def test_a_corrupt_database_is_503_naming_the_file(client: TestClient, db: Path) -> None:
+    db.write_bytes(b"this is not an SQLite database, whatever its name says" * 100)
+    for url in ("/api/tuning/searches", "/api/tuning/results", "/api/tuning/searches/1"):
+        r = client.get(url)
+        assert r.status_code == 503 and str(db) in r.json()["detail"] and "uopviz cache clear" in r.json()["detail"]
+    for _ in range(2):  # the search cannot begin, and leaves nothing running behind it
+        r = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL)
+        assert r.status_code == 503 and str(db) in r.json()["detail"], r.json()
+
+
+def test_openapi_documents_the_tuning_routes(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    paths = doc["paths"]
+    assert {"/api/tuning/searches", "/api/tuning/searches/{sid}", "/api/tuning/results",
+            "/api/traces/{trace_id}/contexts/{ci}/beam", "/api/beam/{job}/events"} <= set(paths)
+    beam = paths["/api/traces/{trace_id}/contexts/{ci}/beam"]["post"]
+    assert set(beam["responses"]) == {"202", "400", "404", "409", "422", "503"}
+    stream = paths["/api/beam/{job}/events"]["get"]["responses"]["200"]["content"]
+    assert "text/event-stream" in stream
+    item = json.dumps(stream["text/event-stream"]["itemSchema"])
+    assert all(name in item for name in ("StartEvent", "CandidateEvent", "RoundEndEvent", "DoneEvent", "ErrorEvent"))

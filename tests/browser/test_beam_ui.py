@@ -1,0 +1,143 @@
+"""The BEAM tab in a real browser against `uopviz serve`: past searches come from the database `--db` names (one
+with a failed and a repeated candidate, drawn as such); a small BEAM search of the zoo gemm (small sizes) started
+from its kernel view is followed live, then shows a dot per timed candidate at its round, the winning path and its
+opts as the database has them; the winner opens in the Kernel tab; a reload shows the same search. Screenshots
+go to test-artifacts/browser/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from backend.child import served
+from backend.recording import record_zoo
+from uopviz.search.db import TuningDB
+from uopviz.search.keys import CacheKey, TargetInfo
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.slow
+SEARCH_TIMEOUT_MS = 120_000
+WRONG = "wrong result: 12 elements differ"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`uopviz serve gemm-small.uopviz-trace.json --db tuning.db`, the database holding one earlier search of its
+    kernel (on another machine): the unoptimized kernel, a candidate that failed, one whose program repeats an
+    earlier one, and the winner."""
+    tmp = tmp_path_factory.mktemp("beam-ui")
+    trace = record_zoo("gemm", "CPU", small=True)
+    trace.save(tmp / "gemm-small.uopviz-trace.json")
+    kernel_hash = next(p.input for p in trace.contexts[1].passes if p.depth == 0)
+    with TuningDB(tmp / "tuning.db") as db:
+        h = db.begin_search(CacheKey.of(kernel_hash, TargetInfo("CPU", "another CPU"), 1), trace.contexts[1].name,
+                            "ast", {"beam": 1, "max_rounds": 1, "threshold": 0.01})
+        root = db.add_candidate(h.id, None, 0, [], "p0", 40, 0.02, None, [4e-6, 5e-6, 6e-6])
+        upcast = [{"op": "SPLIT", "axis": 0, "arg": [3, "UPCAST", False]}]
+        db.add_candidate(h.id, root, 1, upcast, "p1", 52, 0.03, WRONG, [])
+        db.add_candidate(h.id, root, 1, [{"op": "SPLIT", "axis": 1, "arg": [2, "UNROLL", False]}], "p0", 40, 0.02,
+                         None, [])
+        best = db.add_candidate(h.id, root, 1, [{"op": "SPLIT", "axis": 1, "arg": [5, "UPCAST", False]}], "p3", 48,
+                                0.03, None, [1e-6, 2e-6, 3e-6])
+        db.finish_search(h.id, best)
+    with served(str(tmp / "cache"), str(tmp / "gemm-small.uopviz-trace.json"), "--db", str(tmp / "tuning.db")) as url:
+        yield url
+
+
+def api(page: Page, server: str, path: str) -> Any:
+    r = page.request.get(f"{server}api/{path}")
+    assert r.ok, (path, r.status, r.text())
+    return r.json()
+
+
+def describe(opt: dict[str, Any]) -> str:
+    """How the UI writes an opt (panels/kernel.js describeOpt)."""
+    if opt["op"] == "SPLIT":
+        factor, axis_type, top = opt["arg"]
+        return f"{axis_type} a{opt['axis']} ×{factor}{' top' if top else ''}"
+    return {"PADTO": f"PADTO a{opt['axis']} to {opt['arg']}", "SWAP": f"SWAP a{opt['axis']} ↔ a{opt['arg']}"}.get(
+        opt["op"], opt["op"])
+
+
+def chart_ids(page: Page, selector: str) -> list[int]:
+    return sorted(page.eval_on_selector_all(selector, "els => els.map(e => Number(e.dataset.id))"))
+
+
+def check_chart(page: Page, search: dict[str, Any]) -> None:
+    """The chart draws every candidate of the search where it belongs, and its winning path."""
+    cands = search["candidates"]
+    timed = [c for c in cands if c["median_s"] is not None and c["error"] is None]
+    assert chart_ids(page, ".uv-beam-dot") == sorted(c["id"] for c in timed)
+    assert chart_ids(page, ".uv-beam-failed") == sorted(c["id"] for c in cands if c["error"] is not None)
+    assert chart_ids(page, ".uv-beam-repeat") == sorted(c["id"] for c in cands if c["duplicate"])
+    rounds = page.eval_on_selector_all(".uv-beam-dot", "els => els.map(e => [e.dataset.id, e.dataset.round])")
+    assert {int(i): int(r) for i, r in rounds} == {c["id"]: c["round"] for c in timed}
+    assert chart_ids(page, ".uv-beam-dot.uv-best") == [search["best_id"]]
+    assert chart_ids(page, ".uv-beam-dot.uv-on-path") == sorted(search["winning_path"])
+    assert page.get_attribute(".uv-beam-path", "d")  # the line through the winning path
+    by_id = {c["id"]: c for c in cands}
+    steps = page.eval_on_selector_all(".uv-beam-step .uv-chip", "els => els.map(e => e.textContent)")
+    path = [by_id[i] for i in search["winning_path"]]
+    assert steps == [describe(c["opts"][-1]) if c["opts"] else "unoptimized" for c in path]
+
+
+def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candidates(page: Page, server: str,
+                                                                                     shots: Path) -> None:
+    page.goto(f"{server}#/t/gemm-small/c/1/p/0/s/0/v/beam")
+    page.click(".uv-beam-row[data-sid='1']")
+    page.locator(".uv-beam-search[data-sid='1'][data-status='done']").wait_for()
+    assert page.url.endswith("/v/beam/b/1")
+    check_chart(page, api(page, server, "tuning/searches/1"))
+    page.click(".uv-beam-failed")
+    assert page.inner_text(".uv-beam-picked .uv-error") == WRONG
+    assert page.inner_text(".uv-beam-result").startswith("Tuned on another CPU: 2.00 µs with UPCAST a1 ×5")
+    page.screenshot(path=shots / "beam-past-search.png")
+
+
+def test_run_a_beam_search_and_see_its_candidates_and_winning_path(page: Page, server: str, shots: Path) -> None:
+    kernel = api(page, server, "traces/gemm-small")["contexts"][1]
+    page.goto(f"{server}#/t/gemm-small/c/1/p/0/s/0/v/beam")
+    page.locator(".uv-beam-row").first.wait_for()
+    assert kernel["name"] in page.inner_text(".uv-beam .uv-section-title")
+
+    page.fill(".uv-beam-width", "2")
+    page.fill(".uv-beam-rounds", "2")
+    page.click(".uv-beam-start")
+    page.locator(".uv-beam-progress").wait_for()  # live progress: round, candidates measured, best so far
+    assert "candidates measured" in page.inner_text(".uv-beam-progress")
+    page.wait_for_function("() => /\\/b\\/\\d+$/.test(location.hash)")
+    sid = int(page.url.rsplit("/b/", 1)[1])
+    assert sid != 1 and page.is_disabled(".uv-beam-start")
+    page.wait_for_function("() => document.querySelectorAll('.uv-beam-dot').length >= 5 || "
+                           "document.querySelector('.uv-beam-outcome')", timeout=SEARCH_TIMEOUT_MS)
+    page.screenshot(path=shots / "beam-gemm-running.png")
+
+    page.locator(".uv-beam-outcome").wait_for(timeout=SEARCH_TIMEOUT_MS)
+    page.locator(f".uv-beam-search[data-sid='{sid}'][data-status='done']").wait_for()
+    search = api(page, server, f"tuning/searches/{sid}")
+    assert search["status"] == "done" and search["kernel_hash"] == kernel["kernel_hash"] and search["width"] == 2
+    check_chart(page, search)
+    done = page.inner_text(".uv-beam-outcome")
+    results = api(page, server, f"tuning/results?kernel_hash={kernel['kernel_hash']}")
+    assert [r["opts"] for r in results if r["search_id"] == sid] == [search["best_opts"]]
+    assert page.get_attribute(f".uv-beam-row[data-sid='{sid}'] .uv-beam-pill", "class") == "uv-beam-pill uv-pill-done"
+    page.screenshot(path=shots / "beam-gemm-done.png")
+
+    page.reload()
+    page.locator(f".uv-beam-search[data-sid='{sid}'][data-status='done']").wait_for()
+    check_chart(page, search)
+
+    # A click on a candidate shows its opts; the winner opens in the Kernel tab, lowered with its opts.
+    page.click(f".uv-beam-dot[data-id='{search['best_id']}']")
+    assert (page.text_content(".uv-beam-picked .uv-label") or "").startswith(f"Candidate #{search['best_id']}")
+    page.click(".uv-beam-winner .uv-beam-open")
+    page.locator(".uv-opt-reset").wait_for()
+    name = page.inner_text(".uv-kernel-title .uv-kname")
+    assert name in done and "/v/kernel" in page.url
+    assert page.eval_on_selector_all(".uv-kernel .uv-applied .uv-opt-chip", "els => els.map(e => e.textContent)") == \
+        [describe(o) for o in search["best_opts"]]
