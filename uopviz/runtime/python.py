@@ -207,8 +207,8 @@ class PythonProgram:
                 for (i, _), x in zip(lanes, lp):
                     v[i] = x
                 threads.append(self._run(v))
-            while threads:
-                threads = [t for t in threads if next(t, _DONE) is not _DONE]
+            while threads:  # last work-item first: nothing may rely on work-item 0 running ahead (a GPU has no order)
+                threads = [t for t in threads[::-1] if next(t, _DONE) is not _DONE][::-1]
         return time.perf_counter() - t0 if wait else None
 
     def _param_view(self, handles: Sequence[Any], s: int, dims: tuple[UOp, ...], env: dict[str, int]) -> np.ndarray:
