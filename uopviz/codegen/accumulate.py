@@ -9,6 +9,7 @@ once, hoisted, when the value does not depend on them.
 
 from __future__ import annotations
 
+from uopviz.codegen.group_reduce import free_ranges
 from uopviz.dtype import DType
 from uopviz.schedule.rangeify import identity
 from uopviz.uop.ops import AddrSpace, Ops, UOp
@@ -38,7 +39,7 @@ def combine(op: Ops, acc: UOp, v: UOp) -> UOp:
 def to_accumulator(ctx: Accumulators, red: UOp) -> UOp:
     val, ranges = red.src[0], red.src[1:]
     acc = ctx.new(red.dtype)
-    outer = [u for u in val.toposort() if u.op is Ops.RANGE and u not in ranges]
+    outer = sorted(free_ranges(val) - set(ranges), key=lambda r: r.arg.idx)  # not loops closed inside val
     init = (acc.after(*outer) if outer else acc).index(0).store(UOp.const(red.dtype, identity(red.arg.op, red.dtype)))
     cur = acc.after(init, *ranges)
     loop = cur.index(0).store(combine(red.arg.op, cur.index(0).load(), val)).end(*ranges)

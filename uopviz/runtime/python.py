@@ -42,7 +42,9 @@ class PythonRuntime(Runtime):
     """NumPy memory and an interpreter for programs; every decomposed op is computed directly (exec_alu has it)."""
 
     name = "PYTHON"
-    target = Target("PYTHON", dialect=None, native=GroupOp.Decomposed, global_dims=0)
+    # work-groups as a typical GPU has them (the interpreter runs a group's work-items in turns between barriers)
+    target = Target("PYTHON", dialect=None, native=GroupOp.Decomposed, global_dims=0, local_dims=3, max_local=1024,
+                    local_memory=64 * 1024)
 
     def alloc(self, size: int, dtype: DType) -> np.ndarray:
         return np.zeros(size, _values(dtype))
