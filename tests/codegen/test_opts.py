@@ -157,7 +157,8 @@ def test_each_opt_is_a_recorded_step() -> None:
     ctx = tr.contexts[-1]
     assert ctx.name == "r_L15_L2_R4_u5_r3"
     names = [p.name for p in ctx.passes if p.stage == "Optimize"]
-    assert names == ["global axes", "order axes", "split axis 1 by 5 → UPCAST", "split axis 2 by 3 → UNROLL"]
+    assert names == ["global axes", "order axes", "split axis 1 by 5 → UPCAST", "split axis 2 by 3 → UNROLL",
+                     "group reduce"]
 
 
 def test_action_space_is_deterministic(gemm_cpu: Case) -> None:

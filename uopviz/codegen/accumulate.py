@@ -10,6 +10,7 @@ once, hoisted, when the value does not depend on them.
 
 from __future__ import annotations
 
+from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.lanes import broadcast, iota, width
 from uopviz.dtype import DType, dtypes
 from uopviz.schedule.rangeify import identity
@@ -41,7 +42,7 @@ def to_accumulator(ctx: Accumulators, red: UOp) -> UOp:
     val, ranges = red.src[0], red.src[1:]
     n = width(red)
     acc, at = ctx.new(red.dtype, n), iota(n) if red.shape else UOp.const(dtypes.index, 0)
-    outer = [u for u in val.toposort() if u.op is Ops.RANGE and u not in ranges]
+    outer = sorted(free_ranges(val) - set(ranges), key=lambda r: r.arg.idx)  # not loops closed inside val
     start = UOp.const(red.dtype, identity(red.arg.op, red.dtype))
     start = broadcast(start, n) if red.shape else start
     init = (acc.after(*outer) if outer else acc).index(at).store(start)

@@ -2,9 +2,9 @@
 
 Before opts, the innermost output axes (up to the target's number of global dimensions) become the global
 work grid, gidx0 the innermost so neighbouring work-items touch neighbouring memory; outer ones stay loops.
-LOCAL axes (made by opts) become the work-group's lidx ids; a kernel with them launches work-groups, and its
-gidx ids then number the groups. A THREAD axis (CPU) becomes tidx0, an argument of the kernel function, which
-the runtime calls once per index, concurrently.
+LOCAL and GROUP_REDUCE axes (made by opts) become the work-group's lidx ids; a kernel with them launches
+work-groups, and its gidx ids then number the groups. A THREAD axis (CPU) becomes tidx0, an argument of the
+kernel function, which the runtime calls once per index, concurrently.
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ _drop_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.SPEC
 
 
 def specials(k: UOp) -> UOp:
-    """GLOBAL ranges as Special gidx0.., LOCAL ones as lidx0.. (innermost first); their Ends go, as the grid
-    runs every index."""
+    """GLOBAL ranges as Special gidx0.., LOCAL and GROUP_REDUCE ones (the work-items of a group) as lidx0..
+    (innermost first); their Ends go, as the grid runs every index."""
     ids: dict[UOp, UOp] = {}
-    for t, prefix in ((AxisType.GLOBAL, "gidx"), (AxisType.LOCAL, "lidx"), (AxisType.THREAD, "tidx")):
-        rs = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is t), key=lambda r: -r.arg.idx)
+    for ts, prefix in (((AxisType.GLOBAL,), "gidx"), ((AxisType.LOCAL, AxisType.GROUP_REDUCE), "lidx"),
+                       ((AxisType.THREAD,), "tidx")):
+        rs = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type in ts), key=lambda r: -r.arg.idx)
         ids.update({r: UOp.special(r.src[0], f"{prefix}{i}") for i, r in enumerate(rs)})
     return graph_rewrite(k.substitute(ids), _drop_ends)
 
@@ -47,7 +48,8 @@ to_specials = PatternMatcher([(UPat(Ops.SINK, name="k"), lambda k: specials(k) i
 
 
 def _has_ids(k: UOp) -> bool:
-    return any(u.op is Ops.RANGE and u.arg.type in (AxisType.GLOBAL, AxisType.LOCAL, AxisType.THREAD)
+    return any(u.op is Ops.RANGE and u.arg.type in (AxisType.GLOBAL, AxisType.LOCAL, AxisType.GROUP_REDUCE,
+                                                    AxisType.THREAD)
                for u in k.toposort())
 
 

@@ -14,6 +14,7 @@ from uopviz.codegen.decompositions import decompose
 from uopviz.codegen.devectorize import devectorize
 from uopviz.codegen.expand import expander, lane_axis
 from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
+from uopviz.codegen.group_reduce import GroupContext, gate_blocks, group_reduce
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import Opt, Scheduler
@@ -54,6 +55,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("rangeify", "Rangeify", pushdown, ctx=lambda u, t: RangeCounter(range_start(u))),
     Pass("simplify", "Rangeify", simplify),
     Pass("global axes", "Optimize", fn=global_axes),
+    Pass("group reduce", "Optimize", group_reduce, ctx=lambda u, t: GroupContext(u, t.device)),
     Pass("expand", "Expand", expander, ctx=lambda u, t: lane_axis(u)),
     Pass("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, t: Accumulators(t.device)),
     Pass("merge loops", "Instruction Selection", fn=lambda u, t: merge_loops(u), origin=merge_loops),
@@ -62,6 +64,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("devectorize", "Instruction Selection", fn=devectorize),
     Pass("hardware ids", "Instruction Selection", to_specials),
     Pass("linearize", "Linearize", fn=lambda u, t: linearize(u), origin=linearize),
+    Pass("gate blocks", "Linearize", fn=lambda u, t: gate_blocks(u), origin=gate_blocks),
     Pass("register plan", "Register/Memory Plan", fn=lambda u, t: plan_registers(u), origin=plan_registers),
 )
 
@@ -81,7 +84,7 @@ def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
             u = p.run(u, target)
             if p.name == OPTIMIZE_AT:
                 sched, u = optimize(u, target, opts)
-        if p.stage == "Optimize":
+        if p.name == OPTIMIZE_AT:  # named by its axes, before later passes add ranges of their own
             name = kernel_name(u)
             rename_context(name)
     with stage("Render"):

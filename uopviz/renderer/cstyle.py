@@ -373,7 +373,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
         elif op is Ops.BITCAST:
             _bitcast(w, u, s[0])
         elif op is Ops.IF:
-            w.line(f"if ({s[0]}) {{")
+            w.line(f"if ({_strip(s[0])}) {{")
             w.depth += 1
         elif op is Ops.ENDIF:
             w.depth -= 1

@@ -40,6 +40,7 @@ class CLRuntime(Runtime):
         exts = self.device.extensions.split()
         self.target = Target("CL", dialect="opencl", native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
                              global_dims=3, local_dims=3, max_local=self.device.max_work_group_size,
+                             local_memory=self.device.local_mem_size,
                              emulated=frozenset({"bfloat16"} | ({"float16"} if "cl_khr_fp16" not in exts else set())),
                              vectors=frozenset({2, 4, 8, 16}))
         self._programs: dict[str, Any] = {}

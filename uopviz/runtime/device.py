@@ -50,6 +50,8 @@ class Target:
     dialect: the C-style dialect the renderer writes ("c", "opencl"), or None for the PYTHON interpreter.
     native: decomposed ops the device computes itself (the rest get SPEC's decompositions).
     global_dims: how many GLOBAL ranges become hardware ids (0 on the CPU: everything is a loop).
+    local_dims, max_local, local_memory: work-group dimensions, work-items per group and bytes of local memory
+    for LOCAL and GROUP_REDUCE axes (0: the device has no work-groups).
     emulated: float dtypes without arithmetic on the device (bfloat16 everywhere, half on OpenCL without
     cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
     vectors: the lane counts Instruction Selection may keep as vector values (see codegen/devectorize.py).
@@ -61,6 +63,7 @@ class Target:
     global_dims: int = 0
     local_dims: int = 0
     max_local: int = 0
+    local_memory: int = 0
     threads: int = 0  # CPU threads a THREAD axis may use (0: none)
     emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
     vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)

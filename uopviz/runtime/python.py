@@ -42,7 +42,9 @@ class PythonRuntime(Runtime):
     """NumPy memory and an interpreter for programs; every decomposed op is computed directly (exec_alu has it)."""
 
     name = "PYTHON"
-    target = Target("PYTHON", dialect=None, native=GroupOp.Decomposed, global_dims=0)
+    # work-groups as a typical GPU has them (the interpreter runs a group's work-items in turns between barriers)
+    target = Target("PYTHON", dialect=None, native=GroupOp.Decomposed, global_dims=0, local_dims=3, max_local=1024,
+                    local_memory=64 * 1024)
 
     def alloc(self, size: int, dtype: DType) -> np.ndarray:
         return np.zeros(size, _values(dtype))
@@ -207,8 +209,8 @@ class PythonProgram:
                 for (i, _), x in zip(lanes, lp):
                     v[i] = x
                 threads.append(self._run(v))
-            while threads:
-                threads = [t for t in threads if next(t, _DONE) is not _DONE]
+            while threads:  # last work-item first: nothing may rely on work-item 0 running ahead (a GPU has no order)
+                threads = [t for t in threads[::-1] if next(t, _DONE) is not _DONE][::-1]
         return time.perf_counter() - t0 if wait else None
 
     def _param_view(self, handles: Sequence[Any], s: int, dims: tuple[UOp, ...], env: dict[str, int]) -> np.ndarray:

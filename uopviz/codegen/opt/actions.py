@@ -9,12 +9,13 @@ from __future__ import annotations
 from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.uop.ops import AxisType
 
-ACTION_SPACE_VERSION = 1
+ACTION_SPACE_VERSION = 2
 MAX_AXES = 8
 FACTORS: dict[AxisType, tuple[int, ...]] = {
     AxisType.UPCAST: (2, 3, 4, 5, 7, 8),
     AxisType.UNROLL: (2, 3, 4, 5, 7, 8),
     AxisType.LOCAL: (2, 3, 4, 8, 13, 16, 29, 32),
+    AxisType.GROUP_REDUCE: (2, 3, 4, 8, 16, 32, 64, 128, 256),
     AxisType.THREAD: (2, 3, 4, 6, 8, 16),
 }
 WHOLE = 16  # UPCAST/UNROLL of a whole axis up to this size

@@ -8,8 +8,10 @@ A split by the axis's whole size changes the axis's type.
 
 An opt rewrites the kernel graph: Split replaces a range r by `outer*k + inner` (or `inner*(n/k) + outer` when
 `top`), Padto by a longer range clamped for indexing and masked (the identity) inside reductions, Swap
-exchanges two axes' places, Nolocals forbids LOCAL and GROUP_REDUCE from then on. What cannot be done raises
-`KernelOptError` saying why.
+exchanges two axes' places, Nolocals forbids LOCAL and GROUP_REDUCE from then on. LOCAL and GROUP_REDUCE axes
+are the work-items of a work-group: together they count against the target's local dimensions and work-items
+per group, and group reductions against its local memory. What cannot be done raises `KernelOptError` saying
+why.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from uopviz.codegen.group_reduce import LANES, local_memory
 from uopviz.runtime.device import Target
 from uopviz.schedule.rangeify import identity
 from uopviz.uop.ops import AxisType, Ops, UOp
@@ -185,13 +188,21 @@ class Scheduler:
         if k == n:  # the whole axis changes type
             descs[i] = (target, n)
             new = _place(descs)
-            return _rebuild(self.ast, {x: ([y], y) for x, y in zip(axes, new)})
+            return self._fits(what, _rebuild(self.ast, {x: ([y], y) for x, y in zip(axes, new)}))
         descs[i:i + 1] = [(target, k), (t, n // k)] if top else [(t, n // k), (target, k)]
         new = _place(descs)
         outer, inner = new[i], new[i + 1]
         mapping = {x: ([y], y) for x, y in zip(axes[:i] + axes[i + 1:], new[:i] + new[i + 2:])}
         mapping[r] = ([outer, inner], outer * inner.src[0].arg.value + inner)
-        return _rebuild(self.ast, mapping)
+        return self._fits(what, _rebuild(self.ast, mapping))
+
+    def _fits(self, what: str, ast: UOp) -> UOp:
+        """ast, unless its group reductions need more local memory than the target has."""
+        used = local_memory(ast)
+        if used > self.target.local_memory:
+            raise KernelOptError(f"{what}: the group reductions would take {used} bytes of local memory, "
+                                 f"{self.target.device} has {self.target.local_memory}")
+        return ast
 
     def _padto(self, axes: list[UOp], i: int, m: int) -> UOp:
         r = axes[i]
@@ -233,11 +244,9 @@ class Scheduler:
                 raise KernelOptError(f"{what}: the {t.device} target has no work-groups or local memory")
             if self.nolocals:
                 raise KernelOptError(f"{what}: nolocals was applied")
-            if target is AxisType.GROUP_REDUCE:
-                raise KernelOptError(f"{what}: GROUP_REDUCE is not generated on {t.device} yet")
-            if sum(x is AxisType.LOCAL for x, _ in shape) >= t.local_dims:
+            if sum(x in LANES for x, _ in shape) >= t.local_dims:
                 raise KernelOptError(f"{what}: {t.device} has {t.local_dims} local dimensions")
-            local = math.prod(s or 1 for x, s in shape if x is AxisType.LOCAL) * k
+            local = math.prod(s or 1 for x, s in shape if x in LANES) * k
             if local > t.max_local:
                 raise KernelOptError(f"{what}: {local} work-items per group exceed {t.device}'s {t.max_local}")
         if target is AxisType.THREAD:
