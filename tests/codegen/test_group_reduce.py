@@ -271,3 +271,17 @@ def test_local_memory_limit_counts_upcast_copies() -> None:
     with pytest.raises(KernelOptError, match="88 bytes"):  # a slot per LOCAL work-item too
         s.apply_opt(split(0, 2, L))
     s.apply_opt(split(2, 3, UN))  # unrolling the rest of the reduction needs no more
+
+
+@pytest.mark.parametrize("device", ["CPU", *DEVICES])
+def test_heuristic_shares_a_whole_array_reduction_among_a_work_group(device: str) -> None:
+    from uopviz.codegen.opt.heuristic import heuristic_opts
+    z = ZOO["sum"]
+    out, _ = z.build(z.sizes(N=1000), device)
+    ((ast, _),) = kernels_of(schedule([out.uop]))
+    chosen = {o.arg[1] for o in heuristic_opts(scheduler_of(ast, target(device)))}
+    # a target with work-groups has too few outputs to fill its grid; the CPU has no work-groups and unrolls
+    assert chosen == ({UN} if device == "CPU" else {G})
+    got, unoptimized, _ = run_program("sum", device, heuristic_opts(scheduler_of(ast, target(device))), N=1000)
+    np.testing.assert_allclose(got, unoptimized, rtol=1e-5)
+    np.testing.assert_allclose(got, reference("sum", N=1000), rtol=1e-4)

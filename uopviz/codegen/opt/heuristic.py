@@ -11,6 +11,7 @@ from uopviz.uop.ops import AxisType
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 MIN_THREADED = 1 << 16  # iterations below which waking the other cores costs more than it saves
+FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
 
 
 def heuristic_opts(sched: Scheduler) -> list[Opt]:
@@ -36,6 +37,9 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
     if len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
         wishes.append(_split(out_axes[-2], AxisType.UPCAST, (8, 4, 2)))
+    elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
+        # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
+        wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
     elif red_axes:  # reductions along rows: a vector of partial sums in flight
         wishes.append(_split(red_axes[-1], AxisType.UNROLL, lanes))
     elif out_axes:  # elementwise: a vector of neighbours per iteration
