@@ -1,6 +1,7 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
-first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors),
-checked for legality like any opt."""
+first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors; share
+a reduction with few outputs among a work-group; spread the outermost output axis over the CPU's cores), checked
+for legality like any opt."""
 
 from __future__ import annotations
 
