@@ -166,7 +166,7 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
         opts = [Opt.from_json(o.model_dump()) for o in body.opts]
         new, kernel = store.record_opts(st, ci, ast, device, opts)
         return AppliedOpts(name=kernel.name, source=kernel.source or "", axes=views.kernel_axes(kernel.name),
-                           opts=[OptSpec(**o) for o in new.kernel_opts[0]], trace_id=new.id)
+                           opts=[OptSpec(**o.to_json()) for o in kernel.meta["opts"]], trace_id=new.id)
 
     @app.get("/api/tuning/searches", response_model=list[SearchSummary], responses=DB_ERRORS)
     def list_searches(kernel_hash: KernelHash = None,

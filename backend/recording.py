@@ -40,7 +40,8 @@ def _detached(tr: Trace) -> Trace:
 
 
 def record_zoo(name: str, device: str | None = None, small: bool = False) -> Trace:
-    """Lower every kernel of a zoo program (without running it) under the recorder.
+    """Lower every kernel of a zoo program (without running it) under the recorder, with the opts realize() would
+    use (the tuning database's, else the heuristic's; each kernel context lists them).
 
     The inputs are unallocated buffers: the program is built and lowered, never run, so recording the whole
     zoo at its benchmark sizes takes about a second and no memory for data.
@@ -60,7 +61,7 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
             out = z.program(*[Tensor.empty(*i.shape(sizes), dtype=i.dtype, device=device) for i in z.inputs])
             with uopviz.trace() as tr:
                 for ast, bufs in kernels_of(schedule([out.uop])):
-                    compile_kernel(ast, bufs[0].arg.device, [])  # as scheduled: opts are applied in the view
+                    compile_kernel(ast, bufs[0].arg.device)
     except DeviceError as e:
         raise RecordError(f"zoo kernel {name!r}: {e}") from None
     return _detached(tr)

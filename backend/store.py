@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from backend import recording
 from backend.models import Source
@@ -31,7 +31,6 @@ class StoredTrace:
     source: Source
     device: str | None
     trace: Trace
-    kernel_opts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # context -> opts applied (JSON)
     # TracePass.graph_at caches replayed roots as it goes; requests run in a thread pool, so reads take this
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -95,8 +94,7 @@ class TraceStore:
         """A new trace of context ci's kernel lowered again with opts (the whole list, from the kernel as
         scheduled); its only context is the new kernel."""
         tr, kernel = recording.record_opts(ast, device, opts)
-        st = StoredTrace(f"{base.id}-{ci}-opts", kernel.name, "opts", device, tr,
-                         {0: [o.to_json() for o in kernel.meta.get("opts", ())]})
+        st = StoredTrace(f"{base.id}-{ci}-opts", kernel.name, "opts", device, tr)
         return self.add(st), kernel
 
     def record_whole_zoo(self) -> None:

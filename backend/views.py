@@ -128,7 +128,7 @@ def kernel(st: StoredTrace, ci: int) -> KernelView:
     linear, source = (tr.node(s) for s in prog["src"])
     return KernelView(name=c.name, device=_device(st, linear["src"]), source=str(source["arg"] or ""),
                       linear=display.linear_listing(list(linear["src"]), tr.node),
-                      opts=[OptSpec(**o) for o in st.kernel_opts.get(ci, [])], axes=_axes_of(c))
+                      opts=[OptSpec(**o) for o in c.opts], axes=_axes_of(c))
 
 
 def kernel_root(st: StoredTrace, ci: int) -> tuple[str, str]:

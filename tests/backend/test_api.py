@@ -19,7 +19,15 @@ from uopviz.codegen.opt import Opt, OptOps
 from uopviz.runtime.device import Kernel
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
-GEMM_KERNEL = "r_L1024_L1024_R1024"
+GEMM_KERNEL = "r_t8_L16_L64_R1024_u8_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)
+
+
+def default_kernels(name: str, device: str = "CPU") -> list[Kernel]:
+    """A small zoo program's kernels as realize() compiles them, with their default opts."""
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    z = get(name)
+    out, _ = z.build(z.sizes(small=True), device)
+    return [compile_kernel(ast, device)[0] for ast, _ in kernels_of(schedule([out.uop]))]
 
 
 def steps_url(tid: str, ci: int, pi: int, k: int) -> str:
@@ -55,10 +63,10 @@ def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, sto
     tr = store.get("gemm").trace
     assert d["device"] == "CPU" and [c["name"] for c in d["contexts"]] == ["schedule", GEMM_KERNEL]
     assert d["contexts"][0]["axes"] == []
-    assert d["contexts"][1]["axes"] == [
-        {"letter": "L", "size": 1024, "type": "LOOP", "color": AxisType.LOOP.colour},
-        {"letter": "L", "size": 1024, "type": "LOOP", "color": AxisType.LOOP.colour},
-        {"letter": "R", "size": 1024, "type": "REDUCE", "color": AxisType.REDUCE.colour}]
+    kinds = [(AxisType.THREAD, "t", 8), (AxisType.LOOP, "L", 16), (AxisType.LOOP, "L", 64),
+             (AxisType.REDUCE, "R", 1024), (AxisType.UPCAST, "u", 8), (AxisType.UPCAST, "u", 16)]
+    assert d["contexts"][1]["axes"] == [{"letter": letter, "size": n, "type": t.name, "color": t.colour}
+                                        for t, letter, n in kinds]
     for c, tc in zip(d["contexts"], tr.contexts, strict=True):
         assert [(p["name"], p["stage"], p["steps"], p["parent"]) for p in c["passes"]] == \
             [(p.name, p.stage, len(p.steps), p.parent) for p in tc.passes]
@@ -148,16 +156,14 @@ def test_every_step_of_the_zoo_gemm_fits_the_transfer_budget(client: TestClient,
 
 
 def test_kernel_view_is_the_kernel_the_pipeline_renders(client: TestClient, store: TraceStore) -> None:
-    from uopviz.realize import compile_kernel, kernels_of, schedule
-    z = get("softmax")
-    out, _ = z.build(z.sizes(small=True), "CPU")
-    expected = [compile_kernel(ast, "CPU", [])[0] for ast, _ in kernels_of(schedule([out.uop]))]
+    expected = default_kernels("softmax")
     d = client.get("/api/traces/softmax-small").json()
     kernel_ctx = [c["index"] for c in d["contexts"] if c["kind"] == "kernel"]
     assert len(kernel_ctx) == len(expected) == 3
     for ci, kern in zip(kernel_ctx, expected, strict=True):
         v = client.get(f"/api/traces/softmax-small/contexts/{ci}/kernel").json()
-        assert (v["name"], v["device"], v["source"], v["opts"]) == (kern.name, "CPU", kern.source, [])
+        opts = [o.to_json() for o in kern.meta["opts"]]  # the zoo is lowered with realize()'s default opts
+        assert (v["name"], v["device"], v["source"], v["opts"]) == (kern.name, "CPU", kern.source, opts)
         assert v["axes"] == d["contexts"][ci]["axes"] and v["axes"]
         lines = v["linear"].splitlines()
         assert len(lines) == len(kern.linear.src)
@@ -200,8 +206,8 @@ def test_recording_a_zoo_kernel(fresh: TestClient) -> None:
     assert fresh.post("/api/traces", json={"zoo": "gemm", "small": True, "device": "PYTHON"}).json()["id"] == \
         "gemm-small-python"  # the same recording replaces the last one
     d = fresh.get("/api/traces/gemm-small-python").json()
-    m = get("gemm").sizes(small=True)
-    assert d["device"] == "PYTHON" and d["contexts"][1]["name"] == f"r_L{m['M']}_L{m['N']}_R{m['K']}"
+    (kern,) = default_kernels("gemm", "PYTHON")
+    assert d["device"] == "PYTHON" and d["contexts"][1]["name"] == kern.name
     v = fresh.get("/api/traces/gemm-small-python/contexts/1/kernel").json()
     assert v["source"] == "" and v["linear"]  # the PYTHON target interprets the Linear program
     assert fresh.post("/api/traces", json={"zoo": "sum", "small": True}).json()["id"] == "sum-small"
@@ -233,12 +239,14 @@ def test_bad_new_trace_bodies_are_422(fresh: TestClient, body: dict[str, object]
 
 def test_opening_trace_files(fresh: TestClient, tmp_path: Path) -> None:
     good = tmp_path / "run.uopviz-trace.json"
-    recording.record_zoo("max", small=True).save(good)
+    recording.record_zoo("sum", small=True).save(good)
     r = fresh.post("/api/traces", json={"path": str(good)})
     assert r.status_code == 201 and r.json() == {"id": "run", "name": "run", "source": "file", "contexts": 2}
     assert fresh.post("/api/traces", json={"path": str(good)}).json()["id"] == "run-2"
-    m = get("max").sizes(small=True)
-    assert fresh.get("/api/traces/run-2").json()["contexts"][1]["name"] == f"r_L{m['R']}_R{m['C']}"
+    (kern,) = default_kernels("sum")
+    assert fresh.get("/api/traces/run-2").json()["contexts"][1]["name"] == kern.name
+    assert fresh.get("/api/traces/run-2/contexts/1/kernel").json()["opts"] == [o.to_json() for o in kern.meta["opts"]]
+    assert kern.meta["opts"]  # a saved trace keeps the opts its kernels were lowered with
 
     r = fresh.post("/api/traces", json={"path": str(tmp_path / "missing.json")})
     assert r.status_code == 404 and "missing.json: no such trace file" in r.json()["detail"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from test_api import GEMM_KERNEL
 
 from uopviz.cli import main
 from uopviz.search.db import TuningDB
@@ -36,7 +37,7 @@ def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
         r = httpx.get(url + "api/traces", timeout=10)
         assert r.status_code == 200
         assert [t["id"] for t in r.json()][:3] == ["gemm", "batched_gemm", "conv2d"] and len(r.json()) == 12
-        assert httpx.get(url + "api/traces/gemm", timeout=10).json()["contexts"][1]["name"] == "r_L1024_L1024_R1024"
+        assert httpx.get(url + "api/traces/gemm", timeout=10).json()["contexts"][1]["name"] == GEMM_KERNEL
         searches = httpx.get(url + "api/tuning/searches", timeout=10).json()
         assert [(s["kernel_name"], s["width"], s["status"]) for s in searches] == [("r_L4", 3, "done")]
         proc.send_signal(signal.SIGINT)

@@ -23,7 +23,7 @@ from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
 from uopviz.runtime.device import Kernel, Target
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
-from uopviz.trace.recorder import rename_context
+from uopviz.trace.recorder import context_opts, rename_context
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite
 from uopviz.uop.symbolic import symbolic
@@ -87,6 +87,7 @@ def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
         if p.name == OPTIMIZE_AT:  # named by its axes, before later passes add ranges of their own
             name = kernel_name(u)
             rename_context(name)
+            context_opts([o.to_json() for o in sched.opts] if sched else [])
     with stage("Render"):
         prog = function_pass(lambda lin: _program(lin, name, target, params), u, "render", origin=render)
     linear, source = prog.src[0], prog.src[1].arg

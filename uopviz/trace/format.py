@@ -58,6 +58,9 @@ def check_document(doc: Any) -> None:
         where = f"contexts[{c}]"
         _get(_obj(ctx, where), "name", str, where)
         _get(ctx, "kind", str, where)
+        if "opts" in ctx:  # optional: traces saved before uopviz 0.2 have none
+            for k, opt in enumerate(_get(ctx, "opts", list, where)):
+                _obj(opt, f"{where}.opts[{k}]")
         for p, pas in enumerate(_get(ctx, "passes", list, where)):
             _check_pass(nodes, len(rules), pas, p, f"{where}.passes[{p}]")
 

@@ -84,6 +84,7 @@ class TraceContext:
     name: str
     kind: str
     passes: list[TracePass] = field(default_factory=list)
+    opts: list[dict[str, Any]] = field(default_factory=list)  # a kernel's OptOps (Opt.to_json), in applied order
 
 
 class Trace:
@@ -155,7 +156,7 @@ class Trace:
             "format": FORMAT, "version": VERSION, "uopviz_version": self._uopviz_version or _uopviz_version(),
             "nodes": dict(self._table.entries),
             "rules": [{"location": r.location, "text": r.text} for r in self._rules],
-            "contexts": [{"name": c.name, "kind": c.kind, "passes": [p.to_dict() for p in c.passes]}
+            "contexts": [{"name": c.name, "kind": c.kind, "opts": c.opts, "passes": [p.to_dict() for p in c.passes]}
                          for c in self._contexts],
         }
 
@@ -180,7 +181,7 @@ class Trace:
                                 [TraceStep(s["rule"], s["match"], s["replacement"], s["time_ns"], tuple(s["added"]))
                                  for s in p["steps"]], _table=tr._table)
                       for p in c["passes"]]
-            tr._contexts.append(TraceContext(c["name"], c["kind"], passes))
+            tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", []))))
         return tr
 
     @classmethod
@@ -201,7 +202,7 @@ class Trace:
             else:
                 self._end(ev)
         for c, tc in self._ctx_of.items():
-            tc.name = c.name
+            tc.name, tc.opts = c.name, c.opts
 
     def _begin(self, ev: PassBegin) -> None:
         ctx = self._ctx_of.get(ev.context)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from uopviz.uop.ops import UOp
@@ -24,6 +24,7 @@ class Context:
 
     name: str
     kind: str
+    opts: list[dict[str, Any]] = field(default_factory=list)  # a kernel's OptOps, as Opt.to_json() writes them
 
 
 @dataclass(slots=True)
@@ -62,6 +63,13 @@ def rename_context(name: str) -> None:
     """Name the current context (no-op outside a `context()` block)."""
     if _context is not MAIN:
         _context.name = name
+
+
+def context_opts(opts: list[dict[str, Any]]) -> None:
+    """Note the opts the current kernel context was lowered with, so a trace says how its kernel was optimized
+    (no-op outside a `context()` block)."""
+    if _context is not MAIN:
+        _context.opts = list(opts)
 
 
 @contextmanager

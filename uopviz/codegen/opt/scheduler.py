@@ -115,7 +115,7 @@ SPLIT_FROM: dict[AxisType, frozenset[AxisType]] = {
 }
 REDUCING = frozenset({AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL})
 MAX_THREADS = 64  # calls of a CPU kernel per run (the cores share them)
-MAX_EXPANDED = 256  # UPCAST x UNROLL copies of the kernel body, to bound code size
+MAX_EXPANDED = 64  # UPCAST x UNROLL copies of the kernel body (a vector counts once), to bound code size
 
 
 @dataclass(frozen=True)
@@ -257,7 +257,9 @@ class Scheduler:
             if k > MAX_THREADS:
                 raise KernelOptError(f"{what}: at most {MAX_THREADS} thread indices")
         if target in (AxisType.UPCAST, AxisType.UNROLL):
-            copies = math.prod(s or 1 for x, s in shape if x in (AxisType.UPCAST, AxisType.UNROLL)) * k
+            sizes = [s or 1 for x, s in shape if x in (AxisType.UPCAST, AxisType.UNROLL)] + [k]
+            lane = max((n for n in sizes if n in t.vectors), default=1)  # one axis may be a vector: one body
+            copies = math.prod(sizes) // lane
             if copies > MAX_EXPANDED:
                 raise KernelOptError(f"{what}: {copies} copies of the kernel body (the limit is {MAX_EXPANDED})")
 
