@@ -306,3 +306,23 @@ def test_unrebuildable_arg_is_a_clear_error() -> None:
     nid = next(i for i, e in tr.nodes.items() if e["arg"] == {"repr": "some.Type: <opaque>"})
     with pytest.raises(TraceFormatError, match="cannot be rebuilt"):
         tr.uop(nid)
+
+
+def test_kernel_contexts_keep_their_opts_and_older_files_have_none() -> None:
+    from uopviz.codegen.opt import Opt, OptOps
+    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.tensor import Tensor
+    out = Tensor.empty(6, 8) * 2
+    ((ast, _),) = kernels_of(schedule([out.uop]))
+    opts = [Opt(OptOps.SPLIT, 1, (4, AxisType.UPCAST, False)), Opt(OptOps.SPLIT, 0, (2, AxisType.UPCAST, False))]
+    with trace() as tr:
+        compile_kernel(ast, "CPU", opts)
+    doc = tr.to_dict()
+    (kernel,) = [c for c in doc["contexts"] if c["kind"] == "kernel"]
+    assert kernel["opts"] == [o.to_json() for o in opts]
+    assert Trace.from_dict(doc).contexts[-1].opts == kernel["opts"]
+    del kernel["opts"]  # written before uopviz 0.2
+    assert Trace.from_dict(doc).contexts[-1].opts == []
+    kernel["opts"] = {"op": "SPLIT"}
+    with pytest.raises(TraceFormatError, match=r"contexts\[\d\]\.opts: expected array"):
+        Trace.from_dict(doc)
