@@ -5,7 +5,8 @@ candidates on the device and remembered in the tuning database.
     r = beam(ast, 4, "CPU")      # BeamResult: r.opts, r.time_s, r.unoptimized_s, r.heuristic_s, ...
 
 Round 0 measures the unoptimized kernel and the heuristic's opts, so BEAM never ends slower than the heuristic.
-Each later round expands the `width` best kernels of the round before by every legal one-step action
+Each later round expands the `width` best kernels of the round before (those within the early-abort factor of the
+best so far: a far slower kernel's children are as slow to time and rarely win) by every legal one-step action
 (`codegen.opt.actions`), skipping kernel graphs already built (the same kernel reached by other opts), compiles
 the new candidates in a process pool, then verifies and times them one at a time (`timing.Workbench`: no compile
 competes with a timed run). A candidate whose program is identical to an earlier one (same rendered source and
@@ -54,7 +55,7 @@ from uopviz.runtime import device as devices
 from uopviz.runtime.device import Kernel, Target
 from uopviz.search.db import Candidate, Result, TuningDB
 from uopviz.search.keys import CacheKey, describe_target
-from uopviz.search.timing import Timing, Workbench, describe_error, symbolic
+from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, symbolic
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
 
@@ -275,6 +276,9 @@ class _Search:
         beam = self._top([base, *([h_node] if h_node else [])], width)
         best, rounds = beam[0], 0
         for r in range(1, max_rounds + 1):
+            # a node far slower than the best is not expanded: one opt rarely gains that much, and timing its
+            # children (each as slow as it) would cost most of the search
+            beam = [n for n in beam if n.time <= best.time * ABORT_FACTOR]
             children = [((*n.opts, opt), n.id, s) for n in beam for opt, s in legal_actions(n.sched) if self._new(s)]
             if not children:
                 break

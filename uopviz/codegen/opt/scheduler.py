@@ -115,7 +115,7 @@ SPLIT_FROM: dict[AxisType, frozenset[AxisType]] = {
 }
 REDUCING = frozenset({AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL})
 MAX_THREADS = 64  # calls of a CPU kernel per run (the cores share them)
-MAX_EXPANDED = 64  # UPCAST x UNROLL copies of the kernel body (a vector counts once), to bound code size
+MAX_EXPANDED = 32  # UPCAST x UNROLL copies of the kernel body (a vector counts once), to bound code size
 
 
 @dataclass(frozen=True)
