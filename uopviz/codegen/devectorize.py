@@ -191,11 +191,10 @@ def _vector_form(u: UOp, src: list[UOp], dialect: str) -> UOp | None:
         it, ut = (dtypes.int32, dtypes.uint32) if dt is dtypes.float32 else (dtypes.int64, dtypes.uint64)
         big, sign = float(2 ** (23 if dt is dtypes.float32 else 52)), 1 << (8 * dt.itemsize - 1)
         x, bits = src[0], src[0].bitcast(ut)
-        known = isinstance(u.src[0].vmin, float) and -big < u.src[0].vmin and u.src[0].vmax < big
-        small = bits.alu(Ops.AND, sign - 1).bitcast(dt).alu(Ops.CMPLT, big)
-        t = (x if known else small.where(x, 0.0)).cast(it).cast(dt)
+        small = bits.alu(Ops.AND, sign - 1).bitcast(dt).alu(Ops.CMPLT, big)  # |x| < big: false for nan and inf
+        t = small.where(x, 0.0).cast(it).cast(dt)  # only small lanes convert (others would overflow the integer)
         t = t.bitcast(ut).alu(Ops.OR, bits.alu(Ops.AND, sign)).bitcast(dt)
-        return t if known else small.where(t, x)
+        return small.where(t, x)
     return None
 
 
