@@ -226,24 +226,11 @@ def _handlers(app: FastAPI) -> None:
     def error(status: int, detail: str, errors: list[Any] | None = None) -> JSONResponse:
         return JSONResponse(ErrorBody(detail=detail, errors=errors).model_dump(exclude_none=True), status_code=status)
 
-    @app.exception_handler(NotFound)
-    @app.exception_handler(FileNotFoundError)
-    def not_found(request: Request, exc: Exception) -> JSONResponse:
-        return error(404, str(exc))
-
-    @app.exception_handler(RecordError)
-    @app.exception_handler(KernelOptError)
-    def bad_input(request: Request, exc: Exception) -> JSONResponse:
-        return error(422, str(exc))
-
-    @app.exception_handler(Busy)
-    def busy(request: Request, exc: Exception) -> JSONResponse:
-        return error(409, str(exc))
-
-    @app.exception_handler(TuningDBError)
-    @app.exception_handler(BeamStartError)
-    def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        return error(503, str(exc))
+    # the named errors the routes raise, by the status that answers them (their message is the detail)
+    statuses: dict[type[Exception], int] = {NotFound: 404, FileNotFoundError: 404, RecordError: 422,
+                                            KernelOptError: 422, Busy: 409, TuningDBError: 503, BeamStartError: 503}
+    for kind, status in statuses.items():
+        app.add_exception_handler(kind, lambda request, exc, status=status: error(status, str(exc)))
 
     @app.exception_handler(RequestValidationError)
     def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
