@@ -43,8 +43,7 @@ def to_accumulator(ctx: Accumulators, red: UOp) -> UOp:
     n = width(red)
     acc, at = ctx.new(red.dtype, n), iota(n) if red.shape else UOp.const(dtypes.index, 0)
     outer = sorted(free_ranges(val) - set(ranges), key=lambda r: r.arg.idx)  # not loops closed inside val
-    start = UOp.const(red.dtype, identity(red.arg.op, red.dtype))
-    start = broadcast(start, n) if red.shape else start
+    start = broadcast(UOp.const(red.dtype, identity(red.arg.op, red.dtype)), n)
     init = (acc.after(*outer) if outer else acc).index(at).store(start)
     cur = acc.after(init, *ranges)
     loop = cur.index(at).store(combine(red.arg.op, cur.index(at).load(), val)).end(*ranges)

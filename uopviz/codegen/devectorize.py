@@ -15,7 +15,7 @@ A target without vectors (the PYTHON interpreter) gets scalar code only, the pro
 
 from __future__ import annotations
 
-from uopviz.codegen.lanes import broadcast, iota, lane, width
+from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
 from uopviz.dtype import DType, dtypes
 from uopviz.runtime.device import Target
 from uopviz.uop.ops import GroupOp, Ops, UOp
@@ -48,7 +48,6 @@ class _Devectorizer:
     def __init__(self, target: Target, emulated: frozenset[str]) -> None:
         self.target, self.emulated = target, emulated
         self.new: dict[UOp, UOp] = {}
-        self.mask: dict[UOp, int] = {}  # vector bools kept as masks: the lane width in bytes of their comparison
 
     def storable(self, dt: DType, n: int) -> bool:
         """Whether n lanes of dt make one of the target's vector types."""
@@ -59,12 +58,12 @@ class _Devectorizer:
         n = width(u)
         return UOp(Ops.STACK, tuple(u.replace(src=tuple(lane(s, i) for s in src)) for i in range(n)))
 
-    def operand_ok(self, s: UOp, n: int, bytes_: int | None) -> bool:
-        """Whether a (new) source can feed an n-lane vector op whose masks are bytes_ wide."""
+    def operand_ok(self, s: UOp, n: int, mask: DType | None) -> bool:
+        """Whether a (new) source can feed an n-lane vector op whose lane masks are of type `mask`."""
         if not s.shape:
-            return not s.dtype.is_bool or bytes_ is not None
+            return not s.dtype.is_bool or mask is not None
         if s.dtype.is_bool:
-            return self.mask.get(s) == bytes_
+            return mask is not None and mask_dtype(s) == mask
         return self.storable(s.dtype, n)
 
     def alu(self, u: UOp, src: list[UOp]) -> UOp:
@@ -76,22 +75,17 @@ class _Devectorizer:
         values = src[1:] if op is Ops.WHERE else src
         dt = values[0].dtype
         if op in _COMPARE and not dt.is_bool:  # lane masks as wide as the lanes compared
-            if self.storable(dt, n) and all(self.operand_ok(s, n, None) for s in src):
-                return self.keep(u, src, dt.itemsize)
+            if self.storable(dt, n) and dt.itemsize in MASKS and all(self.operand_ok(s, n, None) for s in src):
+                return u.replace(src=tuple(src))
         elif dt.is_bool and op in (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE):  # logic on masks of one width
-            sizes = {self.mask.get(s) for s in src if s.shape}
-            if len(sizes) == 1 and None not in sizes:
-                return self.keep(u, src, sizes.pop())
+            masks = {mask_dtype(s) for s in src if s.shape}
+            if len(masks) == 1 and None not in masks:
+                return u.replace(src=tuple(src))
         elif self.storable(u.dtype, n) and self._has_vector_form(u, dt):
-            bytes_ = u.dtype.itemsize if op is Ops.WHERE else None  # a select's mask is as wide as its values
-            if all(self.operand_ok(s, n, bytes_) for s in src):
+            mask = MASKS.get(u.dtype.itemsize) if op is Ops.WHERE else None  # a select's mask is as wide as its values
+            if all(self.operand_ok(s, n, mask) for s in src):
                 return u.replace(src=tuple(src))
         return self.split(u, src)
-
-    def keep(self, u: UOp, src: list[UOp], mask_bytes: int) -> UOp:
-        out = u.replace(src=tuple(src))
-        self.mask[out] = mask_bytes
-        return out
 
     def _has_vector_form(self, u: UOp, dt: DType) -> bool:
         op = u.op

@@ -63,19 +63,20 @@ def expand_reduce(ctx: UOp | None, red: UOp) -> UOp | None:
     for r in ex:
         if r is not ctx:
             vals = [c for v in vals for c in _copies(v, r)]
-    out = vals[0]
-    for v in vals[1:]:
-        out = combine(red.arg.op, out, v)
+    out = _fold(red.arg.op, vals)
     rest = tuple(r for r in ranges if r not in ex)
     if ctx in ex:
         out = out.substitute({ctx: iota(_size(ctx))})
     out = out.reduce(red.arg.op, *rest) if rest else out  # the loop over the other ranges reduces the copies
-    if ctx not in ex:
-        return out
-    total = lane(out, 0)
-    for i in range(1, _size(ctx)):
-        total = combine(red.arg.op, total, lane(out, i))
-    return total
+    return _fold(red.arg.op, [lane(out, i) for i in range(_size(ctx))]) if ctx in ex else out
+
+
+def _fold(op: Ops, xs: list[UOp]) -> UOp:
+    """xs combined by op, left to right (the order the loop would have combined them in)."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = combine(op, out, x)
+    return out
 
 
 expander = PatternMatcher([

@@ -7,7 +7,7 @@ wherever the vector was built from scalars.
 
 from __future__ import annotations
 
-from uopviz.dtype import dtypes
+from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import Ops, UOp
 
 LANE_WIDTHS = (2, 4, 8, 16)  # vector lengths every vector target has (C vector extensions, OpenCL floatN)
@@ -33,5 +33,21 @@ def lane(x: UOp, i: int) -> UOp:
 
 
 def broadcast(x: UOp, n: int) -> UOp:
-    """x as a vector of n lanes (a scalar repeated)."""
-    return x if x.shape else UOp(Ops.STACK, (x,) * n)
+    """x as a vector of n lanes (a scalar repeated; one lane is the scalar itself)."""
+    return x if x.shape or n == 1 else UOp(Ops.STACK, (x,) * n)
+
+
+MASKS = {4: dtypes.int32, 8: dtypes.int64}  # a vector comparison's lanes are all ones or all zeros, this wide
+
+
+def mask_dtype(u: UOp) -> DType | None:
+    """The lane type of a vector bool kept as a lane mask: signed integers as wide as the lanes its comparison
+    compared (logic on masks keeps that width). None for a bool vector built from scalar lanes (a Stack)."""
+    while u.dtype.is_bool:
+        shaped = [x for x in u.src if x.shape]
+        if u.op is Ops.STACK or not shaped:
+            return None
+        if u.op in (Ops.CMPLT, Ops.CMPNE) and not shaped[0].dtype.is_bool:
+            return MASKS.get(shaped[0].dtype.itemsize)
+        u = shaped[0]
+    return None

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from uopviz.codegen.lanes import MASKS, mask_dtype
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AddrSpace, Ops, UOp
 
@@ -199,17 +200,13 @@ def _nonneg(u: UOp) -> bool:
     return isinstance(lo, (int, float)) and lo >= 0
 
 
-_MASKS = {4: dtypes.int32, 8: dtypes.int64}  # vector comparisons give lanes of all ones or zeros, this wide
-
-
 def _lane_dtype(u: UOp) -> DType:
-    """The lane type of a vector: a vector bool is a mask as wide as the lanes it compared."""
-    while u.dtype.is_bool:
-        shaped = [x for x in u.src if x.shape]
-        if u.op in (Ops.CMPLT, Ops.CMPNE) and not shaped[0].dtype.is_bool:
-            return _MASKS[shaped[0].dtype.itemsize]
-        u = shaped[0]
-    return u.dtype
+    """The lane type of a vector: a vector bool is a lane mask (codegen/lanes.py)."""
+    if not u.dtype.is_bool:
+        return u.dtype
+    if (mask := mask_dtype(u)) is None:
+        raise RenderError(f"{u.op.value}: a bool vector that is not a lane mask (devectorize splits those)")
+    return mask
 
 
 def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
@@ -220,7 +217,7 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
         x, y = w.splat(a, s[0] if op is Ops.MAX else s[1], u), w.splat(b, s[1] if op is Ops.MAX else s[2], u)
         if op is Ops.MAX:
             m = w.fresh("alu")
-            w.line(f"{w.vector(_MASKS[u.dtype.itemsize], int(u.shape[0]))} {m} = "
+            w.line(f"{w.vector(MASKS[u.dtype.itemsize], int(u.shape[0]))} {m} = "
                    f"{f'(({x}>{y})|({x}!={x}))' if u.dtype.is_float else f'({x}>{y})'};")
         elif not u.src[0].shape:
             return f"({s[0]}?{x}:{y})"
@@ -228,7 +225,7 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
             m = s[0]
         if not c:
             return f"select({y},{x},{m})"
-        it = w.vector(_MASKS[u.dtype.itemsize], int(u.shape[0]))
+        it = w.vector(MASKS[u.dtype.itemsize], int(u.shape[0]))
         return f"(({w.value_type(u)})((({it}){x}&{m})|(({it}){y}&~{m})))"
     if u.src[0].dtype.is_bool:  # logic on lane masks: a scalar bool joins them as all ones (-1) or zeros
         s = [e if x.shape else f"(-({e}))" for x, e in zip(u.src, s)]
