@@ -13,10 +13,14 @@ import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
@@ -120,14 +124,40 @@ class CPURuntime(Runtime):
         def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
             args = [h.ctypes.data for h in handles]
             t0 = time.perf_counter()
-            if threads > 1:  # ctypes lets go of the GIL during each call, so the calls run in parallel
-                for f in [_pool().submit(fn, *args, *vals, i) for i in range(threads)]:
-                    f.result()
-            else:
+            if threads > 1:
+                _run_threads(fn, [*args, *vals], threads)
+            else:  # Ctrl-C's handler runs only after a call from the main thread returns
                 fn(*args, *vals)
             return time.perf_counter() - t0 if wait else None
 
         return run
+
+
+def _run_threads(fn: Any, args: list[Any], threads: int) -> None:
+    """Call fn(*args, i) for every THREAD index at once (ctypes lets go of the GIL during each call), and return
+    only when all have finished, even on Ctrl-C: the calls write into buffers that Python frees as soon as a
+    KeyboardInterrupt unwinds the caller, so the interrupt is held back until the last call is done."""
+    with _interrupts_held():
+        for f in [_pool().submit(fn, *args, i) for i in range(threads)]:
+            f.result()
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT back for the block and deliver it after, to whatever handler was in place (Python delivers
+    signals to the main thread only, so elsewhere there is nothing to hold back)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:  # None: not Python's to swap
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
 
 
 @cache
