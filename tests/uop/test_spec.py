@@ -147,7 +147,7 @@ VALID: dict[Ops, Callable[[], UOp]] = {
     Ops.ATOMIC_ADD: lambda: UOp(Ops.ATOMIC_ADD, (F().index(UOp.special(12, "gidx0")), fc())),
     Ops.CUSTOM_FUNCTION: lambda: UOp(Ops.CUSTOM_FUNCTION, (), "hw_decode"),
     Ops.PROGRAM: lambda: UOp(Ops.PROGRAM, (_linear(), UOp(Ops.SOURCE, (), "void k(){}"),
-                                           UOp(Ops.BINARY, (), b"\x00"))),
+                                           UOp(Ops.BINARY, (), b"\x00")), "k"),
     Ops.SOURCE: lambda: UOp(Ops.SOURCE, (), "void k(float* a) { a[0] = 1; }"),
     Ops.DEFINE_VAR: lambda: UOp.variable("n", 1, 8),
     Ops.BIND: lambda: UOp.variable("n", 1, 8).bind(8),
@@ -196,7 +196,7 @@ ERRORS: list[tuple[str, Callable[[], UOp], str, str]] = [
     ("copy-arg", lambda: UOp(Ops.COPY, (F(),), ("GPU", 3)),
      "Copy: arg must be a device: a str or a tuple of str, got ('GPU', 3)", "arg-type"),
     ("range-arg", lambda: UOp(Ops.RANGE, (UOp.const(idx, 4),), RangeArg(0, "L")),  # type: ignore[arg-type]
-     "Range: RangeArg needs an int idx and an AxisType, got RangeArg(idx=0, type='L')", "range-arg"),
+     "Range: RangeArg needs an int idx >= 0 and an AxisType, got RangeArg(idx=0, type='L')", "range-arg"),
     # source ops
     ("buffer-size", lambda: UOp(Ops.BUFFER, (), BufferArg(0, f32)), "Buffer: size must be a positive int, got 0",
      "buffer-size"),
@@ -432,5 +432,5 @@ def test_gated_codegen_kernel() -> None:
     st = F().index(g).store(G().index(g).load(UOp.const(f32, 0.0), cond) * 2.0, cond)
     iff = UOp(Ops.IF, (cond,))
     lin = UOp(Ops.LINEAR, (g, cond, iff, st, UOp(Ops.ENDIF, (iff,))))
-    prog = UOp(Ops.PROGRAM, (lin, UOp(Ops.SOURCE, (), "..."), UOp(Ops.BINARY, (), b"")))
+    prog = UOp(Ops.PROGRAM, (lin, UOp(Ops.SOURCE, (), "...")), "E_16")
     assert validate(prog) is prog

@@ -9,12 +9,14 @@ intervals prove both non-negative, and the floor forms otherwise.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from uopviz.codegen.lanes import MASKS, mask_dtype
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AddrSpace, Ops, UOp
+from uopviz.uop.spec import SPECIAL_NAME, is_identifier
 
 
 class RenderError(ValueError):
@@ -158,6 +160,25 @@ class _Writer:
             return e
         t, n = self.value_type(like), int(like.shape[0])
         return f"(({t}){{{','.join([e] * n)}}})" if self.d.name == "c" else f"(({t})({e}))"
+
+
+# the names the renderer makes up itself: a variable named like one would be shadowed by it, or shadow it
+_GENERATED = re.compile(r"(data|ridx|alu|val|acc|temp|cast|pun|[glt]idx)[0-9]+")
+
+
+def _name(text: str, what: str) -> str:
+    """A name that comes from a node's arg, checked again here (spec.check_arg checks it first), so the source
+    holds no text the renderer did not build or check: whatever a graph holds, it cannot write code."""
+    if not is_identifier(text):
+        raise RenderError(f"{what} {text!r} is not an identifier (a letter or _, then letters, digits or _)")
+    return text
+
+
+def _var_name(u: UOp) -> str:
+    name = _name(u.arg.name, "variable name")
+    if _GENERATED.fullmatch(name):
+        raise RenderError(f"variable name {name!r} is one the renderer gives its own values; rename the variable")
+    return name
 
 
 def literal(value: bool | int | float, dt: DType, d: Dialect) -> str:
@@ -305,7 +326,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
     `emulated` names the float dtypes the device has no arithmetic for: they are computed in float and rounded
     after every op, and stored as 16-bit patterns."""
     d = DIALECTS[dialect]
-    w = _Writer(d, name, emulated & d.emulation.keys())
+    w = _Writer(d, _name(name, "kernel name"), emulated & d.emulation.keys())
     uses: dict[UOp, int] = {}
     groups = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in linear.src)  # gidx numbers work-groups
     for u in linear.src:
@@ -325,13 +346,15 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             w.expr[u] = f"data{u.arg.slot}"
             w.args.append((u.arg.slot, _buffer_decl(w, u.arg.slot, u.arg.dtype, linear)))
         elif op is Ops.DEFINE_VAR:
-            w.expr[u] = u.arg.name
-            w.vars.append(u.arg.name)
+            w.expr[u] = _var_name(u)
+            w.vars.append(w.expr[u])
         elif op is Ops.BUFFER:
             kind = {AddrSpace.REG: ("acc", ""), AddrSpace.LOCAL: ("temp", "__local ")}[u.arg.addrspace]
             nm = w.fresh(kind[0])
             w.line(f"{kind[1]}{w.mem_type(u.arg.dtype)} {nm}[{u.arg.size}];")
             w.expr[u] = nm
+        elif op is Ops.SPECIAL and not SPECIAL_NAME.fullmatch(u.arg):
+            raise RenderError(f"hardware id {u.arg!r} is not gidxN, lidxN or tidxN")
         elif op is Ops.SPECIAL and u.arg == "tidx0" and d.name == "c":
             w.expr[u] = u.arg
             w.vars.append(u.arg)  # the last argument: the runtime calls the function once per thread index
@@ -387,7 +410,7 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
     used = {slot for slot, _ in w.args}
     w.args += [(k, _buffer_decl(w, k, dt, linear)) for k, dt in enumerate(params or ()) if k not in used]
     args = [a for _, a in sorted(w.args)] + [f"int {v}" for v in w.vars]
-    head = f"{d.kernel_prefix} {name}({', '.join(args)}) {{"
+    head = f"{d.kernel_prefix} {w.name}({', '.join(args)}) {{"
     return d.preamble(w.used) + "".join(w.helpers.values()) + "\n".join([head, *w.lines, "}"]) + "\n"
 
 

@@ -10,16 +10,16 @@ import json
 from typing import Any
 
 from uopviz.dtype import DTypeError, dtypes
+from uopviz.trace.errors import TraceFormatError
+from uopviz.trace.serialize import decode
 from uopviz.uop.ops import Ops
+from uopviz.uop.spec import ArgError, check_arg
 
 FORMAT = "uopviz-trace"
 VERSION = 1
 
 _OP_NAMES = frozenset(o.value for o in Ops)
-
-
-class TraceFormatError(ValueError):
-    """A file or document is not a trace this uopviz can read; the message says where and why."""
+__all__ = ["FORMAT", "VERSION", "TraceFormatError", "check_document", "parse"]
 
 
 def parse(text: str | bytes) -> dict[str, Any]:
@@ -85,8 +85,23 @@ def _check_node(nodes: dict[str, Any], nid: str, entry: Any) -> None:
     for key in ("arg", "tag"):
         if key not in entry:
             raise TraceFormatError(f"{where}: missing field {key!r}")
+    _check_arg(Ops(op), entry["arg"], where)
     for i, s in enumerate(_get(entry, "src", list, where)):
         _ref(nodes, s, f"{where}.src[{i}]")
+
+
+def _check_arg(op: Ops, arg: Any, where: str) -> None:
+    """The arg must be one this op can have (spec.check_arg): a file is data, so a name, size or value in it that
+    could reach generated source is refused here. Args kept only as text (types uopviz could not encode) cannot
+    be rebuilt into nodes, so they are left for display."""
+    if isinstance(arg, dict) and list(arg) == ["repr"]:
+        return
+    try:
+        check_arg(op, decode(arg))
+    except TraceFormatError as e:
+        raise TraceFormatError(f"{where}.arg: {e}") from None
+    except ArgError as e:
+        raise TraceFormatError(f"{where}.arg: not a valid {op.value} arg: {e}") from None
 
 
 def _check_pass(nodes: dict[str, Any], n_rules: int, pas: Any, index: int, where: str) -> None:

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from uopviz.dtype import DType, DTypeError, dtypes
-from uopviz.trace.format import TraceFormatError
+from uopviz.trace.errors import TraceFormatError
 from uopviz.uop.ops import ARG_TYPES, AddrSpace, AxisType, Ops
 
 _ENUMS: dict[str, type[enum.Enum]] = {c.__name__: c for c in (Ops, AxisType, AddrSpace)}

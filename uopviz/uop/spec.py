@@ -12,6 +12,7 @@ Most rules are tables keyed by op; the few that need code are small functions re
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +36,7 @@ from uopviz.uop.ops import (
 )
 from uopviz.uop.props import fmt_shape
 
-__all__ = ["ARGS", "ARITY", "SpecError", "check", "validate"]
+__all__ = ["ARGS", "ARITY", "SPECIAL_NAME", "ArgError", "SpecError", "check", "check_arg", "is_identifier", "validate"]
 
 # ---------------------------------------------------------------- arity: (min, max) sources; None = unbounded
 _O = Ops
@@ -46,7 +47,8 @@ ARITY: dict[Ops, tuple[int, int | None]] = {
                      _O.SIN, _O.SQRT, *GroupOp.Marker), (1, 1)),
     **dict.fromkeys((_O.RESHAPE, _O.EXPAND, _O.SLICE, _O.END, _O.BIND, _O.ATOMIC_ADD, *GroupOp.Binary, _O.SUB,
                      _O.DIV, _O.CMPGT, _O.CMPGE, _O.CMPLE, _O.CMPEQ, _O.POW, _O.THREEFRY), (2, 2)),
-    **dict.fromkeys((_O.PAD, _O.SHRINK, _O.WHERE, _O.MULACC, _O.WMMA, _O.PROGRAM), (3, 3)),
+    **dict.fromkeys((_O.PAD, _O.SHRINK, _O.WHERE, _O.MULACC, _O.WMMA), (3, 3)),
+    _O.PROGRAM: (2, 3),  # (linear, source) as rendered, then the binary once compiled
     **dict.fromkeys((_O.REDUCE, _O.FUNCTION, _O.CALL, _O.AFTER), (1, None)),
     **dict.fromkeys((_O.STACK, _O.TUPLE, _O.GROUP, _O.SINK, _O.LINEAR, _O.BARRIER, _O.INS, _O.CUSTOM,
                      _O.CUSTOM_FUNCTION), (0, None)),
@@ -108,6 +110,7 @@ ARGS: dict[Ops, tuple[str, Callable[[Any], bool]]] = {
     _O.INS: ("a non-tuple or a (name, dtype, ...) tuple", lambda a: not isinstance(a, tuple) or _typed(a)),
     _O.CUSTOM_FUNCTION: ("a str", lambda a: isinstance(a, str)),
     _O.DEFINE_VAR: ("a VarArg", lambda a: isinstance(a, VarArg)),
+    _O.PROGRAM: ("the kernel's name (an identifier)", lambda a: is_identifier(a)),
     **dict.fromkeys((_O.FUNCTION, _O.CALL, _O.SINK), _ANY),
 }
 
@@ -161,7 +164,162 @@ def _sel(u: UOp, idx: tuple[int, ...] | None) -> list[int]:
     return list(range(len(u.src))) if idx is None else [i for i in idx if i < len(u.src)]
 
 
-# ---------------------------------------------------------------- op-specific rules
+# ---------------------------------------------------------------- arg rules (no sources needed)
+class ArgError(ValueError):
+    """An op's arg breaks a rule; `rule` names it. check() reports it as a SpecError naming the node; a trace
+    reader, which has no node yet, reports it as it is."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+SPECIAL_NAME = re.compile(r"[glt]idx[0-9]")
+"""How a hardware id (Special) is named: grid, local or CPU-thread index, and the dimension."""
+
+
+def is_identifier(name: Any) -> bool:
+    """A C identifier of at most 64 characters: the only kind of name an arg may carry into generated source."""
+    return isinstance(name, str) and _IDENTIFIER.fullmatch(name) is not None
+
+
+def _shown(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+ArgRule = Callable[[Any], None]
+_ARG_RULES: dict[Ops, list[ArgRule]] = {}
+
+
+def _arg_rule(*ops: Ops) -> Callable[[ArgRule], ArgRule]:
+    def deco(fn: ArgRule) -> ArgRule:
+        for op in ops:
+            _ARG_RULES.setdefault(op, []).append(fn)
+        return fn
+    return deco
+
+
+def _need_dtype(what: str, dt: Any, rule: str) -> None:
+    if not isinstance(dt, DType) or dt == dtypes.void:
+        raise ArgError(f"{what} must be a non-void DType, got {dt.name if isinstance(dt, DType) else _shown(dt)}",
+                       rule)
+
+
+def _need_addrspace(a: Any, optional: bool) -> None:
+    if not (isinstance(a, AddrSpace) or (optional and a is None)):
+        raise ArgError(f"addrspace must be an AddrSpace{' or None' if optional else ''}, got {_shown(a)}",
+                       "addrspace")
+
+
+def _need_device(d: Any, optional: bool) -> None:
+    if not (_is_device(d) or (optional and d is None)):
+        raise ArgError(f"device must be a str or a non-empty tuple of str{' or None' if optional else ''}, "
+                       f"got {_shown(d)}", "device")
+
+
+@_arg_rule(_O.BUFFER)
+def _buffer(a: BufferArg) -> None:
+    if not _is_int(a.size) or a.size <= 0:
+        raise ArgError(f"size must be a positive int, got {_shown(a.size)}", "buffer-size")
+    _need_dtype("dtype", a.dtype, "buffer-dtype")
+    _need_device(a.device, optional=False)
+    _need_addrspace(a.addrspace, optional=False)
+    if not _is_int(a.uid) or a.uid < 0:
+        raise ArgError(f"uid must be a non-negative int, got {_shown(a.uid)}", "buffer-uid")
+
+
+@_arg_rule(_O.PARAM)
+def _param(a: ParamArg) -> None:
+    if not _is_int(a.slot) or a.slot < 0:
+        raise ArgError(f"slot must be a non-negative int, got {_shown(a.slot)}", "param-slot")
+    _need_dtype("dtype", a.dtype, "param-dtype")
+    _need_device(a.device, optional=True)
+    _need_addrspace(a.addrspace, optional=True)
+
+
+@_arg_rule(_O.CONST)
+def _const(a: ConstArg) -> None:
+    v, dt = a.value, a.dtype
+    _need_dtype("dtype", dt, "const-dtype")
+    want = dt.python_type()
+    if type(v) is not want:
+        raise ArgError(f"value {_shown(v)} is {type(v).__name__}, but {dt.name} holds {want.__name__}", "const-type")
+    if not (dt.is_float and math.isnan(v)) and dt.normalize(v) != v:
+        raise ArgError(f"value {v!r} is not representable in {dt.name}", "const-range")
+
+
+@_arg_rule(_O.DEFINE_VAR)
+def _define_var(a: VarArg) -> None:
+    if not is_identifier(a.name):
+        raise ArgError(f"name must be an identifier (a letter or _, then letters, digits or _; at most 64), got "
+                       f"{_shown(a.name)}", "var-name")
+    if not (_is_int(a.min) and _is_int(a.max)) or a.min > a.max:
+        raise ArgError(f"range [{_shown(a.min)}, {_shown(a.max)}] must be ints with min <= max", "var-range")
+
+
+@_arg_rule(_O.SPECIAL)
+def _special(a: str) -> None:
+    if SPECIAL_NAME.fullmatch(a) is None:
+        raise ArgError(f"name must be gidxN, lidxN or tidxN (N a digit: the hardware dimension), got {_shown(a)}",
+                       "special-name")
+
+
+@_arg_rule(_O.RANGE)
+def _range_arg(a: RangeArg) -> None:
+    if not _is_int(a.idx) or a.idx < 0 or not isinstance(a.type, AxisType):
+        raise ArgError(f"RangeArg needs an int idx >= 0 and an AxisType, got {_shown(a)}", "range-arg")
+
+
+@_arg_rule(_O.REDUCE)
+def _reduce_arg(a: ReduceArg) -> None:
+    if a.op not in _REDUCE_OPS:
+        raise ArgError(f"reduce op must be Add, Max or Mul, got {_shown(a.op)}", "reduce-op")
+    if not _ints(a.axes):
+        raise ArgError(f"axes must be a tuple of ints, got {_shown(a.axes)}", "reduce-axes")
+
+
+@_arg_rule(_O.REPLICATED)
+def _replicated(a: tuple[int, ...]) -> None:
+    if len(set(a)) != len(a):
+        raise ArgError(f"axes {a} repeat an axis", "axes-range")
+
+
+@_arg_rule(_O.CAST, _O.BITCAST)
+def _cast(a: DType) -> None:
+    _need_dtype("target", a, "cast-dtype")
+
+
+@_arg_rule(_O.SLICE)
+def _slice_arg(a: SliceArg) -> None:
+    if not _is_int(a.size) or a.size <= 0:
+        raise ArgError(f"size must be a positive int, got {_shown(a.size)}", "slice-size")
+    _need_dtype("dtype", a.dtype, "slice-dtype")
+
+
+@_arg_rule(_O.LOAD)
+def _load_arg(a: LoadArg | None) -> None:
+    if a is not None:
+        _need_device(a.device, optional=True)
+        _need_addrspace(a.addrspace, optional=True)
+
+
+def check_arg(op: Ops, arg: Any) -> None:
+    """Raise ArgError unless arg is a valid arg of op: its type (ARGS), then its fields (names are identifiers,
+    sizes positive, values of their dtype). Needs no sources, so a trace reader runs it on every node it reads:
+    an arg from a file reaches a renderer only through this check."""
+    if op in ARGS:
+        what, ok = ARGS[op]
+        if not ok(arg):
+            raise ArgError(f"arg must be {what}, got {_shown(arg)}", "arg-type")
+    elif arg is not None:
+        raise ArgError(f"takes no arg, got {_shown(arg)}", "arg-type")
+    for rule in _ARG_RULES.get(op, ()):
+        rule(arg)
+
+
+# ---------------------------------------------------------------- op-specific rules (with sources)
 Rule = Callable[[UOp], None]
 _RULES: dict[Ops, list[Rule]] = {}
 
@@ -172,65 +330,6 @@ def _rule(*ops: Ops) -> Callable[[Rule], Rule]:
             _RULES.setdefault(op, []).append(fn)
         return fn
     return deco
-
-
-def _need_dtype(u: UOp, what: str, dt: Any, rule: str) -> None:
-    if not isinstance(dt, DType) or dt == dtypes.void:
-        raise SpecError(u, f"{what} must be a non-void DType, got {dt.name if isinstance(dt, DType) else repr(dt)}",
-                        rule=rule)
-
-
-def _need_addrspace(u: UOp, a: Any, optional: bool) -> None:
-    if not (isinstance(a, AddrSpace) or (optional and a is None)):
-        raise SpecError(u, f"addrspace must be an AddrSpace{' or None' if optional else ''}, got {a!r}",
-                        rule="addrspace")
-
-
-def _need_device(u: UOp, d: Any, optional: bool) -> None:
-    if not (_is_device(d) or (optional and d is None)):
-        raise SpecError(u, f"device must be a str or a non-empty tuple of str{' or None' if optional else ''}, "
-                           f"got {d!r}", rule="device")
-
-
-@_rule(_O.BUFFER)
-def _buffer(u: UOp) -> None:
-    a: BufferArg = u.arg
-    if not _is_int(a.size) or a.size <= 0:
-        raise SpecError(u, f"size must be a positive int, got {a.size!r}", rule="buffer-size")
-    _need_dtype(u, "dtype", a.dtype, "buffer-dtype")
-    _need_device(u, a.device, optional=False)
-    _need_addrspace(u, a.addrspace, optional=False)
-
-
-@_rule(_O.PARAM)
-def _param(u: UOp) -> None:
-    a: ParamArg = u.arg
-    if not _is_int(a.slot) or a.slot < 0:
-        raise SpecError(u, f"slot must be a non-negative int, got {a.slot!r}", rule="param-slot")
-    _need_dtype(u, "dtype", a.dtype, "param-dtype")
-    _need_device(u, a.device, optional=True)
-    _need_addrspace(u, a.addrspace, optional=True)
-
-
-@_rule(_O.CONST)
-def _const(u: UOp) -> None:
-    v, dt = u.arg.value, u.arg.dtype
-    _need_dtype(u, "dtype", dt, "const-dtype")
-    want = dt.python_type()
-    if type(v) is not want:
-        raise SpecError(u, f"value {v!r} is {type(v).__name__}, but {dt.name} holds {want.__name__}",
-                        rule="const-type")
-    if not (dt.is_float and math.isnan(v)) and dt.normalize(v) != v:
-        raise SpecError(u, f"value {v!r} is not representable in {dt.name}", rule="const-range")
-
-
-@_rule(_O.DEFINE_VAR)
-def _define_var(u: UOp) -> None:
-    a: VarArg = u.arg
-    if not isinstance(a.name, str) or not a.name:
-        raise SpecError(u, f"name must be a non-empty str, got {a.name!r}", rule="var-name")
-    if not (_is_int(a.min) and _is_int(a.max)) or a.min > a.max:
-        raise SpecError(u, f"range [{a.min!r}, {a.max!r}] must be ints with min <= max", rule="var-range")
 
 
 @_rule(_O.BIND)
@@ -246,19 +345,13 @@ def _bind(u: UOp) -> None:
 
 @_rule(_O.RANGE)
 def _range(u: UOp) -> None:
-    if not _is_int(u.arg.idx) or not isinstance(u.arg.type, AxisType):
-        raise SpecError(u, f"RangeArg needs an int idx and an AxisType, got {u.arg!r}", rule="range-arg")
     if u.src[0].op is Ops.CONST and u.src[0].arg.value < 0:
         raise SpecError(u, f"bound {u.src[0].arg.value} is negative", 0, rule="range-bound")
 
 
 @_rule(_O.REDUCE)
 def _reduce(u: UOp) -> None:
-    op, axes = u.arg.op, u.arg.axes
-    if op not in _REDUCE_OPS:
-        raise SpecError(u, f"reduce op must be Add, Max or Mul, got {op!r}", rule="reduce-op")
-    if not _ints(axes):
-        raise SpecError(u, f"axes must be a tuple of ints, got {axes!r}", rule="reduce-axes")
+    axes = u.arg.axes
     if len(u.src) > 1:
         for i, r in enumerate(u.src[1:], 1):
             if r.op is not Ops.RANGE:
@@ -270,23 +363,9 @@ def _reduce(u: UOp) -> None:
         raise SpecError(u, f"axes {axes} repeat an axis", rule="reduce-axes")
 
 
-@_rule(_O.REPLICATED)
-def _replicated(u: UOp) -> None:
-    if len(set(u.arg)) != len(u.arg):
-        raise SpecError(u, f"axes {u.arg} repeat an axis", rule="axes-range")
-
-
-@_rule(_O.CAST, _O.BITCAST)
-def _cast(u: UOp) -> None:
-    _need_dtype(u, "target", u.arg, "cast-dtype")
-
-
 @_rule(_O.SLICE)
 def _slice(u: UOp) -> None:
     a: SliceArg = u.arg
-    if not _is_int(a.size) or a.size <= 0:
-        raise SpecError(u, f"size must be a positive int, got {a.size!r}", rule="slice-size")
-    _need_dtype(u, "dtype", a.dtype, "slice-dtype")
     t, off = u.src
     n = prod(t.shape)
     if off.op is Ops.CONST and _is_int(n):
@@ -299,9 +378,6 @@ def _slice(u: UOp) -> None:
 
 @_rule(_O.LOAD)
 def _load(u: UOp) -> None:
-    if u.arg is not None:
-        _need_device(u, u.arg.device, optional=True)
-        _need_addrspace(u, u.arg.addrspace, optional=True)
     buf = u.src[0]
     # (buf, alt, gate); a lone extra source is the alt if it has buf's dtype, else it must be the gate
     extra = list(enumerate(u.src[1:], 1))
@@ -423,7 +499,7 @@ def _check_tables(u: UOp) -> None:
             raise SpecError(u, f"must be an index scalar, got {src[i].dtype.name} of shape "
                                f"{fmt_shape(src[i].shape)}", i, rule="index-src")
     for i, allowed in SRC_OPS.get(op, ()):
-        if src[i].op not in allowed:
+        if i < len(src) and src[i].op not in allowed:  # arity has checked the sources that must be there
             names = " or ".join(sorted(o.value for o in allowed))
             article = "an" if names[0] in "AEIOU" else "a"
             raise SpecError(u, f"source {i} must be {article} {names}, got {src[i].op.value}", i, rule="src-op")
@@ -442,12 +518,10 @@ def check(u: UOp) -> None:
     lo, hi = ARITY[u.op]
     if not lo <= len(u.src) <= (len(u.src) if hi is None else hi):
         raise SpecError(u, f"takes {_arity_text(lo, hi)}, got {len(u.src)}", rule="arity")
-    if u.op in ARGS:
-        what, ok = ARGS[u.op]
-        if not ok(u.arg):
-            raise SpecError(u, f"arg must be {what}, got {u.arg!r}", rule="arg-type")
-    elif u.arg is not None:
-        raise SpecError(u, f"takes no arg, got {u.arg!r}", rule="arg-type")
+    try:
+        check_arg(u.op, u.arg)
+    except ArgError as e:
+        raise SpecError(u, str(e), rule=e.rule) from None
     _check_tables(u)
     for rule in _RULES.get(u.op, ()):
         rule(u)
