@@ -65,7 +65,9 @@ DB_ERRORS: dict[int | str, dict[str, Any]] = {
                                                        "uopviz, locked, unwritable): the detail names the file and "
                                                        "the way out"}}
 BEAM_ERRORS: dict[int | str, dict[str, Any]] = {
-    **BODY_ERRORS, **DB_ERRORS, 409: {"model": ErrorBody, "description": "a BEAM search is running already"}}
+    **BODY_ERRORS, **DB_ERRORS,
+    409: {"model": ErrorBody, "description": "a BEAM search is running already: in this server, or of this kernel in "
+                                             "another process (such as `uopviz beam`)"}}
 # The event stream's errors are JSON, not its own media type: spelled out, since FastAPI would document a model
 # given here as text/event-stream (ErrorBody is in the schema's components through the other routes).
 STREAM_ERRORS: dict[int | str, dict[str, Any]] = {

@@ -30,7 +30,7 @@ def run(request: dict[str, Any], emit: Emit) -> int:
     import uopviz
     from uopviz.runtime.device import DeviceError
     from uopviz.search.beam import BeamError, beam
-    from uopviz.search.db import TuningDBError
+    from uopviz.search.db import SearchBusyError, TuningDBError
     from uopviz.trace import TraceFormatError
 
     def fail(kind: str, detail: str, code: int = 1) -> int:
@@ -40,10 +40,12 @@ def run(request: dict[str, Any], emit: Emit) -> int:
     try:
         ast = uopviz.trace.load(request["trace"]).uop(request["node"])
         r = beam(ast, request["width"], request["device"], db=request["db"], max_rounds=request["max_rounds"],
-                 force=True, progress=emit)
+                 force=True, progress=emit, wait=False)
     except KeyboardInterrupt:
         return fail("interrupted", "the search was stopped; what it measured is stored, and running it again "
                                    "resumes it", 130)
+    except SearchBusyError as e:
+        return fail("busy", str(e))
     except TuningDBError as e:
         return fail("database", str(e))
     except (BeamError, DeviceError, TraceFormatError) as e:

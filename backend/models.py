@@ -321,9 +321,10 @@ class DoneEvent(_Event):
 
 class ErrorEvent(_Event):
     event: Literal["error"]
-    kind: Literal["database", "kernel", "interrupted", "failed"] = Field(
+    kind: Literal["database", "kernel", "busy", "interrupted", "failed"] = Field(
         description="database: the tuning database cannot be used; kernel: this kernel cannot be searched on its "
-                    "device; interrupted: the search was stopped (running it again resumes it); failed: anything else")
+                    "device; busy: another process is searching this kernel on this device (detail names it); "
+                    "interrupted: the search was stopped (running it again resumes it); failed: anything else")
     detail: str
 
 

@@ -276,6 +276,8 @@ class BeamJobs:
             raise TuningDBError(first.detail)
         if isinstance(first, ErrorEvent) and first.kind == "kernel":
             raise RecordError(first.detail)
+        if isinstance(first, ErrorEvent) and first.kind == "busy":
+            raise Busy(first.detail)
         raise BeamStartError(f"the search could not begin: {getattr(first, 'detail', first.event)}")
 
     def _follow(self, job: BeamJob, proc: subprocess.Popen[str], errors: IO[str], work: Path) -> None:

@@ -25,7 +25,7 @@ from uopviz.runtime.device import Kernel
 from uopviz.search import BeamResult, beam
 from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
 from uopviz.search.beam_cli import _coloured
-from uopviz.search.db import TuningDB
+from uopviz.search.db import SearchBusyError, TuningDB
 from uopviz.search.timing import Workbench
 from uopviz.uop.ops import AxisType, UOp
 
@@ -154,7 +154,7 @@ def test_ctrl_c_resumes_with_the_stored_candidates(db_path: Path, monkeypatch: p
 
 KILLED_SEARCH = """
 import os, signal, sys
-from uopviz.search.db import TuningDB
+from uopviz.search.db import SearchBusyError, TuningDB
 real, stored = TuningDB.add_candidate, []
 def add(self, *a, **k):
     stored.append(real(self, *a, **k))
@@ -180,6 +180,34 @@ def test_kill_9_resumes(db_path: Path) -> None:
     with TuningDB(db_path) as db:
         cands = db.candidates(info.id)
     assert len({json.dumps(c.opts) for c in cands}) == len(cands)  # nothing measured twice
+
+
+def test_two_searches_of_one_kernel_at_once_take_turns(db_path: Path, cache_dir: Path) -> None:
+    """`uopviz beam` twice at once: the second waits for the first (which holds the kernel's lease in the
+    database), says so, then answers from its result; one search, no candidate measured twice."""
+    cmd = [sys.executable, "-m", "uopviz.cli", "beam", "gemm", "--small", "--beam", "2", "--db", str(db_path)]
+    env = {**os.environ, "UOPVIZ_CACHE_DIR": str(cache_dir)}
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    assert first.stderr is not None
+    first_err = first.stderr.readline()  # round 0 is measured: the first holds the lease and goes on searching
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    out, rest = first.communicate(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, (first_err + rest, second.stderr)
+    assert f"is being searched by process {first.pid}" in second.stderr and "waiting" in second.stderr
+    with TuningDB(db_path) as db:
+        (info,) = db.searches()
+        cands = db.candidates(info.id)
+    assert info.status == "done" and sum(c.parent_id is None for c in cands) == 1
+    assert len({json.dumps(c.opts) for c in cands}) == len(cands)
+    assert out.splitlines()[-1] == second.stdout.splitlines()[-1]  # the same opts chosen
+
+
+def test_a_search_of_a_kernel_being_searched_can_refuse_instead(db_path: Path) -> None:
+    ast, _ = kernel()
+    with TuningDB(db_path) as other:
+        other.begin_search(cache_key(ast, "CPU"), "r_k", "AST", {})
+        with pytest.raises(SearchBusyError, match=f"being searched by process {os.getpid()} "):
+            beam(ast, 2, "CPU", db=db_path, progress=False, wait=False)
 
 
 def test_a_compile_timeout_is_the_candidates_error(db_path: Path) -> None:

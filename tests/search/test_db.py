@@ -38,9 +38,9 @@ while i != count:
 """
 
 
-def worker(path: Path, tag: str, count: int) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", WORKER, str(path), json.dumps(dataclasses.asdict(KEY)), tag,
-                          str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def worker(path: Path, tag: str, count: int, key: CacheKey = KEY) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-c", WORKER, str(path), json.dumps(dataclasses.asdict(key)), tag,
+                          str(count)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None and p.stdout.readline() == "ready\n"
     return p
 
@@ -62,7 +62,7 @@ def test_schema_wal_and_foreign_keys(tmp_path: Path) -> None:
         with pytest.raises(sqlite3.IntegrityError):
             db._conn.execute("INSERT INTO candidates (search_id, round, opts, samples, created_at) "
                              "VALUES (99, 0, '[]', '[]', 0)")
-    assert tables(path) == {"targets", "kernels", "searches", "candidates", "results"}
+    assert tables(path) == {"targets", "kernels", "searches", "candidates", "results", "leases"}
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (len(dbmod.MIGRATIONS),)
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -157,6 +157,7 @@ def test_a_search_killed_mid_write_leaves_a_consistent_database_and_resumes(tmp_
         assert h.resumed and n >= 25
         assert sorted(c.opts[0]["arg"] for c in h.candidates) == list(range(n))  # none lost but the last, none torn
         assert all(c.median_s == 2e-3 and c.samples == [1e-3, 2e-3, 3e-3] for c in h.candidates)
+        db.release(h.id)
     p = worker(path, "UPCAST", n + 5)  # the resumed search goes on from where it stopped
     assert p.communicate("go\n")[0].split() == [str(i) for i in range(n + 1, n + 6)] and p.returncode == 0
     with TuningDB(path) as db:
@@ -165,11 +166,10 @@ def test_a_search_killed_mid_write_leaves_a_consistent_database_and_resumes(tmp_
         assert db.lookup(KEY) is not None
 
 
-def test_two_processes_write_one_search_at_once(tmp_path: Path) -> None:
+def test_two_processes_write_two_searches_at_once(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    with TuningDB(path) as db:
-        sid = db.begin_search(KEY, "r_k", "AST", {"beam": 2}).id
-    procs = [worker(path, tag, 60) for tag in ("UPCAST", "UNROLL")]
+    keys = (KEY, dataclasses.replace(KEY, kernel_hash="j" * 16))
+    procs = [worker(path, tag, 60, key) for tag, key in zip(("UPCAST", "UNROLL"), keys)]
     for p in procs:  # both are connected before either writes
         assert p.stdin is not None
         p.stdin.write("go\n")
@@ -179,10 +179,38 @@ def test_two_processes_write_one_search_at_once(tmp_path: Path) -> None:
         assert p.returncode == 0
     assert integrity(path) == "ok"
     with TuningDB(path) as db:
-        cands = db.candidates(sid)
-        assert len(db.searches()) == 1 and len(cands) == 120 and len({c.id for c in cands}) == 120
-        for tag in ("UPCAST", "UNROLL"):
-            assert sorted(c.opts[0]["arg"] for c in cands if c.opts[0]["op"] == tag) == list(range(60))
+        searches = db.searches()
+        assert len(searches) == 2
+        for s, tag in zip(reversed(searches), ("UPCAST", "UNROLL")):
+            assert sorted(c.opts[0]["arg"] for c in db.candidates(s.id) if c.opts[0]["op"] == tag) == list(range(60))
+
+
+def test_one_process_at_a_time_searches_a_kernel(tmp_path: Path) -> None:
+    """The lease: a second process that begins the same kernel's search while the first runs is refused, naming
+    the holder; once the holder ends (or dies) the search is free again."""
+    path = tmp_path / "t.db"
+    first = worker(path, "UPCAST", 3)
+    with TuningDB(path) as db:
+        with pytest.raises(dbmod.SearchBusyError, match=rf"r_k on CPU is being searched by process {first.pid} "):
+            db.begin_search(KEY, "r_k", "AST", {"beam": 2})
+        with pytest.raises(dbmod.SearchBusyError):  # whatever its params: the kernel is what is held
+            db.begin_search(KEY, "r_k", "AST", {"beam": 8})
+        assert db.lease(KEY).pid == first.pid
+        first.kill()
+        first.communicate()
+        h = db.begin_search(KEY, "r_k", "AST", {"beam": 2})  # the holder died: its search is resumed here
+        assert h.resumed and db.lease(KEY).pid == os.getpid()
+        db.finish_search(h.id, db.add_candidate(h.id, None, 0, [], "p", 1, 0.1, None, [1e-3]))
+        assert db.lease(KEY) is None
+
+
+def test_a_holder_whose_lease_was_taken_over_must_stop(tmp_path: Path) -> None:
+    with TuningDB(tmp_path / "t.db") as a, TuningDB(tmp_path / "t.db") as b:
+        h = a.begin_search(KEY, "r_k", "AST", {})
+        a._conn.execute("UPDATE leases SET heartbeat_at = 0")  # silent for ages
+        assert b.begin_search(KEY, "r_k", "AST", {}).id == h.id
+        with pytest.raises(ValueError, match="is not held by this connection"):
+            a.add_candidate(h.id, None, 0, [], None, None, None, None, [])
 
 
 def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ graph recurses once per level.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -53,12 +54,14 @@ from uopviz.codegen.pipeline import lower
 from uopviz.realize import forget_default_opts, scheduler_of, unrecorded
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import Kernel, Target
-from uopviz.search.db import Candidate, Result, TuningDB
+from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
 from uopviz.search.keys import CacheKey, describe_target
 from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, symbolic
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
 
+LEASE_POLL_S = 1.0
+"""How often a search waiting for another process's search of the same kernel looks again."""
 COMPILED_IN_WORKER = frozenset({"CPU"})
 """Devices whose programs a worker compiles for the parent: CPU libraries land in the shared disk cache, so the
 parent only loads them. Elsewhere (OpenCL) a program cannot leave its process, and workers only lower."""
@@ -103,13 +106,16 @@ def cache_key(ast: UOp, device: str) -> CacheKey:
 
 def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
          max_rounds: int = 8, threshold: float = 0.01, force: bool = False, workers: int | None = None,
-         timeout_s: float = 60.0, progress: bool | ProgressHook = True, seed: int = 0) -> BeamResult:
+         timeout_s: float = 60.0, progress: bool | ProgressHook = True, seed: int = 0, wait: bool = True
+         ) -> BeamResult:
     """The best opts BEAM of `width` finds for a kernel (as `kernels_of` gives it) on device (None: the default).
 
     db: a TuningDB or its path (default: the default database). force: search again although the database has
     a result. workers: compile processes (default: one per core). timeout_s: the most one candidate may take to
     lower and compile. progress: True for a status line on stderr, or a ProgressHook that receives every event
-    instead. seed: of the random inputs candidates are checked on.
+    instead. seed: of the random inputs candidates are checked on. wait: while another process searches this
+    kernel on this device (it holds the kernel's lease in the database), wait for it and then use its result
+    (or, with force, search after it); False raises SearchBusyError instead.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
@@ -125,8 +131,20 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
             if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
                 return answer
             params = {"beam": width, "max_rounds": max_rounds, "threshold": threshold}
-            search = _Search(ast, device, tdb, key, params, workers or os.cpu_count() or 1, timeout_s, seed,
-                             Progress(enabled=progress is True, hook=None if isinstance(progress, bool) else progress))
+            shown = Progress(enabled=progress is True, hook=None if isinstance(progress, bool) else progress)
+            while True:
+                try:
+                    search = _Search(ast, device, tdb, key, params, workers or os.cpu_count() or 1, timeout_s, seed,
+                                     shown)
+                    break
+                except SearchBusyError as e:
+                    if not wait:
+                        raise
+                    shown.waiting(e)
+                    time.sleep(LEASE_POLL_S)
+                    hit = None if force else tdb.lookup(key)
+                    if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
+                        return answer
             result = search.run(width, max_rounds, threshold)
         forget_default_opts()  # realize() picks the new result up
         return result
@@ -152,6 +170,7 @@ class Progress:
                  program of an earlier candidate, not timed again), measured (false: stored by an interrupted run),
                  best_s (the best time so far)
       round_end  round, best_s, best_id (the fastest verified candidate so far)
+      wait       holder, pid, host, search_id: another process is searching this kernel; sent once, before start
     """
 
     def __init__(self, enabled: bool = True, stream: TextIO | None = None, hook: ProgressHook | None = None) -> None:
@@ -161,6 +180,18 @@ class Progress:
         self.name, self.round, self.done, self.total = "", 0, 0, 0
         self.best_s: float | None = None
         self.best_id: int | None = None
+        self.waited = False
+
+    def waiting(self, busy: SearchBusyError) -> None:
+        """Another process holds the kernel's lease (said once, however long the wait)."""
+        if self.waited:
+            return
+        self.waited = True
+        lease = busy.lease
+        self._emit("wait", holder=lease.describe(), pid=lease.pid, host=lease.host, search_id=lease.search_id)
+        if self.enabled:
+            self.stream.write(f"beam: waiting: {busy}\n")
+            self.stream.flush()
 
     def begin(self, name: str, device: str, search_id: int, resumed: bool, stored: int) -> None:
         self._emit("start", search_id=search_id, kernel=name, device=device, resumed=resumed, stored=stored)
@@ -257,6 +288,8 @@ class _Search:
             return self._run(width, max_rounds, threshold)
         except BaseException:
             self.pool.close(wait=False)  # interrupted: drop queued builds; the stored candidates remain
+            with contextlib.suppress(TuningDBError):  # the search may be resumed, by anyone
+                self.db.release(self.handle.id)
             raise
         finally:
             self.pool.close(wait=True)

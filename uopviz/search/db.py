@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import sqlite3
 import statistics
 import time
@@ -111,6 +112,18 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (kernel_id, target_id, action_space_version, uopviz_version))""",
         "CREATE INDEX results_by_search ON results (search_id)",
     ),
+    (  # 1 -> 2: one process at a time searches a kernel on a target (the holder of its lease)
+        """CREATE TABLE leases (
+            kernel_id INTEGER NOT NULL REFERENCES kernels(id) ON DELETE CASCADE,
+            target_id INTEGER NOT NULL REFERENCES targets(id) ON DELETE CASCADE,
+            search_id INTEGER NOT NULL REFERENCES searches(id) ON DELETE CASCADE,
+            owner TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            acquired_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL,
+            PRIMARY KEY (kernel_id, target_id))""",
+    ),
 ]
 """MIGRATIONS[v] takes a database from schema version v to v + 1 (PRAGMA user_version); append, never edit."""
 
@@ -121,6 +134,50 @@ class TuningDBError(RuntimeError):
 
 class UnreadableDBError(TuningDBError):
     """The file is corrupt, not a database, or from a newer uopviz: `uopviz cache clear` may delete it."""
+
+
+LEASE_STALE_S = 600.0
+"""A lease whose holder has stored nothing for this long is taken over (a holder on this host whose process has
+ended is taken over at once; one on another host can only be judged by its silence)."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who is searching a kernel on a target: the search, its process (host and pid), since when, last heard."""
+
+    search_id: int
+    host: str
+    pid: int
+    acquired_at: float
+    heartbeat_at: float
+
+    def describe(self) -> str:
+        since = time.strftime("%H:%M:%S", time.localtime(self.acquired_at))
+        return f"process {self.pid} on {self.host} (search {self.search_id}, since {since})"
+
+    def alive(self, now: float) -> bool:
+        """Whether the holder may still be searching: heard from lately and, on this host, its process exists."""
+        if now - self.heartbeat_at >= LEASE_STALE_S:
+            return False
+        if self.host != socket.gethostname() or self.pid == os.getpid():
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:  # another user's process
+            return True
+        return True
+
+
+class SearchBusyError(RuntimeError):
+    """Another live process holds the lease on this kernel and target: two searches at once would share one
+    search's candidates and skew each other's timings. `lease` says who."""
+
+    def __init__(self, lease: Lease, kernel_name: str, device: str) -> None:
+        self.lease = lease
+        super().__init__(f"{kernel_name} on {device} is being searched by {lease.describe()}; its result is used "
+                         "once it ends")
 
 
 def default_path() -> Path:
@@ -214,6 +271,7 @@ class TuningDB:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
         self._conn = _open(self.path)
+        self._owner = uuid.uuid4().hex  # names the leases this connection holds
 
     def close(self) -> None:
         self._conn.close()
@@ -235,24 +293,38 @@ class TuningDB:
 
     @_guarded
     def begin_search(self, key: CacheKey, kernel_name: str, ast_text: str, params: Mapping[str, Any]) -> SearchHandle:
-        """A new search for key, or the newest unfinished one with the same key and params with its candidates."""
+        """A new search for key, or the newest unfinished one with the same key and params with its candidates;
+        either way this connection takes the kernel's lease on the target (held until finish_search, fail_search
+        or release). SearchBusyError when another live process holds it."""
         params_json = _dumps(params, "params")
         now = time.time()
         with _transaction(self._conn) as c:
             kernel_id = _kernel_id(c, key.kernel_hash, kernel_name, ast_text)
             target_id = _target_id(c, key.target)
-            row = c.execute("SELECT id FROM searches WHERE kernel_id = ? AND target_id = ? AND status = 'running' "
-                            "AND action_space_version = ? AND uopviz_version = ? AND params = ? "
-                            "ORDER BY id DESC LIMIT 1",
-                            (kernel_id, target_id, key.action_space_version, key.uopviz_version, params_json)
-                            ).fetchone()
-            if row:
-                return SearchHandle(row[0], True, self._candidates(row[0]))
-            cur = c.execute("INSERT INTO searches (uid, kernel_id, target_id, action_space_version, uopviz_version, "
-                            "params, status, started_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-                            (uuid.uuid4().hex, kernel_id, target_id, key.action_space_version,
-                             key.uopviz_version, params_json, now))
-            return SearchHandle(_rowid(cur), False, [])
+            held = c.execute("SELECT search_id, host, pid, acquired_at, heartbeat_at, owner FROM leases WHERE "
+                             "kernel_id = ? AND target_id = ?", (kernel_id, target_id)).fetchone()
+            if held is not None and held[5] != self._owner and (lease := Lease(*held[:5])).alive(now):
+                raise SearchBusyError(lease, kernel_name, key.target.device)
+            handle = self._resume_or_start(c, kernel_id, target_id, key, params_json, now)
+            c.execute("INSERT INTO leases (kernel_id, target_id, search_id, owner, host, pid, acquired_at, "
+                      "heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kernel_id, target_id) DO UPDATE "
+                      "SET search_id = excluded.search_id, owner = excluded.owner, host = excluded.host, "
+                      "pid = excluded.pid, acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at",
+                      (kernel_id, target_id, handle.id, self._owner, socket.gethostname(), os.getpid(), now, now))
+            return handle
+
+    def _resume_or_start(self, c: sqlite3.Connection, kernel_id: int, target_id: int, key: CacheKey,
+                         params_json: str, now: float) -> SearchHandle:
+        row = c.execute("SELECT id FROM searches WHERE kernel_id = ? AND target_id = ? AND status = 'running' "
+                        "AND action_space_version = ? AND uopviz_version = ? AND params = ? ORDER BY id DESC LIMIT 1",
+                        (kernel_id, target_id, key.action_space_version, key.uopviz_version, params_json)).fetchone()
+        if row:
+            return SearchHandle(row[0], True, self._candidates(row[0]))
+        cur = c.execute("INSERT INTO searches (uid, kernel_id, target_id, action_space_version, uopviz_version, "
+                        "params, status, started_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+                        (uuid.uuid4().hex, kernel_id, target_id, key.action_space_version, key.uopviz_version,
+                         params_json, now))
+        return SearchHandle(_rowid(cur), False, [])
 
     @_guarded
     def add_candidate(self, search_id: int, parent: int | None, round: int, opts: Any, program_hash: str | None,
@@ -269,6 +341,7 @@ class TuningDB:
                 raise ValueError(f"{what}: expected an integer >= 0, got {n!r}")
         with _transaction(self._conn) as c:
             self._running(c, search_id)
+            self._heartbeat(c, search_id)
             if parent is not None and c.execute("SELECT 1 FROM candidates WHERE id = ? AND search_id = ?",
                                                 (parent, search_id)).fetchone() is None:
                 raise ValueError(f"parent candidate {parent} is not in search {search_id}")
@@ -295,6 +368,7 @@ class TuningDB:
             now = time.time()
             c.execute("UPDATE searches SET status = 'done', finished_at = ?, best_candidate_id = ? WHERE id = ?",
                       (now, best_candidate_id, search_id))
+            c.execute("DELETE FROM leases WHERE search_id = ?", (search_id,))
             c.execute("INSERT INTO results (kernel_id, target_id, action_space_version, uopviz_version, opts, "
                       "median_s, search_id, created_at) SELECT kernel_id, target_id, action_space_version, "
                       "uopviz_version, ?, ?, id, ? FROM searches WHERE id = ? " + _UPSERT_RESULT,
@@ -308,6 +382,23 @@ class TuningDB:
             self._running(c, search_id)
             c.execute("UPDATE searches SET status = 'failed', finished_at = ?, error = ? WHERE id = ?",
                       (time.time(), error, search_id))
+            c.execute("DELETE FROM leases WHERE search_id = ?", (search_id,))
+
+    @_guarded
+    def release(self, search_id: int) -> None:
+        """Give up this connection's lease on a search left running (interrupted: it is resumed later)."""
+        with _transaction(self._conn) as c:
+            c.execute("DELETE FROM leases WHERE search_id = ? AND owner = ?", (search_id, self._owner))
+
+    @_guarded
+    def lease(self, key: CacheKey) -> Lease | None:
+        """Who holds the lease on key's kernel and target, if anyone (alive or not)."""
+        row = self._conn.execute(
+            "SELECT l.search_id, l.host, l.pid, l.acquired_at, l.heartbeat_at FROM leases l "
+            "JOIN kernels k ON k.id = l.kernel_id JOIN targets t ON t.id = l.target_id WHERE k.hash = ? AND "
+            "t.device = ? AND t.device_name = ? AND t.driver = ? AND t.compiler = ? AND t.compiler_version = ?",
+            _key_values(key)[:6]).fetchone()
+        return Lease(*row) if row else None
 
     @_guarded
     def searches(self) -> list[SearchInfo]:
@@ -420,6 +511,13 @@ class TuningDB:
         rows = self._conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM candidates WHERE search_id = ? "
                                   "ORDER BY round, id", (search_id,))
         return [Candidate(*r[:4], json.loads(r[4]), *r[5:9], json.loads(r[9]), *r[10:]) for r in rows]
+
+    def _heartbeat(self, c: sqlite3.Connection, search_id: int) -> None:
+        """Note that the holder is alive; a holder whose lease was taken over (silent too long) must stop."""
+        if c.execute("UPDATE leases SET heartbeat_at = ? WHERE search_id = ? AND owner = ?",
+                     (time.time(), search_id, self._owner)).rowcount == 0:
+            raise ValueError(f"search {search_id} is not held by this connection: begin_search it first (a lease "
+                             f"silent for {LEASE_STALE_S:.0f} s is taken over by another process)")
 
     @staticmethod
     def _running(c: sqlite3.Connection, search_id: int) -> None:
