@@ -8,6 +8,7 @@ compiled once per machine, not once per process.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -15,6 +16,7 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -90,19 +92,25 @@ class CPURuntime(Runtime):
         return handle[:size].copy()
 
     def library(self, source: str, name: str) -> Path:
-        """The shared library for source, from the disk cache or compiled into it."""
+        """The shared library for source, from the disk cache or compiled into it.
+
+        A cached library is used only if its bytes still hash to the digest written beside it: loading a
+        truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again.
+        """
         key = hashlib.sha256("\0".join([source, self.compiler_version, *FLAGS]).encode()).hexdigest()[:32]
-        path = cache_dir() / "cpu" / f"{key}.so"
-        if path.exists():
-            return path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        for folder in _library_dirs():
+            if _intact(path := folder / f"{key}.so"):
+                return path
+        folder = _writable_library_dir()
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
         try:
             proc = subprocess.run([self.cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=source,
                                   capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise CompileError("CPU", name, source, proc.stderr or proc.stdout)
+            path = folder / f"{key}.so"
+            _write_atomically(_digest_path(path), _digest(Path(tmp)).encode())
             os.replace(tmp, path)  # atomic: a concurrent process sees the whole library or none
         finally:
             if os.path.exists(tmp):
@@ -131,6 +139,60 @@ class CPURuntime(Runtime):
             return time.perf_counter() - t0 if wait else None
 
         return run
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _digest_path(lib: Path) -> Path:
+    return lib.with_suffix(".sha256")
+
+
+def _intact(lib: Path) -> bool:
+    """Whether a cached library exists and its bytes hash to the digest written beside it when it was built."""
+    try:
+        return _digest_path(lib).read_text() == _digest(lib)
+    except OSError:  # missing, or unreadable: build it again
+        return False
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+_fallback_dir: list[Path] = []  # this process's temporary library folder, once the cache proved unwritable
+
+
+def _library_dirs() -> list[Path]:
+    """Where compiled libraries may already be: the cache, and this process's temporary folder if it has one."""
+    return [cache_dir() / "cpu", *_fallback_dir]
+
+
+def _writable_library_dir() -> Path:
+    """The cache's library folder, or (said once) a temporary folder for this process when the cache cannot be
+    written: a read-only cache slows each process down but stops nothing."""
+    folder = cache_dir() / "cpu"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # permissions, a read-only mount, a full disk: try it
+            return folder
+    except OSError as e:
+        why = e.strerror or str(e)
+    if not _fallback_dir:
+        tmp = Path(tempfile.mkdtemp(prefix="uopviz-cpu-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        _fallback_dir.append(tmp)
+        print(f"uopviz: warning: the kernel cache {folder} cannot be written ({why}); compiled kernels go to {tmp} "
+              "for this process only (set UOPVIZ_CACHE_DIR to a writable folder to keep them)", file=sys.stderr)
+    return _fallback_dir[0]
 
 
 def _run_threads(fn: Any, args: list[Any], threads: int) -> None:

@@ -119,14 +119,14 @@ def cmd_clear(args: argparse.Namespace) -> int:
             return 1
     try:
         with TuningDB(path) as db:
-            n_searches, n_results = len(db.searches()), len(db.results())
+            n = db.counts()
             db.clear()
     except UnreadableDBError:  # the way out its message promised: the file goes, a fresh one comes on next use
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         print(f"deleted {path}: it was not a readable tuning database")
         return 0
-    print(f"cleared {path}: deleted {n_searches} searches and {n_results} results")
+    print(f"cleared {path}: deleted {n['searches']} searches and {n['results']} results")
     return 0
 
 
@@ -154,11 +154,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as e:
         print(f"uopviz: {name} is not JSON ({e})", file=sys.stderr)
         return 1
+    except RecursionError:
+        print(f"uopviz: {name} is not a valid uopviz tuning export: its JSON is nested too deeply", file=sys.stderr)
+        return 1
     with TuningDB(args.db) as db:
         try:
             n = db.import_doc(doc)
         except ValueError as e:
             print(f"uopviz: {name} is not a valid uopviz tuning export: {e}", file=sys.stderr)
+            return 1
+        except RecursionError:  # a value (opts, params) nested deeper than JSON text can be written back
+            print(f"uopviz: {name} is not a valid uopviz tuning export: a value in it is nested too deeply",
+                  file=sys.stderr)
             return 1
     print(f"imported {n['searches']} searches ({n['candidates']} candidates) and {n['results']} results from "
           f"{name}; {n['skipped']} searches were already there")

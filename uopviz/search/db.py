@@ -262,6 +262,10 @@ def _guarded(fn: Callable[Concatenate[TuningDB, P], R]) -> Callable[Concatenate[
             return fn(self, *args, **kwargs)
         except sqlite3.Error as e:
             raise _explain(self.path, e) from None
+        except json.JSONDecodeError as e:  # only stored JSON is parsed here: the file was damaged
+            raise TuningDBError(f"the tuning database {self.path} holds a malformed JSON value ({e}); "
+                                f"`uopviz cache clear --db {self.path}` deletes every search and result, or move the "
+                                "file aside") from None
     return wrapper
 
 
@@ -425,6 +429,12 @@ class TuningDB:
         """The kernel's AST as text, for display."""
         row = self._conn.execute("SELECT ast FROM kernels WHERE hash = ?", (kernel_hash,)).fetchone()
         return row[0] if row else None
+
+    @_guarded
+    def counts(self) -> dict[str, int]:
+        """How many searches, candidates and results there are (read by SQL alone: it works on damaged rows)."""
+        return {t: self._conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("searches", "candidates", "results")}
 
     @_guarded
     def clear(self) -> None:

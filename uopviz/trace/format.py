@@ -7,6 +7,7 @@ structural problem is reported as a `TraceFormatError` that names where in the d
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from uopviz.dtype import DTypeError, dtypes
@@ -19,21 +20,49 @@ FORMAT = "uopviz-trace"
 VERSION = 1
 
 _OP_NAMES = frozenset(o.value for o in Ops)
-__all__ = ["FORMAT", "VERSION", "TraceFormatError", "check_document", "parse"]
+__all__ = ["FORMAT", "VERSION", "TraceFormatError", "check_document", "check_size", "max_bytes", "parse"]
+
+
+def max_bytes() -> int:
+    """The largest trace document read: `UOPVIZ_MAX_TRACE_MB` megabytes (default 256). Reading one takes about
+    ten times its size in memory and a second per 20 MB, so a larger file is refused before it is read."""
+    text = os.environ.get("UOPVIZ_MAX_TRACE_MB", "").strip()
+    try:
+        mb = float(text) if text else 256.0
+    except ValueError:
+        raise TraceFormatError(f"UOPVIZ_MAX_TRACE_MB must be a number of megabytes, got {text!r}") from None
+    return int(mb * 1e6)
+
+
+def check_size(size: int, what: str) -> None:
+    """TraceFormatError for a document over max_bytes(), saying how to read it anyway."""
+    if size > (limit := max_bytes()):
+        raise TraceFormatError(f"{what} is {size / 1e6:.1f} MB, over the {limit / 1e6:g} MB uopviz reads as a trace; "
+                               "set UOPVIZ_MAX_TRACE_MB to read it anyway")
 
 
 def parse(text: str | bytes) -> dict[str, Any]:
     """The checked document in `text` (JSON)."""
+    check_size(len(text), "the document")
     try:
         doc = json.loads(text)
     except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8/16/32
         raise TraceFormatError(f"not a uopviz trace: invalid JSON ({e})") from None
+    except RecursionError:
+        raise TraceFormatError("not a uopviz trace: its JSON is nested too deeply") from None
     check_document(doc)
     return doc
 
 
 def check_document(doc: Any) -> None:
     """Raise TraceFormatError unless `doc` is a well-formed trace of a version this uopviz reads."""
+    try:
+        _check_document(doc)
+    except RecursionError:  # an arg nested deeper than the decoder recurses
+        raise TraceFormatError("not a uopviz trace: a value in it is nested too deeply") from None
+
+
+def _check_document(doc: Any) -> None:
     if not isinstance(doc, dict):
         raise TraceFormatError(f"not a uopviz trace: expected a JSON object, got {_kind(doc)}")
     if doc.get("format") != FORMAT:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from uopviz.trace.format import FORMAT, VERSION, check_document, parse
+from uopviz.trace.format import FORMAT, VERSION, check_document, check_size, parse
 from uopviz.trace.nodes import Entry, NodeTable
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
 from uopviz.uop.ops import UOp
@@ -171,6 +171,14 @@ class Trace:
     def from_dict(cls, doc: Any) -> Trace:
         """A trace from a document; TraceFormatError if it is malformed or of a newer version."""
         check_document(doc)
+        return cls._from_checked(doc)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Trace:
+        return cls._from_checked(parse(text))
+
+    @classmethod
+    def _from_checked(cls, doc: dict[str, Any]) -> Trace:
         tr = cls()
         tr._uopviz_version = doc["uopviz_version"]
         tr._table = NodeTable(dict(doc["nodes"]))
@@ -183,10 +191,6 @@ class Trace:
                       for p in c["passes"]]
             tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", []))))
         return tr
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Trace:
-        return cls.from_dict(parse(text))
 
     # ---- turning recorded events into ids ----
     def _sync(self) -> None:
@@ -263,7 +267,9 @@ def record() -> Iterator[Trace]:
 
 
 def load(path: str | os.PathLike[str]) -> Trace:
-    """Read a trace file written by `Trace.save`; TraceFormatError if it is not one this uopviz reads."""
+    """Read a trace file written by `Trace.save`; TraceFormatError if it is not one this uopviz reads (or is
+    larger than it reads: format.max_bytes)."""
     with open(path, "rb") as f:
+        check_size(os.fstat(f.fileno()).st_size, str(path))
         return Trace.from_json(f.read())
 
