@@ -21,7 +21,7 @@ from uopviz.trace import Trace, TraceFormatError
 
 if TYPE_CHECKING:
     from uopviz.codegen.opt import Opt
-    from uopviz.runtime.device import Kernel
+    from uopviz.target import Kernel
     from uopviz.uop.ops import UOp
 
 SCRIPT_TIMEOUT_S = 120.0

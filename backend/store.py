@@ -16,7 +16,7 @@ from uopviz.trace import Trace
 
 if TYPE_CHECKING:
     from uopviz.codegen.opt import Opt
-    from uopviz.runtime.device import Kernel
+    from uopviz.target import Kernel
     from uopviz.uop.ops import UOp
 
 

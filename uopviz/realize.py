@@ -20,10 +20,11 @@ from uopviz.codegen.opt import Opt, Scheduler
 from uopviz.codegen.pipeline import lower, scheduler
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
-from uopviz.runtime.device import Kernel, Program, Target
+from uopviz.runtime.device import Program
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
 from uopviz.schedule.split import split
+from uopviz.target import Kernel, Target
 from uopviz.trace.recorder import context
 from uopviz.uop.ops import Ops, UOp, prod
 from uopviz.uop.pattern import function_pass, recording, set_recorder

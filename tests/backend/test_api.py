@@ -16,7 +16,7 @@ from backend.app import create_app
 from backend.store import TraceStore
 from kernels import get
 from uopviz.codegen.opt import Opt, OptOps
-from uopviz.runtime.device import Kernel
+from uopviz.target import Kernel
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
 GEMM_KERNEL = "r_t8_L16_L64_R1024_u8_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)

@@ -16,7 +16,7 @@ from uopviz.codegen.opt.actions import legal_actions
 from uopviz.realize import compile_kernel, kernels_of, schedule, scheduler_of, to_host
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
-from uopviz.runtime.device import Target
+from uopviz.target import Target
 from uopviz.uop.ops import AddrSpace, AxisType, Ops, UOp
 from uopviz.uop.spec import validate
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from uopviz.dtype import DType, dtypes
-from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel
+from uopviz.renderer.dialect import OPENCL
+from uopviz.runtime.device import CompileError, DeviceUnavailableError
+from uopviz.target import Kernel
 from uopviz.uop.ops import Ops, UOp
 
 cl_runtime = pytest.importorskip("uopviz.runtime.cl")
@@ -95,7 +97,7 @@ def test_compile_error_keeps_source_and_log(rt: cl_runtime.CLRuntime) -> None:
 def test_describe(rt: cl_runtime.CLRuntime) -> None:
     d = rt.describe()
     assert d["device"] == "CL" and d["name"] and d["opencl"].startswith("OpenCL")
-    assert rt.target.dialect == "opencl" and rt.target.max_local == rt.device.max_work_group_size
+    assert rt.target.dialect is OPENCL and rt.target.max_local == rt.device.max_work_group_size
 
 
 def test_device_choice(rt: cl_runtime.CLRuntime, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,8 @@ import pytest
 from uopviz.dtype import dtypes
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime
-from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel, UnknownDeviceError
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, UnknownDeviceError
+from uopviz.target import Kernel
 from uopviz.uop.ops import Ops, UOp
 
 ADD = """void add3(float* restrict data0, const float* restrict data1) {

@@ -9,8 +9,9 @@ import pytest
 
 from uopviz.dtype import DType, dtypes
 from uopviz.runtime import device as devices
-from uopviz.runtime.device import CompileError, Kernel
+from uopviz.runtime.device import CompileError
 from uopviz.runtime.python import ExecutionError, PythonRuntime
+from uopviz.target import Kernel
 from uopviz.uop.ops import AddrSpace, GroupOp, Ops, UOp
 
 RT = PythonRuntime()

@@ -21,12 +21,12 @@ from uopviz.cli import main
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.realize import compile_kernel, default_opts, kernels_of, schedule
 from uopviz.runtime.cpu import CPURuntime
-from uopviz.runtime.device import Kernel
 from uopviz.search import BeamResult, beam
 from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
 from uopviz.search.beam_cli import _coloured
 from uopviz.search.db import SearchBusyError, TuningDB
 from uopviz.search.timing import Workbench
+from uopviz.target import Kernel
 from uopviz.uop.ops import AxisType, UOp
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,6 +21,7 @@ from backend.store import TraceStore
 from uopviz.codegen.pipeline import lower
 from uopviz.dtype import dtypes
 from uopviz.renderer.cstyle import RenderError, render
+from uopviz.renderer.dialect import OPENCL, C, Dialect
 from uopviz.runtime import device as devices
 from uopviz.trace import Trace, TraceFormatError
 from uopviz.trace.serialize import encode
@@ -116,8 +117,8 @@ def _linear_with(var: UOp) -> UOp:
 
 @pytest.mark.parametrize(("name", "why"), [(PAYLOAD, "is not an identifier"), ("alu0", "rename the variable"),
                                            ("ridx3", "rename the variable")])
-@pytest.mark.parametrize("dialect", ["c", "opencl"])
-def test_the_renderer_refuses_names_it_did_not_build_or_check(name: str, why: str, dialect: str) -> None:
+@pytest.mark.parametrize("dialect", [C, OPENCL], ids=["c", "opencl"])
+def test_the_renderer_refuses_names_it_did_not_build_or_check(name: str, why: str, dialect: Dialect) -> None:
     """The renderer's own check, for graphs that never went through spec validation."""
     var = UOp(Ops.DEFINE_VAR, (), VarArg(name, 1, 16))
     with pytest.raises(RenderError, match=why):
@@ -127,8 +128,8 @@ def test_the_renderer_refuses_names_it_did_not_build_or_check(name: str, why: st
 def test_the_renderer_refuses_a_kernel_name_or_hardware_id_that_is_not_one() -> None:
     var = UOp.variable("n", 1, 16)
     with pytest.raises(RenderError, match=r"kernel name .* is not an identifier"):
-        render(_linear_with(var), "k(){} void j", "c")
+        render(_linear_with(var), "k(){} void j", C)
     g = UOp(Ops.SPECIAL, (UOp.const(dtypes.index, 4),), "gidx0 = 0; system(0); int q")
     with pytest.raises(RenderError, match="is not gidxN, lidxN or tidxN"):
-        render(UOp(Ops.LINEAR, (g,)), "k", "opencl")
-    assert "int n)" in render(_linear_with(var), "k", "c")
+        render(UOp(Ops.LINEAR, (g,)), "k", OPENCL)
+    assert "int n)" in render(_linear_with(var), "k", C)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
 from uopviz.dtype import DType, dtypes
-from uopviz.runtime.device import Target
+from uopviz.target import Target
 from uopviz.uop.ops import GroupOp, Ops, UOp
 from uopviz.uop.pattern import graph_rewrite, set_recorder
 from uopviz.uop.symbolic import symbolic
@@ -26,7 +26,6 @@ VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.
 _LANEWISE = frozenset({Ops.ADD, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.MAX, Ops.RECIP, Ops.WHERE})
 _COMPARE = frozenset({Ops.CMPLT, Ops.CMPNE})
 _MEMORY = frozenset({Ops.PARAM, Ops.BUFFER})
-_VECTOR_FUNCTIONS = {"opencl": frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC}), "c": frozenset()}
 
 
 def _simplified(x: UOp) -> UOp:
@@ -70,7 +69,7 @@ class _Devectorizer:
         n, op = width(u), u.op
         if n not in self.target.vectors:
             return self.split(u, src)
-        if (form := _vector_form(u, src, self.target.dialect or "")) is not None:
+        if (form := _vector_form(u, src, self.target.vector_functions)) is not None:
             return self.within(form, src)
         values = src[1:] if op is Ops.WHERE else src
         dt = values[0].dtype
@@ -97,7 +96,7 @@ class _Devectorizer:
             return self.storable(dt, width(u))
         if op is Ops.BITCAST:
             return self.storable(dt, width(u)) and dt.itemsize == u.dtype.itemsize
-        return op in _VECTOR_FUNCTIONS[self.target.dialect or "c"] and dt.is_float
+        return op in self.target.vector_functions and dt.is_float
 
     def within(self, form: UOp, leaves: list[UOp]) -> UOp:
         """Devectorize a replacement built on already devectorized sources (its leaves)."""
@@ -171,17 +170,17 @@ class _Devectorizer:
         return self.new[sink]
 
 
-def _vector_form(u: UOp, src: list[UOp], dialect: str) -> UOp | None:
+def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | None:
     """u rebuilt from ops with vector forms, where it has none itself: floor division and modulo by a power of
-    two as an arithmetic shift and a mask (two's complement makes them exact), and, in C, whose vector extensions
-    have no trunc, Trunc as a round trip through the same-width integer with the sign bit put back (-0.0 stays
-    -0.0), for lanes below 2^mantissa: larger floats are integers already and pass as they are."""
+    two as an arithmetic shift and a mask (two's complement makes them exact), and, where the dialect has no vector
+    trunc (C's vector extensions), Trunc as a round trip through the same-width integer with the sign bit put back
+    (-0.0 stays -0.0), for lanes below 2^mantissa: larger floats are integers already and pass as they are."""
     op, dt = u.op, u.dtype
     if op in (Ops.IDIV, Ops.MOD) and dt.kind == "i" and src[1].op is Ops.CONST:
         c = int(src[1].arg.value)
         if c > 0 and c & (c - 1) == 0:
             return src[0].alu(Ops.SHR, c.bit_length() - 1) if op is Ops.IDIV else src[0].alu(Ops.AND, c - 1)
-    if op is Ops.TRUNC and dialect == "c" and dt in (dtypes.float32, dtypes.float64):
+    if op is Ops.TRUNC and Ops.TRUNC not in functions and dt in (dtypes.float32, dtypes.float64):
         it, ut = (dtypes.int32, dtypes.uint32) if dt is dtypes.float32 else (dtypes.int64, dtypes.uint64)
         big, sign = float(2 ** (23 if dt is dtypes.float32 else 52)), 1 << (8 * dt.itemsize - 1)
         x, bits = src[0], src[0].bitcast(ut)

@@ -9,7 +9,7 @@ kernel function, which the runtime calls once per index, concurrently.
 
 from __future__ import annotations
 
-from uopviz.runtime.device import Target
+from uopviz.target import Target
 from uopviz.uop.ops import AxisType, Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite
 

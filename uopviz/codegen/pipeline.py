@@ -21,8 +21,8 @@ from uopviz.codegen.opt import Opt, Scheduler
 from uopviz.codegen.regplan import plan_registers
 from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
-from uopviz.runtime.device import Kernel, Target
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
+from uopviz.target import Kernel, Target
 from uopviz.trace.recorder import context_opts, rename_context
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite
@@ -119,5 +119,5 @@ def optimize(u: UOp, target: Target, opts: Sequence[Opt]) -> tuple[Scheduler, UO
 
 def _program(linear: UOp, name: str, target: Target, params: tuple[DType, ...]) -> UOp:
     """Program(linear, Source) — the PYTHON target interprets the Linear program and has no source."""
-    text = render(linear, name, target.dialect, params, target.emulated) if target.dialect else ""
+    text = render(linear, name, target.dialect, params, target.emulated) if target.dialect is not None else ""
     return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), text)), name)

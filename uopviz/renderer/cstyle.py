@@ -1,4 +1,5 @@
-"""One C-style renderer for Linear programs, with dialects for C (the CPU) and OpenCL C.
+"""One C-style renderer for Linear programs, in the dialect a target names (renderer/dialect.py: C for the CPU,
+OpenCL C): the renderer builds the program's structure, the dialect spells what differs between languages.
 
 Index arithmetic is written inline where it is used (it reads like the math), every other value gets a
 named variable, so the source maps line by line onto the Linear listing. Integer Idiv and Mod are floor
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from uopviz.codegen.lanes import MASKS, mask_dtype
 from uopviz.dtype import DType, dtypes
+from uopviz.renderer.dialect import CL_TYPES, Dialect
 from uopviz.uop.ops import AddrSpace, Ops, UOp
 from uopviz.uop.spec import SPECIAL_NAME, is_identifier
 
@@ -22,70 +23,6 @@ from uopviz.uop.spec import SPECIAL_NAME, is_identifier
 class RenderError(ValueError):
     """The program uses something this dialect cannot express (the message names it)."""
 
-
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    kernel_prefix: str
-    buffer_prefix: str
-    types: dict[str, str]
-    memory_types: dict[str, str]  # element types of buffers where they differ from value types (OpenCL bools)
-    functions: dict[Ops, str]  # native transcendental spellings by dtype suffix '{f}'
-    preamble: Callable[[set[DType]], str]
-    emulation: dict[str, str]  # narrow floats carried as float in registers, as 16-bit patterns in memory: helpers
-    arg_const: str = "const "
-    restrict: str = " restrict"
-
-
-_C_TYPES = {"bool": "_Bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
-            "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
-            "uint64": "unsigned long long", "float16": "_Float16", "float32": "float", "float64": "double",
-            "index": "int"}
-_CL_TYPES = {**_C_TYPES, "bool": "bool", "int8": "char", "uint8": "uchar", "uint16": "ushort", "uint32": "uint",
-             "int64": "long", "uint64": "ulong", "float16": "half"}
-
-
-def _c_preamble(used: set[DType]) -> str:
-    return "#include <math.h>\n"
-
-
-def _cl_preamble(used: set[DType]) -> str:
-    lines = []
-    if dtypes.float64 in used:
-        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
-    if dtypes.float16 in used:
-        lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-# Each emulated type T gets `unsigned short T_bits(float)` (round to nearest even) and `float T_value(unsigned short)`.
-# bfloat16 is the top half of a float32; OpenCL's vstore_half/vload_half convert halves without cl_khr_fp16.
-_BF16_C = """static inline unsigned short bfloat16_bits(float x) {
-  union { float f; unsigned int u; } v = { x };
-  return x != x ? (unsigned short)((v.u >> 16) | 64u) : (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
-}
-static inline float bfloat16_value(unsigned short b) {
-  union { unsigned int u; float f; } v = { (unsigned int)b << 16 };
-  return v.f;
-}
-"""
-_BF16_CL = """static inline ushort bfloat16_bits(float x) {
-  uint u = as_uint(x);
-  return x != x ? (ushort)((u >> 16) | 64u) : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static inline float bfloat16_value(ushort b) { return as_float((uint)b << 16); }
-"""
-_HALF_CL = """static inline ushort float16_bits(float x) { ushort b; vstore_half(x, 0, (__private half*)&b); return b; }
-static inline float float16_value(ushort b) { return vload_half(0, (__private const half*)&b); }
-"""
-
-C = Dialect("c", "void", "", _C_TYPES, {}, {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
-                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}, _c_preamble,
-            {"bfloat16": _BF16_C})
-OPENCL = Dialect("opencl", "__kernel void", "__global ", _CL_TYPES, {"bool": "uchar"},
-                 {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc"},
-                 _cl_preamble, {"bfloat16": _BF16_CL, "float16": _HALF_CL}, restrict="")
-DIALECTS = {"c": C, "opencl": OPENCL}
 
 _INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&",
           Ops.SHL: "<<", Ops.SHR: ">>"}
@@ -144,13 +81,13 @@ class _Writer:
         return self.vector(_lane_dtype(u), int(u.shape[0])) if u.shape else self.type(u.dtype)
 
     def vector(self, dt: DType, n: int, unaligned: bool = False) -> str:
-        """The dialect's n-lane vector of dt, named as OpenCL names them; C declares them as typedefs, and its
+        """The dialect's n-lane vector of dt, named as OpenCL names them (declared where the dialect needs it);
         loads and stores go through a variant aligned as the lanes are (memory holds no stricter alignment)."""
-        name = f"{_CL_TYPES[dt.name]}{n}" + ("_u" if unaligned else "")
-        if self.d.name == "c" and name not in self.helpers:
-            align = f", aligned({dt.itemsize})" if unaligned else ""
-            size = n * dt.itemsize
-            self.helpers[name] = f"typedef {self.type(dt)} {name} __attribute__((vector_size({size}){align}));\n"
+        name = f"{CL_TYPES[dt.name]}{n}" + ("_u" if unaligned else "")
+        if name not in self.helpers:
+            decl = self.d.vector_typedef(name, self.type(dt), n * dt.itemsize, dt.itemsize if unaligned else None)
+            if decl is not None:
+                self.helpers[name] = decl
         self.type(dt)
         return name
 
@@ -158,8 +95,7 @@ class _Writer:
         """Expression e of x as a vector of like's type and width (a scalar repeated; a vector as it is)."""
         if x.shape:
             return e
-        t, n = self.value_type(like), int(like.shape[0])
-        return f"(({t}){{{','.join([e] * n)}}})" if self.d.name == "c" else f"(({t})({e}))"
+        return self.d.splat(self.value_type(like), e, int(like.shape[0]))
 
 
 # the names the renderer makes up itself: a variable named like one would be shadowed by it, or shadow it
@@ -198,9 +134,7 @@ def literal(value: bool | int | float, dt: DType, d: Dialect) -> str:
             s = f"(({d.types['float16']}){s})"
         return s
     v = int(value)
-    suffix = {"uint32": "u", "int64": "ll", "uint64": "ull"}.get(dt.name, "")
-    if d.name == "opencl" and suffix in ("ll", "ull"):
-        suffix = "l" if suffix == "ll" else "ul"
+    suffix = d.int_suffix.get(dt.name, "")
     if dt.name == "int64" and v == dt.min:
         return f"({v + 1}{suffix}-1)"
     if dt.name == "int32" and v == dt.min:
@@ -232,7 +166,7 @@ def _lane_dtype(u: UOp) -> DType:
 
 def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
     """An op on vectors: C vector extensions or OpenCL C; selects by lane masks, casts by conversion."""
-    op, c = u.op, w.d.name == "c"
+    op = u.op
     if op in (Ops.MAX, Ops.WHERE):
         a, b = (u.src[0], u.src[1]) if op is Ops.MAX else (u.src[1], u.src[2])
         x, y = w.splat(a, s[0] if op is Ops.MAX else s[1], u), w.splat(b, s[1] if op is Ops.MAX else s[2], u)
@@ -244,14 +178,11 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
             return f"({s[0]}?{x}:{y})"
         else:
             m = s[0]
-        if not c:
-            return f"select({y},{x},{m})"
-        it = w.vector(MASKS[u.dtype.itemsize], int(u.shape[0]))
-        return f"(({w.value_type(u)})((({it}){x}&{m})|(({it}){y}&~{m})))"
+        return w.d.select(w.value_type(u), w.vector(MASKS[u.dtype.itemsize], int(u.shape[0])), x, y, m)
     if u.src[0].dtype.is_bool:  # logic on lane masks: a scalar bool joins them as all ones (-1) or zeros
         s = [e if x.shape else f"(-({e}))" for x, e in zip(u.src, s)]
     if op is Ops.CAST:
-        return f"__builtin_convertvector({s[0]},{w.value_type(u)})" if c else f"convert_{w.value_type(u)}({s[0]})"
+        return w.d.convert(s[0], w.value_type(u))
     return _alu(w, u, s)
 
 
@@ -290,7 +221,7 @@ def _rounded(w: _Writer, dt: DType, e: str) -> str:
 def _bitcast(w: _Writer, u: UOp, x: str) -> None:
     src, dst = u.src[0].dtype, u.dtype
     if u.shape:
-        w.define(u, "cast", f"(({w.value_type(u)})({x}))" if w.d.name == "c" else f"as_{w.value_type(u)}({x})")
+        w.define(u, "cast", w.d.vector_bitcast(x, w.value_type(u)))
         return
     if w.emulates(src):
         src, x = dtypes.uint16, f"{src.name}_bits({x})"
@@ -301,11 +232,11 @@ def _bitcast(w: _Writer, u: UOp, x: str) -> None:
 
 
 def _pun(w: _Writer, src: DType, dst: DType, x: str) -> str:
-    """x's bits read as dst: OpenCL's as_T, a union in C."""
+    """x's bits read as dst: the dialect's expression for it (OpenCL's as_T), else a union."""
     if src == dst:
         return x
-    if w.d.name == "opencl":
-        return f"as_{w.type(dst)}({x})"
+    if (e := w.d.bitcast(x, w.type(dst))) is not None:
+        return e
     tmp = w.fresh("pun")
     w.line(f"union {{ {w.type(src)} a; {w.type(dst)} b; }} {tmp};")
     w.line(f"{tmp}.a = {x};")
@@ -318,14 +249,13 @@ def _buffer_of(u: UOp) -> UOp:
     return u
 
 
-def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None = None,
+def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = None,
            emulated: frozenset[str] = frozenset({"bfloat16"})) -> str:
-    """The source of kernel `name` for a Linear program in the given dialect ("c" or "opencl"). `params` are
+    """The source of kernel `name` for a Linear program in dialect d. `params` are
     the dtypes of every buffer slot the kernel is called with (default: the Params the program uses); a
     slot whose reads were simplified away is still declared, so every caller passes the same arguments.
     `emulated` names the float dtypes the device has no arithmetic for: they are computed in float and rounded
     after every op, and stored as 16-bit patterns."""
-    d = DIALECTS[dialect]
     w = _Writer(d, _name(name, "kernel name"), emulated & d.emulation.keys())
     uses: dict[UOp, int] = {}
     groups = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in linear.src)  # gidx numbers work-groups
@@ -334,12 +264,12 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             uses[s] = uses.get(s, 0) + 1
     for u in linear.src:
         op, s = u.op, [w.expr.get(x, "") for x in u.src]
-        if op in (Ops.SINK, Ops.GROUP, Ops.BARRIER) and not (op is Ops.BARRIER and d.name == "opencl"):
+        if op in (Ops.SINK, Ops.GROUP) or (op is Ops.BARRIER and d.barrier is None):
             continue
         if u.dtype is dtypes.index and u.shape:
             continue  # lane addresses: a vector access writes them as its base pointer
         if op is Ops.BARRIER:
-            w.line("barrier(CLK_LOCAL_MEM_FENCE);")
+            w.line(d.barrier)  # type: ignore[arg-type]  (None was skipped above)
         elif op is Ops.CONST:
             w.expr[u] = w.literal(u.arg.value, u.dtype)
         elif op is Ops.PARAM:
@@ -349,21 +279,9 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
             w.expr[u] = _var_name(u)
             w.vars.append(w.expr[u])
         elif op is Ops.BUFFER:
-            kind = {AddrSpace.REG: ("acc", ""), AddrSpace.LOCAL: ("temp", "__local ")}[u.arg.addrspace]
-            nm = w.fresh(kind[0])
-            w.line(f"{kind[1]}{w.mem_type(u.arg.dtype)} {nm}[{u.arg.size}];")
-            w.expr[u] = nm
-        elif op is Ops.SPECIAL and not SPECIAL_NAME.fullmatch(u.arg):
-            raise RenderError(f"hardware id {u.arg!r} is not gidxN, lidxN or tidxN")
-        elif op is Ops.SPECIAL and u.arg == "tidx0" and d.name == "c":
-            w.expr[u] = u.arg
-            w.vars.append(u.arg)  # the last argument: the runtime calls the function once per thread index
+            w.expr[u] = _buffer(w, u)
         elif op is Ops.SPECIAL:
-            if d.name != "opencl":
-                raise RenderError(f"{u.arg}: the {d.name} dialect has no hardware thread ids")
-            fn = "get_local_id" if u.arg.startswith("l") else "get_group_id" if groups else "get_global_id"
-            w.line(f"int {u.arg} = {fn}({u.arg[-1]}); /* {s[0]} */")
-            w.expr[u] = u.arg
+            _hardware_id(w, u, s[0], groups)
         elif op is Ops.RANGE:
             nm = f"ridx{u.arg.idx}"
             w.line(f"for (int {nm} = 0; {nm} < {s[0]}; {nm}++) {{")
@@ -375,14 +293,12 @@ def render(linear: UOp, name: str, dialect: str, params: Sequence[DType] | None 
         elif op is Ops.AFTER:
             w.expr[u] = s[0]
         elif op is Ops.STACK:
-            t, same = w.value_type(u), all(x is u.src[0] for x in u.src)  # OpenCL writes a repeated lane once
-            w.expr[u] = f"(({t}){{{','.join(s)}}})" if d.name == "c" else f"(({t})({s[0] if same else ','.join(s)}))"
+            w.expr[u] = d.vector_literal(w.value_type(u), s)
         elif op is Ops.INDEX and u.shape:
             base = _strip(w.expr[u.src[1].src[0]])  # Index(buf, base + iota): a vector's address
             w.expr[u] = s[0] if base == "0" else f"{s[0]}+{base}"
         elif op is Ops.INDEX and u.src[0].shape and _buffer_of(u.src[0]).op not in (Ops.PARAM, Ops.BUFFER):
-            i = int(u.src[1].arg.value)
-            e = f"{s[0]}[{i}]" if d.name == "c" else f"{s[0]}.s{i:x}"
+            e = d.lane(s[0], int(u.src[1].arg.value))
             w.expr[u] = f"({e}!=0)" if u.dtype.is_bool else e
         elif op is Ops.INDEX:
             w.expr[u] = f"{s[0]}[{_strip(s[1])}]"
@@ -428,6 +344,33 @@ def _balanced(e: str) -> bool:
     return depth == 0
 
 
+def _buffer(w: _Writer, u: UOp) -> str:
+    """A kernel-local buffer: registers (an accumulator array), or a work-group's shared memory."""
+    if u.arg.addrspace is AddrSpace.REG:
+        prefix, nm = "", w.fresh("acc")
+    elif u.arg.addrspace is AddrSpace.LOCAL and w.d.local_prefix is not None:
+        prefix, nm = w.d.local_prefix, w.fresh("temp")
+    else:
+        raise RenderError(f"the {w.d.name} dialect has no {u.arg.addrspace.name} buffers")
+    w.line(f"{prefix}{w.mem_type(u.arg.dtype)} {nm}[{u.arg.size}];")
+    return nm
+
+
+def _hardware_id(w: _Writer, u: UOp, bound: str, groups: bool) -> None:
+    """A Special: a line reading the dialect's hardware id, or (an id the kernel is called with) its argument."""
+    if not SPECIAL_NAME.fullmatch(u.arg):
+        raise RenderError(f"hardware id {u.arg!r} is not gidxN, lidxN or tidxN")
+    try:
+        e = w.d.hardware_id(u.arg, groups)
+    except KeyError:
+        raise RenderError(f"{u.arg}: the {w.d.name} dialect has no such hardware id") from None
+    if e is None:
+        w.vars.append(u.arg)  # the last argument: the runtime calls the function once per index
+    else:
+        w.line(f"int {u.arg} = {e}; /* {bound} */")
+    w.expr[u] = u.arg
+
+
 def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
     written = any(u.op is Ops.STORE and (b := _buffer_of(u.src[0].src[0])).op is Ops.PARAM and b.arg.slot == slot
                   for u in linear.src)
@@ -438,7 +381,7 @@ def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
 def _load(w: _Writer, u: UOp, s: list[str]) -> None:
     if u.shape:
         n = int(u.shape[0])
-        w.define(u, "val", f"*({w.vector(u.dtype, n, True)}*)({s[0]})" if w.d.name == "c" else f"vload{n}(0,{s[0]})")
+        w.define(u, "val", w.d.vector_load(w.vector(u.dtype, n, True), n, s[0]))
         return
     val = s[0]
     if w.emulates(u.dtype):
@@ -453,8 +396,7 @@ def _load(w: _Writer, u: UOp, s: list[str]) -> None:
 def _store(w: _Writer, u: UOp, s: list[str]) -> None:
     if u.src[0].shape:
         v, n = w.splat(u.src[1], s[1], u.src[0]), int(u.src[0].shape[0])
-        c = w.d.name == "c"
-        st = f"*({w.vector(u.src[1].dtype, n, True)}*)({s[0]}) = {v};" if c else f"vstore{n}({v},0,{s[0]});"
+        st = w.d.vector_store(w.vector(u.src[1].dtype, n, True), n, s[0], v)
         w.line(f"if ({s[2]}) {st}" if len(u.src) == 3 else st)
         return
     val = s[1]

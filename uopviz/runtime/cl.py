@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from uopviz.dtype import DType, dtypes
-from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel, Runtime, Target
+from uopviz.renderer.dialect import OPENCL
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Runtime
+from uopviz.target import Kernel, Target
 from uopviz.uop.ops import Ops
 
 INSTALL_HINT = ("the CL device needs pyopencl and an OpenCL driver: pip install 'uopviz[opencl]', and install a "
@@ -38,7 +40,7 @@ class CLRuntime(Runtime):
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         exts = self.device.extensions.split()
-        self.target = Target("CL", dialect="opencl", native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
+        self.target = Target("CL", dialect=OPENCL, native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
                              global_dims=3, local_dims=3, max_local=self.device.max_work_group_size,
                              local_memory=self.device.local_mem_size,
                              emulated=frozenset({"bfloat16"} | ({"float16"} if "cl_khr_fp16" not in exts else set())),

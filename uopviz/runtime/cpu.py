@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from uopviz.dtype import DType, dtypes
-from uopviz.runtime.device import CompileError, DeviceUnavailableError, Kernel, Program, Runtime, Target
+from uopviz.renderer.dialect import C
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime
+from uopviz.target import Kernel, Target
 from uopviz.uop.ops import Ops
 
 FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
@@ -65,7 +67,7 @@ def find_compiler() -> str:
 
 class CPURuntime(Runtime):
     name = "CPU"
-    target = Target("CPU", dialect="c", native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1,
+    target = Target("CPU", dialect=C, native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1,
                     vectors=frozenset({2, 4, 8, 16}))
 
     def __init__(self) -> None:

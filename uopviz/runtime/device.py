@@ -1,8 +1,8 @@
-"""The device registry: names (CPU, CL, PYTHON, CUDA) to runtimes, the runtime interface, and the named errors.
+"""The device registry: names (CPU, CL, PYTHON) to runtimes, the runtime interface, and the named errors.
 
-A runtime owns memory (alloc, copyin, copyout) and turns a rendered `Kernel` into a callable program. What the
-lowering pipeline needs to know about a device (its dialect, its native ops, whether it has GPU-style global
-ids) is its `Target`, so codegen never imports a runtime's driver.
+A runtime owns memory (alloc, copyin, copyout) and turns a rendered `Kernel` into a callable program; it
+describes its device to the lowering with a `Target` (both in uopviz/target.py), so codegen never imports a
+runtime's driver.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from uopviz.dtype import DType
-from uopviz.uop.ops import Ops, UOp
+from uopviz.target import Kernel, Target
 
 
 class DeviceError(RuntimeError):
@@ -41,55 +40,6 @@ class CompileError(DeviceError):
         self.device, self.name, self.source, self.log = device, name, source, log
         numbered = "\n".join(f"{i + 1:4d}  {ln}" for i, ln in enumerate(source.splitlines()))
         super().__init__(f"{device} failed to compile kernel {name}:\n{log.strip()}\n--- source ---\n{numbered}")
-
-
-@dataclass(frozen=True)
-class Target:
-    """What codegen may use on a device.
-
-    dialect: the C-style dialect the renderer writes ("c", "opencl"), or None for the PYTHON interpreter.
-    native: decomposed ops the device computes itself (the rest get SPEC's decompositions).
-    global_dims: how many GLOBAL ranges become hardware ids (0 on the CPU: everything is a loop).
-    local_dims, max_local, local_memory: work-group dimensions, work-items per group and bytes of local memory
-    for LOCAL and GROUP_REDUCE axes (0: the device has no work-groups).
-    emulated: float dtypes without arithmetic on the device (bfloat16 everywhere, half on OpenCL without
-    cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
-    vectors: the lane counts Instruction Selection may keep as vector values (see codegen/devectorize.py).
-    """
-
-    device: str
-    dialect: str | None
-    native: frozenset[Ops] = frozenset()
-    global_dims: int = 0
-    local_dims: int = 0
-    max_local: int = 0
-    local_memory: int = 0
-    threads: int = 0  # CPU threads a THREAD axis may use (0: none)
-    emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
-    vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """A lowered kernel as runtimes receive it.
-
-    params: the dtype of each buffer parameter, by slot (slot 0 is written).
-    global_size/local_size: work-items in all and per work-group, per dimension (innermost first), for
-    targets with global ids; None elsewhere (local_size None: the driver picks).
-    vars: names of the symbolic integer arguments, in call order.
-    threads: how many calls of the CPU function, one per index of its THREAD axis (its last argument), cover
-    the work; they run concurrently.
-    """
-
-    name: str
-    linear: UOp
-    source: str | None
-    params: tuple[DType, ...]
-    global_size: tuple[int, ...] | None = None
-    local_size: tuple[int, ...] | None = None
-    vars: tuple[str, ...] = ()
-    threads: int = 1
-    meta: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 Program = Callable[..., float | None]
@@ -184,4 +134,4 @@ def available(names: Sequence[str] | None = None) -> list[str]:
 def _load_builtin() -> None:
     if _FACTORIES:
         return
-    from uopviz.runtime import builtin  # noqa: F401  (registers CPU, CL, PYTHON, CUDA)
+    from uopviz.runtime import builtin  # noqa: F401  (registers CPU, CL, PYTHON)

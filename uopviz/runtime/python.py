@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from uopviz.dtype import DType, dtypes
-from uopviz.runtime.device import CompileError, DeviceError, Kernel, Runtime, Target
+from uopviz.runtime.device import CompileError, DeviceError, Runtime
+from uopviz.target import Kernel, Target
 from uopviz.uop.alu import bitcast, evaluate, exec_alu
 from uopviz.uop.ops import AddrSpace, GroupOp, Ops, UOp
 from uopviz.uop.printer import one_line

@@ -53,18 +53,15 @@ from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.codegen.pipeline import lower
 from uopviz.realize import forget_default_opts, scheduler_of, unrecorded
 from uopviz.runtime import device as devices
-from uopviz.runtime.device import Kernel, Target
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
 from uopviz.search.keys import CacheKey, describe_target
 from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, symbolic
+from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
 
 LEASE_POLL_S = 1.0
 """How often a search waiting for another process's search of the same kernel looks again."""
-COMPILED_IN_WORKER = frozenset({"CPU"})
-"""Devices whose programs a worker compiles for the parent: CPU libraries land in the shared disk cache, so the
-parent only loads them. Elsewhere (OpenCL) a program cannot leave its process, and workers only lower."""
 
 FlatUOp = list[tuple[Any, tuple[int, ...], Any, Any]]
 ProgressHook = Callable[[dict[str, Any]], None]
@@ -453,7 +450,8 @@ class _Built:
 
 
 class _Pool:
-    """The process pool that lowers (and on COMPILED_IN_WORKER devices compiles) candidates, started on first use.
+    """The process pool that lowers (and, where the dialect compiles in a worker, compiles) candidates, started on
+    first use.
 
     A worker that dies (a crash, a kill) breaks the pool and fails every candidate in flight: those are built
     again one at a time in a fresh pool, so only the candidate that kills a worker is charged with it.
@@ -540,7 +538,7 @@ def _build(flat_ast: FlatUOp, opts: list[dict[str, Any]], device: str, target: T
     signal.setitimer(signal.ITIMER_REAL, timeout_s)  # interrupts Python code and waits on the C compiler alike
     try:
         kernel = lower(_unflatten(flat_ast), target, [Opt.from_json(o) for o in opts])
-        if device in COMPILED_IN_WORKER:
+        if target.dialect is not None and target.dialect.compiles_in_worker:  # else the program cannot leave
             devices.get(device).compile(kernel)
     except Exception as e:  # the candidate's failure, reported with it
         return _Built(time.perf_counter() - t0, describe_error(e))

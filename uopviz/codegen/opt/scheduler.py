@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from uopviz.codegen.group_reduce import LANES, local_memory
-from uopviz.runtime.device import Target
 from uopviz.schedule.rangeify import identity
+from uopviz.target import Target
 from uopviz.uop.ops import AxisType, Ops, UOp
 
 

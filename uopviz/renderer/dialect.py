@@ -1,0 +1,226 @@
+"""The C-style dialects: each one object that says how its language spells what the renderer writes.
+
+A dialect is a description with behaviour: its types, its math functions (scalar and vector), how it writes a
+barrier, a hardware id, a local buffer, a vector type, literal, lane, load and store, a select and a conversion,
+and where its programs compile. The renderer (cstyle.py) asks these and never compares a dialect's name, and
+codegen reads the capabilities (`vector_functions`) through the Target, so a new C-style backend is one new
+Dialect subclass here and one runtime.
+
+This module imports nothing above the IR, so the Target (uopviz/target.py) can hold a dialect.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from uopviz.dtype import DType, dtypes
+from uopviz.uop.ops import Ops
+
+C_TYPES = {"bool": "_Bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+           "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
+           "uint64": "unsigned long long", "float16": "_Float16", "float32": "float", "float64": "double",
+           "index": "int"}
+CL_TYPES = {**C_TYPES, "bool": "bool", "int8": "char", "uint8": "uchar", "uint16": "ushort", "uint32": "uint",
+            "int64": "long", "uint64": "ulong", "float16": "half"}
+
+# Each emulated type T gets `unsigned short T_bits(float)` (round to nearest even) and `float T_value(unsigned short)`.
+# bfloat16 is the top half of a float32; OpenCL's vstore_half/vload_half convert halves without cl_khr_fp16.
+_BF16_C = """static inline unsigned short bfloat16_bits(float x) {
+  union { float f; unsigned int u; } v = { x };
+  return x != x ? (unsigned short)((v.u >> 16) | 64u) : (unsigned short)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float bfloat16_value(unsigned short b) {
+  union { unsigned int u; float f; } v = { (unsigned int)b << 16 };
+  return v.f;
+}
+"""
+_BF16_CL = """static inline ushort bfloat16_bits(float x) {
+  uint u = as_uint(x);
+  return x != x ? (ushort)((u >> 16) | 64u) : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bfloat16_value(ushort b) { return as_float((uint)b << 16); }
+"""
+_HALF_CL = """static inline ushort float16_bits(float x) { ushort b; vstore_half(x, 0, (__private half*)&b); return b; }
+static inline float float16_value(ushort b) { return vload_half(0, (__private const half*)&b); }
+"""
+
+
+class Dialect(ABC):
+    """A C-style language. Class attributes describe it; methods spell the constructs that differ between
+    dialects. Vector types are named as OpenCL names them (`float4`), in every dialect."""
+
+    name: ClassVar[str]
+    kernel_prefix: ClassVar[str]  # before the kernel's name: its return type and qualifiers
+    buffer_prefix: ClassVar[str] = ""  # before a buffer parameter's type (its address space)
+    arg_const: ClassVar[str] = "const "  # a buffer the kernel only reads
+    restrict: ClassVar[str] = " restrict"
+    types: ClassVar[dict[str, str]]  # dtype name -> the type's spelling
+    memory_types: ClassVar[dict[str, str]] = {}  # element types of buffers where they differ from value types
+    functions: ClassVar[dict[Ops, str]]  # scalar math functions; '{f}' is the float32 suffix where it has one
+    vector_functions: ClassVar[frozenset[Ops]] = frozenset()  # math functions that take vectors as they are
+    emulation: ClassVar[dict[str, str]] = {}  # narrow floats carried as float in registers: their helpers
+    int_suffix: ClassVar[dict[str, str]] = {"uint32": "u", "int64": "ll", "uint64": "ull"}
+    local_prefix: ClassVar[str | None] = None  # before a work-group's shared buffer; None: it has none
+    barrier: ClassVar[str | None] = None  # the statement that syncs a work-group; None: it has no work-groups
+    compiles_in_worker: ClassVar[bool] = False  # a search's worker process may compile for the parent
+
+    def preamble(self, used: set[DType]) -> str:
+        """What the source starts with, for the dtypes it uses."""
+        return ""
+
+    @abstractmethod
+    def hardware_id(self, name: str, groups: bool) -> str | None:
+        """The expression of hardware id `name` (gidxN, lidxN, tidxN; groups: the kernel has work-groups, so
+        gidx numbers them), or None for an id the kernel receives as its last argument; KeyError for an id the
+        dialect does not have."""
+
+    def vector_typedef(self, name: str, scalar: str, size: int, align: int | None) -> str | None:
+        """The declaration the kernel needs for vector type `name` (size bytes of `scalar`; align: that of an
+        unaligned variant, else None), or None where vector types are built in."""
+        return None
+
+    @abstractmethod
+    def vector_literal(self, vtype: str, lanes: list[str]) -> str: ...
+
+    @abstractmethod
+    def splat(self, vtype: str, e: str, n: int) -> str:
+        """e repeated in every lane of an n-lane vtype."""
+
+    @abstractmethod
+    def lane(self, e: str, i: int) -> str: ...
+
+    @abstractmethod
+    def vector_load(self, vtype: str, n: int, addr: str) -> str:
+        """An expression loading n lanes at pointer addr (vtype: the type's unaligned variant)."""
+
+    @abstractmethod
+    def vector_store(self, vtype: str, n: int, addr: str, value: str) -> str: ...
+
+    @abstractmethod
+    def select(self, vtype: str, mask_type: str, x: str, y: str, mask: str) -> str:
+        """Lane by lane, x where mask (all ones) else y."""
+
+    @abstractmethod
+    def convert(self, e: str, vtype: str) -> str:
+        """A vector converted lane by lane (a value cast)."""
+
+    @abstractmethod
+    def vector_bitcast(self, e: str, vtype: str) -> str: ...
+
+    def bitcast(self, e: str, to: str) -> str | None:
+        """A scalar's bits read as type `to` as one expression, or None where the renderer goes through a union."""
+        return None
+
+
+class CDialect(Dialect):
+    """C for the CPU: GCC/Clang vector extensions, no hardware ids but a THREAD index argument."""
+
+    name = "c"
+    kernel_prefix = "void"
+    types = C_TYPES
+    functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
+                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}
+    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C}
+    compiles_in_worker = True  # the library lands in the shared disk cache, where the parent finds it
+
+    def preamble(self, used: set[DType]) -> str:
+        return "#include <math.h>\n"
+
+    def hardware_id(self, name: str, groups: bool) -> str | None:
+        if name.startswith("tidx"):
+            return None  # the runtime calls the function once per thread index
+        raise KeyError(name)
+
+    def vector_typedef(self, name: str, scalar: str, size: int, align: int | None) -> str | None:
+        aligned = f", aligned({align})" if align is not None else ""
+        return f"typedef {scalar} {name} __attribute__((vector_size({size}){aligned}));\n"
+
+    def vector_literal(self, vtype: str, lanes: list[str]) -> str:
+        return f"(({vtype}){{{','.join(lanes)}}})"
+
+    def splat(self, vtype: str, e: str, n: int) -> str:
+        return self.vector_literal(vtype, [e] * n)
+
+    def lane(self, e: str, i: int) -> str:
+        return f"{e}[{i}]"
+
+    def vector_load(self, vtype: str, n: int, addr: str) -> str:
+        return f"*({vtype}*)({addr})"
+
+    def vector_store(self, vtype: str, n: int, addr: str, value: str) -> str:
+        return f"*({vtype}*)({addr}) = {value};"
+
+    def select(self, vtype: str, mask_type: str, x: str, y: str, mask: str) -> str:
+        return f"(({vtype})((({mask_type}){x}&{mask})|(({mask_type}){y}&~{mask})))"
+
+    def convert(self, e: str, vtype: str) -> str:
+        return f"__builtin_convertvector({e},{vtype})"
+
+    def vector_bitcast(self, e: str, vtype: str) -> str:
+        return f"(({vtype})({e}))"
+
+
+class OpenCLDialect(Dialect):
+    """OpenCL C: work-groups with local memory and barriers, built-in vector types and functions."""
+
+    name = "opencl"
+    kernel_prefix = "__kernel void"
+    buffer_prefix = "__global "
+    restrict = ""
+    types = CL_TYPES
+    memory_types: ClassVar[dict[str, str]] = {"bool": "uchar"}
+    functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt",
+                                           Ops.TRUNC: "trunc"}
+    vector_functions = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC})
+    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CL, "float16": _HALF_CL}
+    int_suffix: ClassVar[dict[str, str]] = {"uint32": "u", "int64": "l", "uint64": "ul"}
+    local_prefix = "__local "
+    barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+
+    def preamble(self, used: set[DType]) -> str:
+        lines = []
+        if dtypes.float64 in used:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        if dtypes.float16 in used:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+        return "\n".join(lines) + ("\n" if lines else "")
+
+    def hardware_id(self, name: str, groups: bool) -> str | None:
+        kind, dim = name[:4], name[4:]
+        fn = {"lidx": "get_local_id", "gidx": "get_group_id" if groups else "get_global_id"}.get(kind)
+        if fn is None:
+            raise KeyError(name)
+        return f"{fn}({dim})"
+
+    def vector_literal(self, vtype: str, lanes: list[str]) -> str:
+        same = all(x == lanes[0] for x in lanes)  # a repeated lane is written once
+        return f"(({vtype})({lanes[0] if same else ','.join(lanes)}))"
+
+    def splat(self, vtype: str, e: str, n: int) -> str:
+        return f"(({vtype})({e}))"
+
+    def lane(self, e: str, i: int) -> str:
+        return f"{e}.s{i:x}"
+
+    def vector_load(self, vtype: str, n: int, addr: str) -> str:
+        return f"vload{n}(0,{addr})"
+
+    def vector_store(self, vtype: str, n: int, addr: str, value: str) -> str:
+        return f"vstore{n}({value},0,{addr});"
+
+    def select(self, vtype: str, mask_type: str, x: str, y: str, mask: str) -> str:
+        return f"select({y},{x},{mask})"
+
+    def convert(self, e: str, vtype: str) -> str:
+        return f"convert_{vtype}({e})"
+
+    def vector_bitcast(self, e: str, vtype: str) -> str:
+        return f"as_{vtype}({e})"
+
+    def bitcast(self, e: str, to: str) -> str | None:
+        return f"as_{to}({e})"
+
+
+C = CDialect()
+OPENCL = OpenCLDialect()

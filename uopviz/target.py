@@ -1,0 +1,69 @@
+"""What the lowering knows about a device (`Target`) and what it hands a runtime (`Kernel`).
+
+Codegen, the renderer and the runtimes all import this module, and none of them imports another's driver: a
+runtime describes its device with a Target (its dialect, its native ops, its work-group limits, its vector
+widths), codegen and the renderer ask the Target, and the result is a Kernel the runtime compiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from uopviz.dtype import DType
+from uopviz.renderer.dialect import Dialect
+from uopviz.uop.ops import Ops, UOp
+
+
+@dataclass(frozen=True)
+class Target:
+    """What codegen may use on a device.
+
+    dialect: the C-style dialect the renderer writes (renderer/dialect.py), or None for the PYTHON interpreter.
+    native: decomposed ops the device computes itself (the rest get SPEC's decompositions).
+    global_dims: how many GLOBAL ranges become hardware ids (0 on the CPU: everything is a loop).
+    local_dims, max_local, local_memory: work-group dimensions, work-items per group and bytes of local memory
+    for LOCAL and GROUP_REDUCE axes (0: the device has no work-groups).
+    emulated: float dtypes without arithmetic on the device (bfloat16 everywhere, half on OpenCL without
+    cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
+    vectors: the lane counts Instruction Selection may keep as vector values (see codegen/devectorize.py).
+    """
+
+    device: str
+    dialect: Dialect | None
+    native: frozenset[Ops] = frozenset()
+    global_dims: int = 0
+    local_dims: int = 0
+    max_local: int = 0
+    local_memory: int = 0
+    threads: int = 0  # CPU threads a THREAD axis may use (0: none)
+    emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
+    vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
+
+    @property
+    def vector_functions(self) -> frozenset[Ops]:
+        """The math functions that take vectors as they are (others are split into lanes)."""
+        return self.dialect.vector_functions if self.dialect is not None else frozenset()
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A lowered kernel as runtimes receive it.
+
+    params: the dtype of each buffer parameter, by slot (slot 0 is written).
+    global_size/local_size: work-items in all and per work-group, per dimension (innermost first), for
+    targets with global ids; None elsewhere (local_size None: the driver picks).
+    vars: names of the symbolic integer arguments, in call order.
+    threads: how many calls of the CPU function, one per index of its THREAD axis (its last argument), cover
+    the work; they run concurrently.
+    """
+
+    name: str
+    linear: UOp
+    source: str | None
+    params: tuple[DType, ...]
+    global_size: tuple[int, ...] | None = None
+    local_size: tuple[int, ...] | None = None
+    vars: tuple[str, ...] = ()
+    threads: int = 1
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
