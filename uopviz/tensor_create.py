@@ -50,9 +50,10 @@ class CreationMixin:
     @classmethod
     def full(cls, shape: int | tuple[int, ...], fill_value: bool | int | float, dtype: Any = None,
              device: str | None = None) -> Tensor:
-        """A tensor of one value (dtype from the value unless given); no memory until realized."""
+        """A tensor of one value (its dtype by Tensor's rule for Python values, or checked against the one given:
+        a value that does not fit is an OverflowError, not a wrapped value); no memory until realized."""
         dims = shape_arg((shape,))
-        dt = dtypes.from_py(fill_value) if dtype is None else to_dtype(dtype)
+        dt = dtypes.from_py(fill_value, None if dtype is None else to_dtype(dtype))
         return cls(const_uop(fill_value, dt, dims), device=device)
 
     @classmethod
