@@ -94,7 +94,7 @@ class MovementMixin:
 
     def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0) -> Tensor:
         """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad);
-        the new elements are `value`."""
+        the new elements are `value` (OverflowError where it does not fit self's dtype)."""
         pairs = self._pad_pairs(pad_width)
         if all(p == (0, 0) for p in pairs):
             return self
@@ -103,7 +103,7 @@ class MovementMixin:
         if value == 0:
             return out
         inside = self._new(const_uop(True, dtypes.bool, self.shape).pad(tuple(b for b, _ in pairs), new))
-        return inside.where(out, out._const_like(value))
+        return inside.where(out, out._const_like(value, dtypes.from_py(value, out.dtype)))
 
     def _pad_pairs(self: Tensor, pad_width: Any) -> list[tuple[int, int]]:
         def pair(p: Any) -> tuple[int, int]:

@@ -226,6 +226,36 @@ def test_arange_dtype_and_errors(device: str) -> None:
         Tensor.arange(0, 3, 0)
 
 
+@pytest.mark.parametrize(("args", "dtype", "want"), [
+    ((3_000_000_000, 3_000_000_005), None, dtypes.int64), ((0, 7 * 2**31, 2**31), None, dtypes.int64),
+    ((2**31 + 5, 2**31 - 2, -2), None, dtypes.int64), ((2**63 + 5, 2**63, -2), None, dtypes.uint64),
+    ((0, 1e40, 3e39), None, dtypes.float64), ((127, -128, -3), dtypes.int8, dtypes.int8),
+    ((7, 0, -2), dtypes.uint8, dtypes.uint8), ((0, 1, 300), dtypes.int8, dtypes.int8),
+    ((-7, 30, 4), dtypes.int16, dtypes.int16), ((0, 1, 0.1), dtypes.float64, dtypes.float64),
+])
+def test_arange_values_beyond_the_default_dtypes(args: tuple, dtype: object, want: object, device: str) -> None:
+    t = Tensor.arange(*args, dtype=dtype, device=device)
+    assert t.dtype == want
+    check(t, np.arange(*args, dtype=dtypes.to_numpy(want)), rtol=0)  # type: ignore[arg-type]
+
+
+def test_arange_values_that_do_not_fit_the_dtype_given_raise() -> None:
+    with pytest.raises(OverflowError, match="299 does not fit in int8"):
+        Tensor.arange(300, dtype=dtypes.int8)
+    with pytest.raises(OverflowError, match="-3 does not fit in uint8"):
+        Tensor.arange(-3, 3, dtype=dtypes.uint8)
+    with pytest.raises(OverflowError, match="float16"):
+        Tensor.arange(0, 1e5, 3e4, dtype=dtypes.float16)  # 9e4 is the last
+    with pytest.raises(OverflowError, match="float32"):
+        Tensor.linspace(0, 1e40, 3, dtype=dtypes.float32)
+
+
+def test_linspace_beyond_float32(device: str) -> None:
+    t = Tensor.linspace(-1e40, 1e40, 5, device=device)
+    assert t.dtype == dtypes.float64
+    check(t, np.linspace(-1e40, 1e40, 5), rtol=1e-12)
+
+
 @pytest.mark.parametrize("args", [(0, 1, 5), (-2, 3, 7), (1, 1, 1), (3, -3, 4)])
 def test_linspace(args: tuple, device: str) -> None:
     check(Tensor.linspace(*args, device=device), np.linspace(*args), rtol=1e-6, atol=1e-6)

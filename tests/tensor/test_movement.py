@@ -71,6 +71,12 @@ def test_pad_ints_and_bools_and_errors(device: str) -> None:
     check(Tensor([1, 2], device=device).pad(((2, 1),), value=9), np.pad([1, 2], (2, 1), constant_values=9))
     check(Tensor([True], device=device).pad(((1, 1),)), np.array([False, True, False]))
     check(Tensor([True], device=device).pad(((1, 0),), value=True), np.array([True, True]))
+    check(Tensor([1, 2], dtype=dtypes.int8, device=device).pad(((1, 2),), value=-128),
+          np.pad(np.array([1, 2], np.int8), (1, 2), constant_values=-128))
+    with pytest.raises(OverflowError, match="300 does not fit in int8"):  # not a wrapped 44
+        Tensor([1, 2], dtype=dtypes.int8).pad(((1, 1),), value=300)
+    with pytest.raises(OverflowError, match="float16"):
+        Tensor([1.0], dtype=dtypes.float16).pad(((1, 1),), value=1e6)
     with pytest.raises(ShapeError, match="non-negative"):
         Tensor([1.0]).pad(((-1, 0),))
     with pytest.raises(ShapeError, match="pairs"):
