@@ -33,6 +33,14 @@ def _axis_at(pos: int, items: list[Any]) -> int:
     return sum(j is not None for j in items[:pos])
 
 
+def _wrapped(t: Tensor, d: int) -> Tensor:
+    """Lazy index t for an axis of size d, -d..-1 wrapped (an unsigned t has none), in a dtype that holds -d..d,
+    so that neither the wrap nor the arange it is matched against can overflow (a uint8 index into 300 rows)."""
+    dt = t.dtype if t.dtype.min <= (0 if t.dtype.is_unsigned else -d) and d <= t.dtype.max else dtypes.int64
+    t = t.cast(dt)
+    return t if dt.is_unsigned else t.lt(0).where(t.add(d), t)
+
+
 class MovementMixin:
     """Movement and indexing ops of Tensor."""
 
@@ -328,8 +336,7 @@ class MovementMixin:
         nb, na = len(bshape), len(pos)
         mask = None
         for j, (t, d) in enumerate(zip(idx, dims)):
-            t = t.lt(0).where(t.add(d), t) if not t.dtype.is_unsigned else t
-            t = t.expand(bshape).reshape(bshape + (1,) * na)
+            t = _wrapped(t, d).expand(bshape).reshape(bshape + (1,) * na)
             ar = type(self).arange(d, dtype=t.dtype, device=self.device)
             hit = t.eq(ar.reshape((1,) * (nb + j) + (d,) + (1,) * (na - j - 1)))
             mask = hit if mask is None else mask.bitwise_and(hit)
@@ -367,7 +374,7 @@ class MovementMixin:
             raise DTypeError(f"scatter_add of {val.dtype.name} values into a {self.dtype.name} tensor would "
                              "lose precision; cast the values first")
         k, n = self.shape[ax], idx.shape[0]
-        idx = idx.lt(0).where(idx.add(k), idx) if not idx.dtype.is_unsigned else idx
+        idx = _wrapped(idx, k)
         pos = type(self).arange(k, dtype=idx.dtype, device=self.device).reshape(k, 1)
         mask = pos.eq(idx.reshape(1, n))                                          # (K, D)
         v = val.cast(self.dtype).transpose(ax, -1).unsqueeze(-2)                  # (..., 1, D)

@@ -262,6 +262,19 @@ def test_lazy_tensor_indices_wrap_negatives_and_read_0_out_of_range(device: str)
     check(x.scatter_add(i, Tensor(val, device=device), 0), want_add)
 
 
+def test_narrow_index_dtypes_into_long_axes(device: str) -> None:
+    # a uint8 index into 300 rows once matched the wrapped arange too (index 3 read rows 3 and 259, summed)
+    a = np.arange(300, dtype=np.float32)
+    x = Tensor(a, device=device)
+    u8, i8 = np.array([44, 255, 3], np.uint8), np.array([-100, 5, 127, -128], np.int8)
+    check(x[Tensor(u8, device=device)], a[u8])
+    check(x[:200][Tensor(i8, device=device)], a[:200][i8])
+    i16 = np.array([149, -150, 3], np.int16)
+    want = a.reshape(2, 150).copy()
+    np.add.at(want, (slice(None), i16), 1)
+    check(x.reshape(2, 150).scatter_add(Tensor(i16, device=device), Tensor.ones(2, 3, device=device), 1), want)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("idx_shape", [(5,), (2, 3), ()])
 def test_gather(axis: int, idx_shape: tuple, t: Tensor) -> None:
