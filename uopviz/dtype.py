@@ -1,4 +1,4 @@
-"""Scalar data types of the UOp dialect: sizes, ranges, promotion and the NumPy mapping.
+"""Scalar data types of the UOp dialect: sizes, ranges, promotion, the NumPy mapping and the dtypes of Python values.
 
 Vectors are shapes in this dialect (DESIGN §2), so every DType here is a scalar.
 """
@@ -170,19 +170,9 @@ class dtypes:
             raise DTypeError(f"unknown dtype {name!r}; known: {', '.join(sorted(_BY_NAME))}") from None
 
     @staticmethod
-    def from_py(value: Any) -> DType:
-        """The dtype a Python scalar (or nested list of them) gets by default."""
-        if isinstance(value, (list, tuple)):
-            return least_upper_dtype(*(dtypes.from_py(v) for v in value)) if value else dtypes.default_float
-        import numpy as np
-
-        if isinstance(value, (bool, np.bool_)):
-            return dtypes.bool
-        if isinstance(value, (int, np.integer)):
-            return dtypes.default_int
-        if isinstance(value, (float, np.floating)):
-            return dtypes.default_float
-        raise DTypeError(f"no dtype for Python value of type {type(value).__name__}")
+    def from_py(value: Any, dtype: DType | None = None) -> DType:
+        """The dtype a Python scalar (or nested list of them) gets: `values_dtype`'s rule, or dtype checked."""
+        return values_dtype(*exact_array(value), dtype)
 
     @staticmethod
     def from_numpy(dt: Any) -> DType:
@@ -253,3 +243,131 @@ def sum_acc_dtype(d: DType) -> DType:
     if d.is_int or d.is_bool:
         return d if d == dtypes.index else least_upper_dtype(d, dtypes.int32)
     return least_upper_dtype(d, dtypes.float32)
+
+
+# ---------------------------------------------------------------- Python values
+_KINDS: Final = "bif"  # bool < int < float: how NumPy promotes the Python values of one list
+_DEFAULT_INTS: Final = (dtypes.int64, dtypes.uint64)  # after the default int, NumPy's choices for wider ints
+
+
+def values_dtype(arr: Any, kind: str, dtype: DType | None = None) -> DType:
+    """The dtype of Python values (`exact_array`'s array and kind): `dtype`, checked against them, or by NumPy's rule.
+
+    With no dtype: bools stay bool; ints get the default int when every value fits, else int64, else uint64
+    (OverflowError beyond); floats (and ints mixed with them) get the default float unless a finite value would
+    overflow it to inf, else float64. A dtype given is checked: an int outside its range, a float truncating
+    outside it, or a finite value it would round to inf is an OverflowError naming the value (nan given an int
+    dtype is a ValueError); rounding to the nearest float is fine.
+    """
+    dt = dtype or _default_dtype(arr, kind)
+    _check_fits(arr, kind, dt)
+    return dt
+
+
+def exact_array(value: Any) -> tuple[Any, str]:
+    """Python numbers (a scalar or nested lists) in a NumPy array that holds them exactly (bool; int64, uint64
+    or object ints; float64), so converting it to their dtype rounds once, and their kind: 'b' < 'i' < 'f', as
+    NumPy promotes them. A ragged list raises NumPy's ValueError; anything but numbers and bools a DTypeError."""
+    import numpy as np
+
+    arr = np.array(value)
+    if arr.dtype.kind in "biu":
+        return arr, "b" if arr.dtype.kind == "b" else "i"
+    # NumPy gives ints that need more than one of int64 and uint64 (or more than 64 bits) float64 or object
+    # elements: look at the Python values themselves where that may have happened
+    if arr.dtype.kind == "f" and not np.any(np.abs(arr) >= 2.0**63):
+        return arr.astype(np.float64), "f"
+    if arr.dtype.kind not in "fO":
+        raise DTypeError(f"a Tensor holds numbers and bools; the data has {arr.dtype} elements")
+    obj = np.array(value, dtype=object)
+    kind = max((_kind(v) for v in obj.flat), key=_KINDS.index)
+    if kind != "f":
+        return obj, kind
+    return np.array([_to_float(v) for v in obj.flat], np.float64).reshape(obj.shape), "f"
+
+
+def _kind(v: Any) -> str:
+    import numpy as np
+
+    if isinstance(v, (bool, np.bool_)):
+        return "b"
+    if isinstance(v, (int, np.integer)):
+        return "i"
+    if isinstance(v, (float, np.floating)):
+        return "f"
+    raise DTypeError(f"a Tensor holds numbers and bools; the data has a {type(v).__name__}: {v!r}")
+
+
+def _to_float(v: Any) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        text = str(v)
+        raise OverflowError(f"Python int {text[:12]}... ({len(text)} digits) is too large for any float dtype "
+                            "(float64 ends near 1.8e308)") from None
+
+
+def _int_bounds(arr: Any, kind: str) -> tuple[Any, Any]:
+    """(min, max) of ints or bools as Python ints; of floats truncated toward zero as int casts do (inf kept)."""
+    import numpy as np
+
+    if kind == "f":
+        lo, hi = float(np.min(arr)), float(np.max(arr))
+        return tuple(int(v) if math.isfinite(v) else v for v in (lo, hi))  # type: ignore[return-value]
+    return int(np.min(arr)), int(np.max(arr))
+
+
+def _largest(arr: Any, kind: str) -> Any:
+    """The finite value of largest magnitude (None if there is none): the one a float dtype overflows first."""
+    import numpy as np
+
+    if kind == "f":
+        finite = arr[np.isfinite(arr)]
+        return float(finite[np.argmax(np.abs(finite))]) if finite.size else None
+    lo, hi = _int_bounds(arr, kind)
+    return lo if -lo > hi else hi
+
+
+def _default_dtype(arr: Any, kind: str) -> DType:
+    if kind == "b":
+        return dtypes.bool
+    if kind == "f":
+        return dtypes.float64 if _overflows(arr, kind, dtypes.default_float) is not None else dtypes.default_float
+    lo, hi = _int_bounds(arr, kind) if arr.size else (0, 0)
+    for dt in (dtypes.default_int, *_DEFAULT_INTS):
+        if dt.min <= lo and hi <= dt.max:
+            return dt
+    if lo < 0 and hi <= dtypes.uint64.max and lo >= dtypes.int64.min:
+        raise OverflowError(f"Python ints {lo} and {hi} have no dtype in common: {hi} needs uint64, which cannot "
+                            f"hold {lo}; pass dtype=float64 (or split the data)")
+    bad = lo if lo < dtypes.int64.min else hi
+    raise OverflowError(f"Python int {bad} does not fit in int64 or uint64 (or any integer dtype); "
+                        "pass dtype=float64 to store it rounded")
+
+
+def _overflows(arr: Any, kind: str, dt: DType) -> Any:
+    """The finite value that float dtype dt rounds to inf, if there is one (else None)."""
+    if kind == "b" or not arr.size or (v := _largest(arr, kind)) is None:
+        return None
+    try:
+        return v if math.isinf(dt.normalize(v)) else None
+    except OverflowError:  # an int beyond float64
+        return v
+
+
+def _check_fits(arr: Any, kind: str, dt: DType) -> None:
+    import numpy as np
+
+    if dt.is_bool or kind == "b" or not arr.size:
+        return
+    if dt.is_float:
+        if (bad := _overflows(arr, kind, dt)) is not None:
+            raise OverflowError(f"{bad!r} overflows {dt.name} (whose largest finite value is {dt.finfo_max:.6g}); "
+                                "pass a wider dtype")
+        return
+    if kind == "f" and np.isnan(arr).any():
+        raise ValueError(f"cannot convert nan to {dt.name}: integer dtypes have no nan")
+    lo, hi = _int_bounds(arr, kind)
+    if lo < dt.min or hi > dt.max:
+        raise OverflowError(f"{lo if lo < dt.min else hi!r} does not fit in {dt.name} (range {dt.min}..{dt.max}); "
+                            "pass a wider dtype")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from uopviz.dtype import DType, dtypes
+from uopviz.dtype import DType, dtypes, exact_array, values_dtype
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
@@ -27,7 +27,15 @@ __all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
 
 class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin):
     """A lazy n-dimensional array. Build it from Python scalars, nested lists or NumPy arrays:
-    `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names."""
+    `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names.
+
+    Python values (scalars and lists alike) get NumPy's dtypes, so no value silently changes: bools bool;
+    ints int32 when every one fits, else int64, else uint64 (else OverflowError); floats, and ints mixed with
+    them, float32 unless a finite value would overflow it to inf, else float64. With `dtype` given, the values
+    go straight to it (float64 data is never rounded through float32) and must fit: an int out of its range,
+    or a finite value it would round to inf, is an OverflowError naming the value. NumPy arrays keep their
+    dtype; given another, they are cast as `astype` does (which wraps, as C casts do).
+    """
 
     __slots__ = ("_device", "_uop")
     __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
@@ -178,23 +186,18 @@ def _copy_to(realized: UOp, device: str) -> UOp:
 
 
 def _from_python(data: Any, dtype: DType | None, device: str) -> UOp:
-    """The graph of a Python scalar (a Const), a nested list or a NumPy array (a Buffer with a copy)."""
+    """The graph of a Python scalar (a Const), a nested list or a NumPy array (a Buffer with a copy). Python
+    values get their dtype, or are checked against the one given, by `dtype.values_dtype`; arrays keep theirs."""
     import numpy as np
     if type(data) in (bool, int, float):
-        dt = dtype or dtypes.from_py(data)
-        if dt.is_int and isinstance(data, int) and not dt.min <= data <= dt.max:
-            raise OverflowError(f"Python int {data} does not fit in {dt.name}; pass a wider dtype")
-        return UOp.const(dt, data)
+        return UOp.const(dtypes.from_py(data, dtype), data)
     if isinstance(data, (list, tuple)):
         try:
-            arr = np.array(data)
+            values, kind = exact_array(data)
         except ValueError as e:
             raise ShapeError(f"nested lists must be rectangular (every row the same length): {e}") from None
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"a Tensor holds numbers and bools; the list has {arr.dtype} elements")
-        default = {"b": dtypes.bool, "i": dtypes.default_int, "u": dtypes.default_int, "f": dtypes.default_float}
-        data = arr.astype(dtypes.to_numpy(default[arr.dtype.kind]) if arr.size else dtypes.to_numpy(
-            dtypes.default_float))
+        dt = values_dtype(values, kind, dtype)
+        data = values.astype(dtypes.to_numpy(dtypes.float32 if dt == dtypes.bfloat16 else dt))
     if isinstance(data, np.generic):
         data = np.asarray(data)
     if not isinstance(data, np.ndarray):

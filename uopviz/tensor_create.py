@@ -35,8 +35,10 @@ _ONE_BITS: dict[DType, tuple[int, DType, int]] = {
 }
 
 
-def _float_dtype(dtype: Any, what: str) -> DType:
-    dt = dtypes.default_float if dtype is None else to_dtype(dtype)
+def _float_dtype(dtype: Any, what: str, *values: int | float) -> DType:
+    """The dtype of `what`, which makes floats: the one given, checked to hold `values` (its end points), else
+    Tensor's rule for them (the default float unless they overflow it)."""
+    dt = dtypes.from_py([float(v) for v in values], None if dtype is None else to_dtype(dtype))
     if not dt.is_float:
         raise DTypeError(f"{what} makes floats; {dt.name} is not a float dtype")
     return dt
@@ -50,9 +52,10 @@ class CreationMixin:
     @classmethod
     def full(cls, shape: int | tuple[int, ...], fill_value: bool | int | float, dtype: Any = None,
              device: str | None = None) -> Tensor:
-        """A tensor of one value (dtype from the value unless given); no memory until realized."""
+        """A tensor of one value (its dtype by Tensor's rule for Python values, or checked against the one given:
+        a value that does not fit is an OverflowError, not a wrapped value); no memory until realized."""
         dims = shape_arg((shape,))
-        dt = dtypes.from_py(fill_value) if dtype is None else to_dtype(dtype)
+        dt = dtypes.from_py(fill_value, None if dtype is None else to_dtype(dtype))
         return cls(const_uop(fill_value, dt, dims), device=device)
 
     @classmethod
@@ -86,21 +89,26 @@ class CreationMixin:
     def arange(cls, start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: Any = None,
                device: str | None = None) -> Tensor:
         """start, start+step, ... below stop (NumPy's arange): SPEC's prefix_sum of ones minus 1, scaled and
-        shifted. Ints give the default int dtype, any float the default float."""
+        shifted. The dtype is Tensor's rule for Python values applied to the first and last value (ints int32,
+        else int64; any float the default float, unless that overflows), or the one given, checked to hold them."""
         if stop is None:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange step must not be zero")
         ints = all(isinstance(v, int) for v in (start, stop, step))
-        dt = (dtypes.default_int if ints else dtypes.default_float) if dtype is None else to_dtype(dtype)
-        n = max(math.ceil((stop - start) / step), 0)
+        n = max(-((start - stop) // step) if ints else math.ceil((stop - start) / step), 0)  # exact for big ints
+        dt = dtypes.from_py([start, start + max(n - 1, 0) * step], None if dtype is None else to_dtype(dtype))
         if n == 0:
             return cls.zeros(0, dtype=dt, device=device)
         count = dtypes.int32 if n < 2**31 else dtypes.int64
         idx = cls.ones(n, dtype=count, device=device).cumsum(0).sub(1)
-        if not ints:  # scale in the float dtype asked for (or the default float, then cast)
-            idx = idx.cast(dt if dt.is_float else dtypes.default_float)
-        return (idx if (step, start) == (1, 0) else idx.mul(step).add(start)).cast(dt)
+        if (step, start) == (1, 0):
+            return idx.cast(dt)
+        if ints and dt.is_int:  # exact modulo 2^bits, so right wherever the values fit dt (checked above)
+            idx = idx.cast(dt)
+            return idx.mul(idx._const_like(dt.normalize(step))).add(idx._const_like(start))
+        idx = idx.cast(dt if dt.is_float else dtypes.default_float)  # scale in the float dtype asked for
+        return idx.mul(step).add(start).cast(dt)
 
     @classmethod
     def linspace(cls, start: int | float, stop: int | float, num: int, dtype: Any = None,
@@ -108,7 +116,7 @@ class CreationMixin:
         """num evenly spaced values from start to stop, both included."""
         if not isinstance(num, int) or num < 0:
             raise ValueError(f"linspace needs a non-negative int count, got {num!r}")
-        dt = _float_dtype(dtype, "linspace")
+        dt = _float_dtype(dtype, "linspace", start, stop)
         if num == 1:
             return cls.full((1,), float(start), dt, device)
         idx = cls.arange(num, dtype=dt, device=device)

@@ -360,6 +360,9 @@ class ElementwiseMixin:
 
     # ---------------------------------------------------------------- dtype changes
     def cast(self: Tensor, dtype: Any) -> Tensor:
+        """The values in another dtype, as C casts them (no check: the values are not known until run). Float to
+        int truncates toward zero; a float outside the int's range (or nan, inf) is undefined, as in C, and the
+        devices differ on it today (CPU and CL give the hardware's answer, PYTHON wraps, or raises on nan)."""
         dt = to_dtype(dtype)
         return self if dt == self.dtype else self._new(self.uop.cast(dt))
 

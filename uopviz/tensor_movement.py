@@ -28,6 +28,19 @@ if TYPE_CHECKING:
     from uopviz.tensor import Tensor
 
 
+def _axis_at(pos: int, items: list[Any]) -> int:
+    """The axis of self that index item `pos` applies to (None items add axes and consume none)."""
+    return sum(j is not None for j in items[:pos])
+
+
+def _wrapped(t: Tensor, d: int) -> Tensor:
+    """Lazy index t for an axis of size d, -d..-1 wrapped (an unsigned t has none), in a dtype that holds -d..d,
+    so that neither the wrap nor the arange it is matched against can overflow (a uint8 index into 300 rows)."""
+    dt = t.dtype if t.dtype.min <= (0 if t.dtype.is_unsigned else -d) and d <= t.dtype.max else dtypes.int64
+    t = t.cast(dt)
+    return t if dt.is_unsigned else t.lt(0).where(t.add(d), t)
+
+
 class MovementMixin:
     """Movement and indexing ops of Tensor."""
 
@@ -89,7 +102,7 @@ class MovementMixin:
 
     def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0) -> Tensor:
         """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad);
-        the new elements are `value`."""
+        the new elements are `value` (OverflowError where it does not fit self's dtype)."""
         pairs = self._pad_pairs(pad_width)
         if all(p == (0, 0) for p in pairs):
             return self
@@ -98,7 +111,7 @@ class MovementMixin:
         if value == 0:
             return out
         inside = self._new(const_uop(True, dtypes.bool, self.shape).pad(tuple(b for b, _ in pairs), new))
-        return inside.where(out, out._const_like(value))
+        return inside.where(out, out._const_like(value, dtypes.from_py(value, out.dtype)))
 
     def _pad_pairs(self: Tensor, pad_width: Any) -> list[tuple[int, int]]:
         def pair(p: Any) -> tuple[int, int]:
@@ -211,52 +224,73 @@ class MovementMixin:
 
     # ---------------------------------------------------------------- indexing
     def __getitem__(self: Tensor, index: Any) -> Tensor:
-        """NumPy indexing: ints (negative too), slices with any step, None, Ellipsis, and integer tensors or
-        lists (advanced indexing, broadcast together). Index values inside a tensor are not bounds-checked:
-        an out-of-range one selects nothing (gives 0)."""
+        """NumPy indexing: ints (negative too), slices with any step, None, Ellipsis, and integer index arrays
+        (Python lists, NumPy arrays or Tensors: advanced indexing, broadcast together).
+
+        Indices known now (ints, lists, NumPy arrays) are checked: one outside [-size, size) is an IndexError
+        with NumPy's message, and negatives wrap. Index Tensors are lazy, so their values cannot be checked
+        without running the graph: in them -size..-1 wrap as in NumPy, and a value outside [-size, size)
+        selects nothing, so its element reads 0 (a masked read) where NumPy would raise."""
+        import numpy as np
         items = list(index) if isinstance(index, tuple) else [index]
-        items = [self._index_tensor(i) if isinstance(i, (list, type(self))) else i for i in items]
+        items = [int(i) if isinstance(i, np.integer) else i for i in items]
         if sum(i is Ellipsis for i in items) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         for i in items:
-            if not (i is None or i is Ellipsis or isinstance(i, (slice, type(self)))
+            if not (i is None or i is Ellipsis or isinstance(i, (slice, list, np.ndarray, type(self)))
                     or (isinstance(i, int) and not isinstance(i, bool))):
-                raise IndexError(f"only ints, slices, None, '...' and integer tensors are valid indices, got {i!r}")
+                raise IndexError(f"only ints, slices, None, '...' and integer arrays or tensors are valid indices, "
+                                 f"got {i!r}")
         used = sum(i is not None and i is not Ellipsis for i in items)
         if used > self.ndim:
             raise IndexError(f"too many indices for a tensor of shape {fmt(self.shape)}: {used} were given")
         ell = next((k for k, i in enumerate(items) if i is Ellipsis), len(items))
         items[ell:ell + 1] = [slice(None)] * (self.ndim - used)
-        advanced = any(isinstance(i, type(self)) for i in items)
-        if advanced:  # NumPy treats ints as advanced indices too once any array index is present
-            items = [self._new(const_uop(self._check_int(i, k, items), dtypes.int32, ()))
-                     if isinstance(i, int) else i for k, i in enumerate(items)]
+        items = [self._index_tensor(i, _axis_at(pos, items)) if isinstance(i, (list, np.ndarray, type(self)))
+                 else i for pos, i in enumerate(items)]
+        if any(isinstance(i, type(self)) for i in items):  # NumPy treats ints as advanced indices too then
+            items = [self._new(const_uop(self._check_int(i, _axis_at(pos, items)), dtypes.int32, ()))
+                     if isinstance(i, int) else i for pos, i in enumerate(items)]
         after_basic = [slice(None) if i is None else i for i in items if not isinstance(i, int)]
         return self._basic_index(items)._advanced_index(after_basic)
 
-    def _index_tensor(self: Tensor, i: Any) -> Tensor:
-        t = i if isinstance(i, type(self)) else type(self)(i, device=self.device)
-        if isinstance(i, list) and not i:
-            t = t.cast(dtypes.int32)
-        if not t.dtype.is_int:
-            raise IndexError(f"index tensors must have an integer dtype, got {t.dtype.name} (boolean masks are not "
+    def _index_tensor(self: Tensor, i: Any, axis: int) -> Tensor:
+        """Index array i for `axis` as an integer Tensor on self's device. A Python list or NumPy array is known
+        now: bounds-checked (IndexError, NumPy's message) and wrapped where negative; a Tensor is taken as is."""
+        if isinstance(i, type(self)):
+            if not i.dtype.is_int:
+                raise IndexError(f"index tensors must have an integer dtype, got {i.dtype.name} (boolean masks are "
+                                 "not supported: use where)")
+            self._same_device(i)
+            return i
+        import numpy as np
+        try:
+            arr = np.asarray(i)
+        except ValueError:
+            raise IndexError(f"an index list must be rectangular (every row the same length), got {i!r}") from None
+        if arr.size == 0:
+            arr = arr.astype(np.int32)
+        if arr.dtype.kind not in "iu":
+            raise IndexError(f"index arrays must have an integer dtype, got {arr.dtype} (boolean masks are not "
                              "supported: use where)")
-        self._same_device(t)
-        return t
+        d = self.shape[axis]
+        if (bad := arr[(arr < -d) | (arr >= d)]).size:
+            raise IndexError(f"index {bad.flat[0]} is out of bounds for axis {axis} with size {d}")
+        small = np.int32 if d <= np.iinfo(np.int32).max + 1 else np.int64
+        return type(self)((arr % max(d, 1)).astype(small), device=self.device)
 
-    def _check_int(self: Tensor, i: int, pos: int, items: list[Any]) -> int:
-        """An int index for the source axis at `pos` of items, in range, made non-negative."""
-        k = sum(j is not None for j in items[:pos])
-        d = self.shape[k]
+    def _check_int(self: Tensor, i: int, axis: int) -> int:
+        """An int index for `axis`, in range, made non-negative."""
+        d = self.shape[axis]
         if not -d <= i < d:
-            raise IndexError(f"index {i} is out of bounds for axis {k} with size {d}")
+            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {d}")
         return i % d
 
     def _basic_index(self: Tensor, items: list[Any]) -> Tensor:
         """Apply ints, slices and None (tensor items keep their axis whole), in one flip, shrink and reshape."""
         flips, ranges, steps, out_shape = [], [], [], []
         k = 0
-        for pos, it in enumerate(items):
+        for it in items:
             if it is None:
                 out_shape.append(1)
                 continue
@@ -271,7 +305,7 @@ class MovementMixin:
                 steps.append(step if n > 1 else 1)
                 out_shape.append(n)
             elif isinstance(it, int):
-                i = self._check_int(it, pos, items)
+                i = self._check_int(it, k)
                 flips.append(False)
                 ranges.append((i, i + 1))
                 steps.append(1)
@@ -302,8 +336,7 @@ class MovementMixin:
         nb, na = len(bshape), len(pos)
         mask = None
         for j, (t, d) in enumerate(zip(idx, dims)):
-            t = t.lt(0).where(t.add(d), t) if not t.dtype.is_unsigned else t
-            t = t.expand(bshape).reshape(bshape + (1,) * na)
+            t = _wrapped(t, d).expand(bshape).reshape(bshape + (1,) * na)
             ar = type(self).arange(d, dtype=t.dtype, device=self.device)
             hit = t.eq(ar.reshape((1,) * (nb + j) + (d,) + (1,) * (na - j - 1)))
             mask = hit if mask is None else mask.bitwise_and(hit)
@@ -319,15 +352,17 @@ class MovementMixin:
         return out.permute(bdims + list(range(nr)))
 
     def gather(self: Tensor, idx: Any, axis: int = 0) -> Tensor:
-        """np.take(self, idx, axis): the result has self's axes with `axis` replaced by idx's shape."""
+        """np.take(self, idx, axis): the result has self's axes with `axis` replaced by idx's shape. A list or
+        NumPy idx is bounds-checked; a Tensor idx is lazy, so out of [-size, size) it reads 0 (see __getitem__)."""
         ax = normalize_axis(axis, self.ndim)
-        return self[(slice(None),) * ax + (self._index_tensor(idx),)]
+        return self[(slice(None),) * ax + (self._index_tensor(idx, ax),)]
 
     def scatter_add(self: Tensor, idx: Any, val: Any, axis: int = 0) -> Tensor:
         """self with val[..., i, ...] added at position idx[i] of `axis` (np.add.at; repeated indices add up).
-        idx is 1-D; val has self's shape with `axis` sized len(idx). SPEC's one-hot composition."""
+        idx is 1-D; val has self's shape with `axis` sized len(idx). SPEC's one-hot composition. A list or NumPy
+        idx is bounds-checked; a lazy Tensor idx wraps -size..-1, and a value beyond adds nothing anywhere."""
         ax = normalize_axis(axis, self.ndim)
-        idx = self._index_tensor(idx)
+        idx = self._index_tensor(idx, ax)
         if idx.ndim != 1:
             raise ShapeError(f"scatter_add needs a 1-D index, got shape {fmt(idx.shape)}")
         val = self._coerce(val)
@@ -339,7 +374,7 @@ class MovementMixin:
             raise DTypeError(f"scatter_add of {val.dtype.name} values into a {self.dtype.name} tensor would "
                              "lose precision; cast the values first")
         k, n = self.shape[ax], idx.shape[0]
-        idx = idx.lt(0).where(idx.add(k), idx) if not idx.dtype.is_unsigned else idx
+        idx = _wrapped(idx, k)
         pos = type(self).arange(k, dtype=idx.dtype, device=self.device).reshape(k, 1)
         mask = pos.eq(idx.reshape(1, n))                                          # (K, D)
         v = val.cast(self.dtype).transpose(ax, -1).unsqueeze(-2)                  # (..., 1, D)

@@ -3,6 +3,10 @@
 Reduce keeps reduced axes as size 1 (SPEC); keepdim=False reshapes them away. Sums of small ints and halves
 accumulate in `sum_acc_dtype` (ints keep the wider dtype, halves are rounded back, as tinygrad does). Min is
 built from Max: −max(−x) for floats and ~max(~x) for ints and bools, which cannot overflow.
+
+Over an axis of size 0 a reduction is its identity, since the compiler never runs an empty range: sum 0,
+prod 1, max the dtype's lowest value (-inf), min its highest, any False, all True, and mean 0/0 = nan. NumPy
+raises for an empty max/min; argmax/argmin raise here too, as they have no index to give.
 """
 
 from __future__ import annotations
@@ -82,12 +86,23 @@ class ReduceMixin:
         return self.var(axis, keepdim, correction).sqrt()
 
     def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        """Index (int32) of the first maximum; of the first NaN if there is one (as NumPy)."""
+        """Index (int32) of the first maximum; of the first NaN if there is one (as NumPy). ValueError over an
+        axis of size 0, which has no first element."""
+        return self._first_max(axis, keepdim, "argmax")
+
+    def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index (int32) of the first minimum."""
+        return (-self if self.dtype.is_float else ~self)._first_max(axis, keepdim, "argmin")
+
+    def _first_max(self: Tensor, axis: int | None, keepdim: bool, name: str) -> Tensor:
+        """argmax of self, for argmax and argmin (`name` is the one the error names)."""
         if axis is None:
-            out = self.flatten().argmax(0)
+            out = self.flatten()._first_max(0, False, name)
             return out.reshape((1,) * self.ndim) if keepdim else out
         ax = normalize_axis(axis, self.ndim)
         n = self.shape[ax]
+        if n == 0:
+            raise ValueError(f"attempt to get {name} of an empty sequence")
         hit = self.eq(self.max(ax, keepdim=True))
         if self.dtype.is_float:
             hit = hit.add(self.isnan())
@@ -95,10 +110,6 @@ class ReduceMixin:
         rev = rev.reshape((n,) + (1,) * (self.ndim - ax - 1))
         first = hit.where(rev, 0)._reduce_op(Ops.MAX, (ax,), keepdim)
         return first.sub(n, reverse=True)
-
-    def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        """Index (int32) of the first minimum."""
-        return (-self if self.dtype.is_float else ~self).argmax(axis, keepdim)
 
     def logsumexp(self: Tensor, axis: Axis = -1, keepdim: bool = False) -> Tensor:
         """log Σ e^x, computed as m + log Σ e^(x−m) with m the max, so it cannot overflow."""

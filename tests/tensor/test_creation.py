@@ -98,8 +98,85 @@ def test_construction_errors() -> None:
         Tensor([1.0], device="NOPE")
     with pytest.raises(DTypeError):
         Tensor([1.0], dtype="float7")
-    with pytest.raises(OverflowError, match="int32"):
-        Tensor(2**40)
+    with pytest.raises(TypeError, match="NoneType"):
+        Tensor([1, None])
+
+
+# Python values, no dtype given: NumPy's rule (bool < int < float; int32 else int64 else uint64; float32 unless a
+# finite value would overflow it, else float64), for scalars and lists alike
+PY_VALUES = [
+    (3_000_000_000, dtypes.int64), ([3_000_000_000, -5, 7], dtypes.int64), ([[2**40], [1], [-2**40]], dtypes.int64),
+    ([2**31 - 1, -2**31, 0], dtypes.int32), ([2**63, 7, 2**64 - 1], dtypes.uint64), (2**64 - 1, dtypes.uint64),
+    ([-2**63, 5, 9], dtypes.int64), ([True, 2**40, False], dtypes.int64), ([True, False, True], dtypes.bool),
+    (1.5e40, dtypes.float64), ([1.5e40, -2.0, 1], dtypes.float64), ([[3.0e38, -1.5, 1e-50]], dtypes.float32),
+    ([float("inf"), 1.0, float("nan")], dtypes.float32), ([-float("inf"), 1e300, 2], dtypes.float64),
+    ([1, 2**70, 0.5], dtypes.float32), ([True, 1.5, 3], dtypes.float32), (-3.4e38, dtypes.float32),
+    (1e39, dtypes.float64),
+]
+
+
+@pytest.mark.parametrize(("data", "dtype"), PY_VALUES, ids=lambda v: repr(v)[:24])
+def test_python_values_get_numpys_dtype(data: object, dtype: object, device: str) -> None:
+    t = Tensor(data, device=device)
+    assert t.dtype == dtype and dtypes.from_py(data) == dtype
+    ref = np.array(data, dtype=dtypes.to_numpy(dtype))  # type: ignore[arg-type]
+    assert t.numpy().dtype == ref.dtype
+    check(t, ref, rtol=0)
+    check(t.reshape(-1).flip(0), ref.reshape(-1)[::-1], rtol=0)  # the values go through a kernel too
+
+
+@pytest.mark.parametrize("data", [2**64, [2**64, 1], [-2**63 - 1], [-1, 2**63, 5], [[1], [-2**70]]], ids=str)
+def test_python_ints_beyond_64_bits_raise(data: object) -> None:
+    with pytest.raises(OverflowError, match=r"int64|uint64") as e:
+        Tensor(data)
+    assert any(str(v) in str(e.value) for v in (2**64, -2**63 - 1, 2**63, -2**70))
+    with pytest.raises(OverflowError, match="digits"):
+        Tensor([1.5, 10**400])
+
+
+@pytest.mark.parametrize(("data", "dtype", "want"), [
+    ([0.1, 1 / 3, 2.2], dtypes.float64, np.array([0.1, 1 / 3, 2.2])),  # no float32 round trip
+    (0.1, dtypes.float64, np.float64(0.1)),
+    ([2**53 + 1, -7, 3], dtypes.int64, np.array([2**53 + 1, -7, 3], np.int64)),
+    ([2**64 - 1, 3, 0], dtypes.uint64, np.array([2**64 - 1, 3, 0], np.uint64)),
+    ([1.7, -2.7, 127.9], dtypes.int8, np.array([1, -2, 127], np.int8)),  # floats truncate, as C casts and NumPy do
+    ([65519.0, -1.0, 0.1], dtypes.float16, np.array([65504.0, -1.0, 0.1], np.float16)),  # rounds to the largest
+    ([True, 5, 0], dtypes.bool, np.array([True, True, False])),
+    ([3, -4, 1e30], dtypes.float32, np.array([3, -4, 1e30], np.float32)),
+    (200, dtypes.uint8, np.uint8(200)),
+])
+def test_python_values_reach_the_dtype_given(data: object, dtype: object, want: np.ndarray, device: str) -> None:
+    t = Tensor(data, dtype=dtype, device=device)
+    assert t.dtype == dtype and t.numpy().dtype == want.dtype
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.testing.assert_array_equal((t.cast(dtypes.float64) * 1).numpy(), want.astype(np.float64))
+
+
+@pytest.mark.parametrize(("data", "dtype", "bad"), [
+    ([3_000_000_000, 1, 2], dtypes.int32, "3000000000"), (3_000_000_000, dtypes.int32, "3000000000"),
+    ([2**40], dtypes.int32, str(2**40)), ([-1, 4, 5], dtypes.uint32, "-1"), (300, dtypes.uint8, "300"),
+    ([1, 2**64], dtypes.uint64, str(2**64)), ([3e9, 0.5], dtypes.int32, "3000000000"),
+    ([float("inf")], dtypes.int64, "inf"), ([1.5e40, 1.0], dtypes.float32, "1.5e+40"),
+    (1.5e40, dtypes.float32, "1.5e+40"), ([70000.0, 1.0, 2.0], dtypes.float16, "70000.0"),
+    ([3.4e38], dtypes.bfloat16, "3.4e+38"), ([2**200, 1], dtypes.float32, str(2**200)),
+])
+def test_python_values_that_do_not_fit_the_dtype_given_raise(data: object, dtype: object, bad: str) -> None:
+    with pytest.raises(OverflowError, match=dtype.name) as e:  # type: ignore[attr-defined]
+        Tensor(data, dtype=dtype)
+    assert bad in str(e.value)
+    with pytest.raises(ValueError, match="nan"):
+        Tensor([1.0, float("nan")], dtype=dtypes.int32)
+
+
+def test_full_checks_its_value(device: str) -> None:
+    big = Tensor.full((2, 3), 3_000_000_000, device=device)
+    assert big.dtype == dtypes.int64
+    check(big, np.full((2, 3), 3_000_000_000))
+    check(Tensor.full((5,), 1.5e40, device=device), np.full(5, 1.5e40))
+    with pytest.raises(OverflowError, match="int8"):
+        Tensor.full((3,), 300, dtype=dtypes.int8)
+    with pytest.raises(OverflowError, match="float16"):
+        Tensor.ones(3, dtype=dtypes.float16).full_like(1e5)
 
 
 def test_zeros_ones_full_empty(device: str) -> None:
@@ -147,6 +224,36 @@ def test_arange_dtype_and_errors(device: str) -> None:
     check(Tensor.arange(3, dtype=dtypes.uint64, device=device), np.arange(3, dtype=np.uint64))
     with pytest.raises(ValueError, match="step"):
         Tensor.arange(0, 3, 0)
+
+
+@pytest.mark.parametrize(("args", "dtype", "want"), [
+    ((3_000_000_000, 3_000_000_005), None, dtypes.int64), ((0, 7 * 2**31, 2**31), None, dtypes.int64),
+    ((2**31 + 5, 2**31 - 2, -2), None, dtypes.int64), ((2**63 + 5, 2**63, -2), None, dtypes.uint64),
+    ((0, 1e40, 3e39), None, dtypes.float64), ((127, -128, -3), dtypes.int8, dtypes.int8),
+    ((7, 0, -2), dtypes.uint8, dtypes.uint8), ((0, 1, 300), dtypes.int8, dtypes.int8),
+    ((-7, 30, 4), dtypes.int16, dtypes.int16), ((0, 1, 0.1), dtypes.float64, dtypes.float64),
+])
+def test_arange_values_beyond_the_default_dtypes(args: tuple, dtype: object, want: object, device: str) -> None:
+    t = Tensor.arange(*args, dtype=dtype, device=device)
+    assert t.dtype == want
+    check(t, np.arange(*args, dtype=dtypes.to_numpy(want)), rtol=0)  # type: ignore[arg-type]
+
+
+def test_arange_values_that_do_not_fit_the_dtype_given_raise() -> None:
+    with pytest.raises(OverflowError, match="299 does not fit in int8"):
+        Tensor.arange(300, dtype=dtypes.int8)
+    with pytest.raises(OverflowError, match="-3 does not fit in uint8"):
+        Tensor.arange(-3, 3, dtype=dtypes.uint8)
+    with pytest.raises(OverflowError, match="float16"):
+        Tensor.arange(0, 1e5, 3e4, dtype=dtypes.float16)  # 9e4 is the last
+    with pytest.raises(OverflowError, match="float32"):
+        Tensor.linspace(0, 1e40, 3, dtype=dtypes.float32)
+
+
+def test_linspace_beyond_float32(device: str) -> None:
+    t = Tensor.linspace(-1e40, 1e40, 5, device=device)
+    assert t.dtype == dtypes.float64
+    check(t, np.linspace(-1e40, 1e40, 5), rtol=1e-12)
 
 
 @pytest.mark.parametrize("args", [(0, 1, 5), (-2, 3, 7), (1, 1, 1), (3, -3, 4)])

@@ -71,6 +71,12 @@ def test_pad_ints_and_bools_and_errors(device: str) -> None:
     check(Tensor([1, 2], device=device).pad(((2, 1),), value=9), np.pad([1, 2], (2, 1), constant_values=9))
     check(Tensor([True], device=device).pad(((1, 1),)), np.array([False, True, False]))
     check(Tensor([True], device=device).pad(((1, 0),), value=True), np.array([True, True]))
+    check(Tensor([1, 2], dtype=dtypes.int8, device=device).pad(((1, 2),), value=-128),
+          np.pad(np.array([1, 2], np.int8), (1, 2), constant_values=-128))
+    with pytest.raises(OverflowError, match="300 does not fit in int8"):  # not a wrapped 44
+        Tensor([1, 2], dtype=dtypes.int8).pad(((1, 1),), value=300)
+    with pytest.raises(OverflowError, match="float16"):
+        Tensor([1.0], dtype=dtypes.float16).pad(((1, 1),), value=1e6)
     with pytest.raises(ShapeError, match="non-negative"):
         Tensor([1.0]).pad(((-1, 0),))
     with pytest.raises(ShapeError, match="pairs"):
@@ -196,8 +202,77 @@ def test_indexing_errors(t: Tensor) -> None:
         t[..., 0, ...]
     with pytest.raises(IndexError, match="integer dtype"):
         t[Tensor([0.0])]
+    with pytest.raises(IndexError, match="integer dtype"):
+        t[[0.5, 1.0]]
+    with pytest.raises(IndexError, match="boolean masks"):
+        t[np.array([True, False])]
+    with pytest.raises(IndexError, match="rectangular"):
+        t[[[0], [0, 1]]]
     with pytest.raises(IndexError, match="valid indices"):
         t["a"]
+
+
+B = np.arange(3 * 5, dtype=np.float32).reshape(3, 5) + 1  # no zeros: a masked read shows
+KNOWN_OUT_OF_RANGE = [  # (index, np.take's axis or None for a[index])
+    (3, None), (-4, None), ([0, 3], None), ((slice(None), [1, -6]), None), (np.array([[0], [7]]), None),
+    ((Ellipsis, 5), None), ((1, [0, 5]), None), ((np.int64(-4),), None), (([2, 0], [4, 5]), None),
+    ([0, 9], 1), (np.array([-6, 1]), 1), ([-4], 0), (np.array([3], np.uint8), 0),
+]
+
+
+@pytest.mark.parametrize(("index", "axis"), KNOWN_OUT_OF_RANGE, ids=str)
+def test_known_indices_out_of_range_raise_as_numpy(index: object, axis: int | None) -> None:
+    x = Tensor(B)
+    with pytest.raises(IndexError) as theirs:
+        B[index] if axis is None else np.take(B, index, axis)  # type: ignore[index]
+    with pytest.raises(IndexError) as ours:
+        x[index] if axis is None else x.gather(index, axis)
+    assert str(ours.value) == str(theirs.value)
+
+
+KNOWN_IN_RANGE = [([-1, 0, -3, 2], None), ((slice(None), np.array([-5, 4, -1])), None), ((-1, [-2, 1]), None),
+                  (([[-3], [2]], [-1, 0, 4]), None), ((np.int64(-2), slice(1, 4)), None), ([], None),
+                  ([-5, 3, -1], 1), (np.array([[-3, 2]]), 0), (np.array([2, 0], np.uint16), 1)]
+
+
+@pytest.mark.parametrize(("index", "axis"), KNOWN_IN_RANGE, ids=str)
+def test_known_negative_indices_wrap_as_numpy(index: object, axis: int | None, device: str) -> None:
+    x = Tensor(B, device=device)
+    if axis is None:
+        check(x[index], B[index])  # type: ignore[index]
+    else:
+        check(x.gather(index, axis), np.take(B, index, axis))
+
+
+def test_lazy_tensor_indices_wrap_negatives_and_read_0_out_of_range(device: str) -> None:
+    # a Tensor index is not known until it runs: -3..-1 wrap as NumPy's, beyond [-3, 3) the element reads 0
+    idx = np.array([0, 3, -1, -4, 7, -3, 2])
+    x, i = Tensor(B, device=device), Tensor(idx, device=device)
+    inside = (idx >= -3) & (idx < 3)
+    want = np.where(inside[:, None], B[np.where(inside, idx, 0)], 0)
+    check(x[i], want)
+    check(x.gather(i, 0), want)
+    check(x[:, i.sub(2)], np.where((idx - 2 >= -5) & (idx - 2 < 5), B[:, np.clip(idx - 2, -5, 4)], 0))
+    flags = Tensor(B > 7, device=device)
+    check(flags[i], np.where(inside[:, None], (B > 7)[np.where(inside, idx, 0)], False))
+    # scatter_add: an index beyond adds nothing anywhere, a negative one adds at its wrapped place
+    val = np.arange(7 * 5, dtype=np.float32).reshape(7, 5) * 10
+    want_add = B.copy()
+    np.add.at(want_add, idx[inside], val[inside])
+    check(x.scatter_add(i, Tensor(val, device=device), 0), want_add)
+
+
+def test_narrow_index_dtypes_into_long_axes(device: str) -> None:
+    # a uint8 index into 300 rows once matched the wrapped arange too (index 3 read rows 3 and 259, summed)
+    a = np.arange(300, dtype=np.float32)
+    x = Tensor(a, device=device)
+    u8, i8 = np.array([44, 255, 3], np.uint8), np.array([-100, 5, 127, -128], np.int8)
+    check(x[Tensor(u8, device=device)], a[u8])
+    check(x[:200][Tensor(i8, device=device)], a[:200][i8])
+    i16 = np.array([149, -150, 3], np.int16)
+    want = a.reshape(2, 150).copy()
+    np.add.at(want, (slice(None), i16), 1)
+    check(x.reshape(2, 150).scatter_add(Tensor(i16, device=device), Tensor.ones(2, 3, device=device), 1), want)
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from tensor_testing import check, skip_big
@@ -69,6 +71,62 @@ def test_any_all(device: str) -> None:
     check(t.all(1), a.all(1))
     check(t.any(), a.any())
     check(t.all(0, keepdim=True), a.all(0, keepdims=True))
+
+
+def bounds(dtype: str) -> tuple[object, object]:
+    """(lowest, highest) value of a dtype: the identities of max and min over nothing."""
+    if dtype == "bool":
+        return False, True
+    if np.dtype(dtype).kind == "f":
+        return -np.inf, np.inf
+    info = np.iinfo(dtype)
+    return info.min, info.max
+
+
+EMPTY = [((3, 0), 1, False), ((3, 0, 5), 1, True), ((3, 0, 5), (1, 2), False), ((3, 0, 5), (0, 1), False),
+         ((0, 7), None, False), ((3, 5, 0), (0, -1), True), ((3, 0, 5), 0, False)]
+
+
+@pytest.mark.parametrize(("shape", "axis", "keepdim"), EMPTY, ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool"])
+def test_reductions_over_an_empty_axis_are_identities(shape: tuple[int, ...], axis: object, keepdim: bool,
+                                                      dtype: str, device: str) -> None:
+    # the empty axis is a shrunk view of real data (which once leaked in) and, from NumPy, a constant
+    base = data(tuple(d or 4 for d in shape), dtype)
+    view = tuple(slice(2, 2) if d == 0 else slice(None) for d in shape)
+    a = base[view]
+    lo, hi = bounds(dtype)
+    for t in (Tensor(base, device=device)[view], Tensor(a, device=device)):
+        assert t.shape == shape
+        check(t.sum(axis, keepdim), a.sum(axis, keepdims=keepdim))
+        check(t.prod(axis, keepdim), a.prod(axis, keepdims=keepdim))
+        check(t.max(axis, keepdim), np.max(a, axis, keepdims=keepdim, initial=lo))
+        check(t.min(axis, keepdim), np.min(a, axis, keepdims=keepdim, initial=hi))
+        check(t.any(axis, keepdim), a.any(axis, keepdims=keepdim))
+        check(t.all(axis, keepdim), a.all(axis, keepdims=keepdim))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # NumPy warns of the mean of nothing
+            check(t.mean(axis, keepdim), a.mean(axis, keepdims=keepdim))
+
+
+def test_reductions_over_an_empty_axis_of_a_wider_reduction(device: str) -> None:
+    # max over two axes of a (3, 4, 6) buffer, one of them shrunk to nothing, next to a non-empty reduction
+    base = data((3, 4, 6), "float32")
+    x = Tensor(base, device=device)
+    check(x[:, 1:1].max((1, 2)) + x.sum((1, 2)), np.full(3, -np.inf, np.float32))
+    check(x[:, :, 3:3].min((0, 2)), np.full(4, np.inf, np.float32))
+    check(x[1:1].sum(0) + x.max(0), base.max(0))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_argmin_of_nothing_raise_as_numpy(op: str, device: str) -> None:
+    x = Tensor(data((2, 5), "float32"), device=device)
+    for t, axis in ((x[:, 3:3], 1), (x[:, 3:3], -1), (x[1:1], 0), (x[1:1], None), (Tensor.zeros(0, device=device), 0)):
+        with pytest.raises(ValueError, match=f"attempt to get {op} of an empty sequence"):
+            getattr(t, op)(axis)
+        with pytest.raises(ValueError, match=f"attempt to get {op} of an empty sequence"):
+            getattr(np, op)(t.numpy(), axis)
+    check(getattr(x[1:1], op)(1), getattr(np, op)(np.zeros((0, 5)), 1))  # a non-empty axis of an empty tensor
 
 
 @pytest.mark.parametrize("correction", [0, 1])

@@ -170,6 +170,14 @@ def test_range_row():
     assert UOp.range(var(4, 8, "n"), 0).min_max == (0, 7)
 
 
+def test_range_of_bound_0_is_empty():
+    # SPEC's [0, n-1] for n = 0: an empty interval, not the point 0 (which would let r*3 fold to 0)
+    assert UOp.range(0, 0).min_max == (0, -1)
+    assert UOp.special(0, "gidx0").min_max == (0, -1)
+    assert UOp.range(var(0, 0, "n"), 0).min_max == (0, -1)
+    assert UOp.range(1, 0).min_max == (0, 0)
+
+
 def test_index_row():
     t = UOp.buffer(24, f32, "CL").reshape((2, 3, 4))
     assert t.index(UOp.const(idx, 1)).shape == (3, 4)

@@ -163,6 +163,14 @@ def test_bounds_decide(expr, want):
     assert s(expr()) == want
 
 
+def test_an_empty_range_is_not_the_point_0():
+    # a range of bound 0 never runs: index arithmetic over it must keep it (folding r*3 to 0 once made a
+    # reduction over it read real data), whereas a range of bound 1 is the point 0
+    empty, one = UOp.range(0, 2), UOp.range(1, 3)
+    assert s(empty * 3 + 1) == "((r2*3)+1)"
+    assert s(one * 3 + 1) == "1"
+
+
 @pytest.mark.parametrize("expr, want", [
     (lambda: r1 // 4, "0"),
     (lambda: r1 % 4, "r1"),

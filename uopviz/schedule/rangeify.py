@@ -8,7 +8,8 @@ apply to indexed sources, and a Reduce over axes becomes a Reduce over fresh RED
 
 `collapse` then removes reductions whose closed form is known: a range the reduced value does not use, and a
 sum of a value masked to an interval of the range (what SPEC's prefix_sum makes of arange), so arange costs
-O(n), not O(n^2).
+O(n), not O(n^2). It also removes empty ranges (bound 0) whole, before anything else could drop them from a
+body that then runs once: a reduction over one is its identity, a loop over one does nothing.
 """
 
 from __future__ import annotations
@@ -180,10 +181,28 @@ def identity(op: Ops, dtype: DType) -> bool | int | float:
     return dtype.min if not dtype.is_float else -float("inf")
 
 
+def is_empty(r: UOp) -> bool:
+    """A Range that never runs: its bound is 0, so its interval [0, n-1] is empty (props.min_max_of)."""
+    return r.vmin > r.vmax
+
+
+def empty_reduce(red: UOp) -> UOp | None:
+    """A reduction over an empty range reads nothing: it is its identity (0, 1, the dtype's lowest value)."""
+    return red.const_like(identity(red.arg.op, red.dtype)) if any(map(is_empty, red.src[1:])) else None
+
+
+def empty_loop(end: UOp) -> UOp | None:
+    """A loop over an empty range, or around nothing, does nothing: the empty Group (which renders as nothing)."""
+    body, r = end.src
+    return UOp(Ops.GROUP, ()) if is_empty(r) or (body.op is Ops.GROUP and not body.src) else None
+
+
 def drop_unused_range(red: UOp) -> UOp | None:
-    """A range the reduced value does not depend on: Add multiplies by its size, Max ignores it."""
+    """A range the reduced value does not depend on: Add multiplies by its size, Max (and bool Add/Mul, which
+    are Or/And) ignore it — but only a range that surely runs: over no element they give the identity."""
     val, ranges = red.src[0], red.src[1:]
-    unused = [r for r in ranges if not _uses(val, r)]
+    idempotent = red.arg.op is Ops.MAX or red.dtype.is_bool
+    unused = [r for r in ranges if not _uses(val, r) and (r.src[0].vmin >= 1 or not idempotent)]
     if not unused or (red.arg.op is Ops.MUL and not red.dtype.is_bool):
         return None
     kept = tuple(r for r in ranges if r not in unused)
@@ -239,6 +258,8 @@ def sum_of_masked(red: UOp) -> UOp | None:
 
 _i = UPat.var("a", dtypes.index)
 collapse = PatternMatcher([
+    (UPat(Ops.REDUCE, name="red", src=UPat()), lambda red: empty_reduce(red) if len(red.src) > 1 else None),
+    (UPat(Ops.END, name="end"), empty_loop),
     (UPat(Ops.REDUCE, name="red", src=UPat()), lambda red: drop_unused_range(red) if len(red.src) > 1 else None),
     (UPat(Ops.REDUCE, name="red", src=UPat()), lambda red: sum_of_masked(red) if len(red.src) > 1 else None),
     (UPat(Ops.CMPLT, src=(UPat(Ops.ADD, src=[_i, UPat(Ops.RANGE, name="r")]), UPat.var("k")), name="c"),

@@ -6,6 +6,10 @@ Shape rules that can fail raise SpecError, so an ill-shaped node is rejected whe
 Two deliberate refinements of the table, both sound: Idiv and Mod get tight intervals when the divisor's
 sign is known (the simplifier needs them), and an integer interval that would overflow its dtype widens
 to the dtype range (real arithmetic wraps).
+
+A Range (or Special) of bound n is [0, n-1] as in the table, so a bound of 0 gives the empty interval
+[0, -1] (lo > hi): no value under it is ever computed, so what the simplifier derives from it holds
+vacuously, and the rules that meet its Reduce or End (schedule/rangeify.py) make sure it never runs.
 """
 
 from __future__ import annotations
@@ -295,7 +299,7 @@ def min_max_of(u: UOp) -> tuple[Any, Any]:
     if op is Ops.DEFINE_VAR:
         return (u.arg.min, u.arg.max)
     if op in (Ops.RANGE, Ops.SPECIAL):
-        return (0, max(src[0].vmax - 1, 0))
+        return (0, src[0].vmax - 1)  # empty (lo > hi) when the bound is 0: see the module docstring
     if op in (Ops.BIND, Ops.AFTER, Ops.INDEX, Ops.COPY) or op in GroupOp.Marker:
         return src[0].min_max
     if op is Ops.STACK:
