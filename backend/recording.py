@@ -47,8 +47,10 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
     zoo at its benchmark sizes takes about a second and no memory for data.
     """
     from kernels import get
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime.device import DeviceError
+    from uopviz.search.policy import default_opts
     from uopviz.tensor import Tensor
 
     try:
@@ -61,7 +63,7 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
             out = z.program(*[Tensor.empty(*i.shape(sizes), dtype=i.dtype, device=device) for i in z.inputs])
             with uopviz.trace() as tr:
                 for ast, bufs in kernels_of(schedule([out.uop])):
-                    compile_kernel(ast, bufs[0].arg.device)
+                    compile_kernel(ast, bufs[0].arg.device, default_opts(ast, bufs[0].arg.device))
     except DeviceError as e:
         raise RecordError(f"zoo kernel {name!r}: {e}") from None
     return _detached(tr)
@@ -70,7 +72,7 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
 def record_opts(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Trace, Kernel]:
     """Lower and compile a kernel with opts under the recorder: a trace of that kernel's lowering alone, and
     the kernel. KernelOptError (a ValueError) says why an opt is illegal."""
-    from uopviz.realize import compile_kernel
+    from uopviz.compiler import compile_kernel
     from uopviz.runtime.device import DeviceError
 
     try:

@@ -49,7 +49,9 @@ def wall(fn: Callable[[], Any]) -> float:
 def bench(name: str, width: int, repeats: int, db: Path | None) -> tuple[dict[str, float], float, float]:
     """Median seconds per variant, NumPy's median seconds, and the search's wall time."""
     from uopviz.codegen.opt.heuristic import heuristic_opts
-    from uopviz.realize import compile_kernel, kernels_of, schedule, scheduler_of
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
+    from uopviz.pipeline import scheduler as scheduler_of
     from uopviz.runtime import buffer as buffers
     from uopviz.runtime import device as devices
     from uopviz.search import beam

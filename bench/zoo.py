@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 from kernels import ZOO
-from uopviz.realize import run_schedule, schedule
+from uopviz.pipeline import schedule
+from uopviz.realize import run_schedule
 from uopviz.runtime import device as devices
 
 

@@ -20,7 +20,9 @@ def sources(devices: Sequence[str], small: bool) -> dict[str, Any]:
     """{device: {zoo name: [{"opts": ..., "name": ..., "source": ...}, ...]}} for each available device."""
     from kernels import ZOO
     from uopviz.codegen.opt.heuristic import heuristic_opts
-    from uopviz.realize import compile_kernel, kernels_of, schedule, scheduler_of
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
+    from uopviz.pipeline import scheduler as scheduler_of
     from uopviz.runtime import device as devs
     from uopviz.tensor import Tensor
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernels import ZOO, get
-from uopviz.realize import kernels_of, schedule
+from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime import device as devices
 
 DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]

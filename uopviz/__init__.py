@@ -6,8 +6,8 @@
 from uopviz import trace
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
+from uopviz.version import __version__
 
-__version__ = "0.2.0"
 __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "__version__", "dtypes", "trace"]
 
 

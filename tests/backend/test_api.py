@@ -24,10 +24,12 @@ GEMM_KERNEL = "r_t8_L16_L64_R1024_u8_u16"  # the zoo gemm with the heuristic's o
 
 def default_kernels(name: str, device: str = "CPU") -> list[Kernel]:
     """A small zoo program's kernels as realize() compiles them, with their default opts."""
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
+    from uopviz.search.policy import default_opts
     z = get(name)
     out, _ = z.build(z.sizes(small=True), device)
-    return [compile_kernel(ast, device)[0] for ast, _ in kernels_of(schedule([out.uop]))]
+    return [compile_kernel(ast, device, default_opts(ast, device))[0] for ast, _ in kernels_of(schedule([out.uop]))]
 
 
 def steps_url(tid: str, ci: int, pi: int, k: int) -> str:
@@ -287,7 +289,8 @@ def test_a_script_that_hangs_is_stopped(tmp_path: Path) -> None:
 
 def _gemm_kernel(opts: list[Opt]) -> Kernel:
     """The zoo gemm's kernel lowered with opts, independently of the server."""
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.tensor import Tensor
     z = get("gemm")
     s = z.sizes()

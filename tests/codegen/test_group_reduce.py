@@ -13,7 +13,10 @@ import uopviz
 from kernels import ZOO
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps
 from uopviz.codegen.opt.actions import legal_actions
-from uopviz.realize import compile_kernel, kernels_of, schedule, scheduler_of, to_host
+from uopviz.compiler import compile_kernel
+from uopviz.pipeline import kernels_of, schedule
+from uopviz.pipeline import scheduler as scheduler_of
+from uopviz.realize import to_host
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.target import Target

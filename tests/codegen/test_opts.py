@@ -15,7 +15,9 @@ import uopviz
 from kernels import ZOO
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.codegen.opt.actions import actions, legal_actions
-from uopviz.realize import compile_kernel, kernels_of, schedule, scheduler_of
+from uopviz.compiler import compile_kernel
+from uopviz.pipeline import kernels_of, schedule
+from uopviz.pipeline import scheduler as scheduler_of
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.uop.ops import AxisType, UOp

@@ -7,9 +7,9 @@ import pytest
 
 import uopviz
 from uopviz.codegen.linearize import LinearizeError, linearize
-from uopviz.codegen.pipeline import lower
 from uopviz.dtype import dtypes
-from uopviz.realize import KernelArgumentError, realize, run_kernel, schedule, to_host
+from uopviz.pipeline import lower, schedule
+from uopviz.realize import KernelArgumentError, realize, run_kernel, to_host
 from uopviz.runtime import device as devices
 from uopviz.runtime.buffer import from_numpy
 from uopviz.uop.ops import AxisType, Ops, UOp
@@ -96,7 +96,9 @@ def test_trace_of_realize_shows_every_stage() -> None:
         realize([(a * 2).reduce(Ops.ADD, axes=(1,))])
     sched, kern = tr.contexts
     assert (sched.name, sched.kind) == ("schedule", "schedule")
-    assert [p.stage for p in sched.passes] == ["Callify", "Rangeify", "Register/Memory Plan"]
+    assert [(p.name, p.stage) for p in sched.passes if p.depth == 0] == [
+        ("callify", "Callify"), ("kernel split", "Rangeify"), ("memory plan", "Register/Memory Plan")]
+    assert [(p.name, p.parent) for p in sched.passes if p.depth == 1] == [("buffers to params", 0)]
     assert kern.name == "r_L3_r4"  # realize's default opts: the heuristic unrolls the short reduction
     assert list(dict.fromkeys(p.stage for p in kern.passes)) == STAGES
     assert all(p.error is None for c in tr.contexts for p in c.passes)
@@ -145,7 +147,7 @@ def test_every_pass_output_is_valid_spec(name: str) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_memory_plan_reuses_dead_intermediates(device: str) -> None:
-    from uopviz.realize import kernels_of
+    from uopviz.pipeline import kernels_of
     x = np.random.default_rng(2).random((8, 13), dtype=np.float32)
     X = from_numpy(x, device).reshape((8, 13))
     y, want = X, x

@@ -11,8 +11,9 @@ import pytest
 
 from uopviz import Tensor
 from uopviz.codegen.opt import Opt, OptOps
+from uopviz.compiler import compile_kernel
 from uopviz.dtype import dtypes
-from uopviz.realize import compile_kernel, kernels_of, schedule
+from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.uop.ops import AxisType, Ops

@@ -1,5 +1,6 @@
 """Every search test gets its own cache directory: a tuning database and compiled kernels of its own, never the
-user's ~/.cache/uopviz (which would answer searches and change what realize() compiles)."""
+user's ~/.cache/uopviz (which would answer searches and change what realize() compiles). The opts realize()
+chooses are cached per database file, so each test's choices are its own."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from uopviz.realize import forget_default_opts
-
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -17,4 +16,3 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(path))
     monkeypatch.delenv("UOPVIZ_BEAM", raising=False)
     yield path
-    forget_default_opts()  # decided against this test's database

@@ -18,13 +18,15 @@ import pytest
 
 from kernels import ZOO
 from uopviz.cli import main
+from uopviz.cli.beam import _coloured
 from uopviz.codegen.opt import Opt, OptOps
-from uopviz.realize import compile_kernel, default_opts, kernels_of, schedule
+from uopviz.compiler import compile_kernel
+from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search import BeamResult, beam
 from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
-from uopviz.search.beam_cli import _coloured
 from uopviz.search.db import SearchBusyError, TuningDB
+from uopviz.search.policy import default_opts
 from uopviz.search.timing import Workbench
 from uopviz.target import Kernel
 from uopviz.uop.ops import AxisType, UOp
@@ -373,11 +375,8 @@ def test_realize_uses_the_databases_opts(cache_dir: Path) -> None:
         h = db.begin_search(cache_key(ast, "CPU"), "r_L15_L10_R12", "ast", {"test": True})
         c = db.add_candidate(h.id, None, 0, [o.to_json() for o in tuned], None, None, None, None, [1e-3])
         db.finish_search(h.id, c)
-    assert default_opts(ast, "CPU") == heuristic  # decided once per process ...
-    from uopviz.realize import forget_default_opts
-    forget_default_opts()  # ... until a search stores a result
-    assert default_opts(ast, "CPU") == tuned
-    assert compile_kernel(ast, "CPU")[0].meta["opts"] == tuned
+    assert heuristic != tuned and default_opts(ast, "CPU") == tuned  # seen without anyone being told
+    assert compile_kernel(ast, "CPU", default_opts(ast, "CPU"))[0].meta["opts"] == tuned
     np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=1e-4, atol=1e-5)
 
 
@@ -412,7 +411,7 @@ def test_uopviz_beam_searches_kernels_as_they_compile(cache_dir: Path, monkeypat
     monkeypatch.setenv("UOPVIZ_BEAM", "two")
     ast2, _ = kernel("sum")
     with pytest.raises(ValueError, match="UOPVIZ_BEAM must be a beam width"):
-        compile_kernel(ast2, "CPU")
+        default_opts(ast2, "CPU")
 
 
 def test_uopviz_beam_in_a_script_without_a_main_guard(tmp_path: Path) -> None:

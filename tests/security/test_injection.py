@@ -18,8 +18,8 @@ import pytest
 import uopviz
 from backend.recording import RecordError
 from backend.store import TraceStore
-from uopviz.codegen.pipeline import lower
 from uopviz.dtype import dtypes
+from uopviz.pipeline import lower
 from uopviz.renderer.cstyle import RenderError, render
 from uopviz.renderer.dialect import OPENCL, C, Dialect
 from uopviz.runtime import device as devices

@@ -15,13 +15,15 @@ from uopviz.runtime import device as devices
 CHILD = textwrap.dedent("""
     import gc, os, random, signal, threading, time
     import numpy as np
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.search.policy import default_opts
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.tensor import Tensor
 
     N = 1 << 23
     x = Tensor.empty(N)
     (ast, bufs), = kernels_of(schedule([((x * 3 + 1) * x).uop]))
-    kernel, prog = compile_kernel(ast, "CPU")
+    kernel, prog = compile_kernel(ast, "CPU", default_opts(ast, "CPU"))
     assert kernel.threads > 1, kernel.threads
     start = time.perf_counter()
     prog([np.empty(N, np.float32), np.ones(N, np.float32)])

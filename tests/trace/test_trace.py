@@ -320,7 +320,8 @@ def test_unrebuildable_arg_is_a_clear_error() -> None:
 
 def test_kernel_contexts_keep_their_opts_and_older_files_have_none() -> None:
     from uopviz.codegen.opt import Opt, OptOps
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.tensor import Tensor
     out = Tensor.empty(6, 8) * 2
     ((ast, _),) = kernels_of(schedule([out.uop]))

@@ -30,11 +30,11 @@ class Slots:
 
 buffers_to_params = PatternMatcher([
     (UPat(Ops.BUFFER, name="b"), lambda ctx, b: ctx.param(b)),
-], name="callify")
+], name="buffers to params")
 
 
 def callify(roots: Sequence[UOp]) -> UOp:
     """Function(Tuple(*roots with buffers as Params), *buffers)."""
     slots = Slots()
-    body = graph_rewrite(UOp(Ops.TUPLE, tuple(roots)), buffers_to_params, ctx=slots, stage="Callify")
+    body = graph_rewrite(UOp(Ops.TUPLE, tuple(roots)), buffers_to_params, ctx=slots)
     return UOp(Ops.FUNCTION, (body, *slots.buffers))

@@ -48,17 +48,17 @@ from typing import Any, TextIO
 
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import KernelOptError, Opt, Scheduler
-from uopviz.codegen.opt.actions import ACTION_SPACE_VERSION, legal_actions
+from uopviz.codegen.opt.actions import legal_actions
 from uopviz.codegen.opt.heuristic import heuristic_opts
-from uopviz.codegen.pipeline import lower
-from uopviz.realize import forget_default_opts, scheduler_of, unrecorded
+from uopviz.pipeline import lower, scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
-from uopviz.search.keys import CacheKey, describe_target
+from uopviz.search.keys import CacheKey, cache_key
 from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, symbolic
 from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
+from uopviz.uop.pattern import unrecorded
 
 LEASE_POLL_S = 1.0
 """How often a search waiting for another process's search of the same kernel looks again."""
@@ -94,11 +94,6 @@ class BeamResult:
     rounds: int
     candidates: int
     compiled: int
-
-
-def cache_key(ast: UOp, device: str) -> CacheKey:
-    """The tuning database's key for a kernel on a device (its runtime is started to describe it)."""
-    return CacheKey.of(node_id(ast), describe_target(device), ACTION_SPACE_VERSION)
 
 
 def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
@@ -142,9 +137,7 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
                     hit = None if force else tdb.lookup(key)
                     if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
                         return answer
-            result = search.run(width, max_rounds, threshold)
-        forget_default_opts()  # realize() picks the new result up
-        return result
+            return search.run(width, max_rounds, threshold)
     finally:
         if owned:
             tdb.close()
@@ -270,7 +263,7 @@ class _Search:
                  timeout_s: float, seed: int, progress: Progress) -> None:
         self.ast, self.device, self.db, self.seed, self.progress = ast, device, db, seed, progress
         self.rt = devices.get(device)
-        self.sched0 = scheduler_of(ast, self.rt.target)
+        self.sched0 = scheduler(ast, self.rt.target)
         self.name = kernel_name(self.sched0.ast)
         self.handle = db.begin_search(key, self.name, ast.tree(), params)
         self.pool = _Pool(ast, device, self.rt.target, workers, timeout_s)
@@ -395,7 +388,7 @@ class _Search:
 def _answered(db: TuningDB, hit: Result, ast: UOp, device: str) -> BeamResult | None:
     """A result from the database, with the unoptimized and heuristic times its search measured (no compiling);
     None when its opts no longer apply to the kernel (then it is searched again)."""
-    sched0 = scheduler_of(ast, devices.get(device).target)
+    sched0 = scheduler(ast, devices.get(device).target)
     try:
         opts = tuple(Opt.from_json(o) for o in hit.opts)
         chosen = _apply(sched0, opts)

@@ -46,9 +46,9 @@ from functools import cached_property, wraps
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from uopviz import __version__
 from uopviz.runtime.cpu import cache_dir
 from uopviz.search.keys import CacheKey, TargetInfo
+from uopviz.version import __version__
 
 BUSY_TIMEOUT_S = 30.0
 EXPORT_FORMAT = "uopviz-tuning-db"

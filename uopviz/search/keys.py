@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from uopviz import __version__
+from uopviz.codegen.opt.actions import ACTION_SPACE_VERSION
+from uopviz.trace.ids import node_id
+from uopviz.uop.ops import UOp
+from uopviz.version import __version__
 
 
 @dataclass(frozen=True)
@@ -63,3 +66,8 @@ class CacheKey:
     @property
     def target(self) -> TargetInfo:
         return TargetInfo(self.device, self.device_name, self.driver, self.compiler, self.compiler_version)
+
+
+def cache_key(ast: UOp, device: str) -> CacheKey:
+    """The tuning database's key for a kernel on a device (its runtime is started to describe it)."""
+    return CacheKey.of(node_id(ast), describe_target(device), ACTION_SPACE_VERSION)

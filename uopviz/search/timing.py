@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from uopviz.compiler import compile_kernel
 from uopviz.dtype import DType
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
@@ -47,7 +48,6 @@ class Workbench:
     """
 
     def __init__(self, ast: UOp, device: str, seed: int = 0) -> None:
-        from uopviz.realize import compile_kernel
         if symbolic(ast):
             raise ValueError("a kernel with symbolic sizes cannot be timed: bind its variables first")
         params = {u.arg.slot: u for u in ast.toposort() if u.op is Ops.PARAM}

@@ -12,7 +12,8 @@ import linecache
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -353,6 +354,17 @@ def function_pass(fn: Callable[[UOp], UOp], root: UOp, name: str, stage: str | N
         rec.on_match(_make_rule(UPat(root.op), origin or fn), root, out, dt)
     rec.end_pass(out, None)
     return out
+
+
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """Keep a trace being recorded free of the work inside the block (deciding opts, searching, lookups): it is
+    not part of the lowering the trace shows."""
+    prev = set_recorder(None)
+    try:
+        yield
+    finally:
+        set_recorder(prev)
 
 
 def recording() -> bool:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from uopviz.dtype import DType, DTypeError, dtypes
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
-from uopviz.tensor_util import const_uop, shape_arg, to_dtype
+from uopviz.tensor.util import const_uop, shape_arg, to_dtype
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
-    from uopviz.tensor import Tensor
+    from uopviz.tensor.tensor import Tensor
 
 
 class _RandomState:

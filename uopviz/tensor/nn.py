@@ -11,10 +11,10 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import least_upper_dtype
-from uopviz.tensor_util import ShapeError, broadcast_shapes, fmt
+from uopviz.tensor.util import ShapeError, broadcast_shapes, fmt
 
 if TYPE_CHECKING:
-    from uopviz.tensor import Tensor
+    from uopviz.tensor.tensor import Tensor
 
 
 def _two(v: int | tuple[int, int], what: str) -> tuple[int, int]:

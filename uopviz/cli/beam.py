@@ -61,7 +61,7 @@ class Program:
 
 
 def cmd_beam(args: argparse.Namespace) -> int:
-    from uopviz.realize import kernels_of, schedule
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime import device as devices
     from uopviz.runtime.device import DeviceError, UnknownDeviceError
     from uopviz.search.beam import BeamError, beam

@@ -14,12 +14,12 @@ from uopviz.dtype import DType, dtypes, exact_array, values_dtype
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
-from uopviz.tensor_create import CreationMixin
-from uopviz.tensor_elementwise import ElementwiseMixin
-from uopviz.tensor_movement import MovementMixin
-from uopviz.tensor_nn import NNMixin
-from uopviz.tensor_reduce import ReduceMixin
-from uopviz.tensor_util import AxisError, ShapeError, const_uop, fmt, numel, to_dtype
+from uopviz.tensor.create import CreationMixin
+from uopviz.tensor.elementwise import ElementwiseMixin
+from uopviz.tensor.movement import MovementMixin
+from uopviz.tensor.nn import NNMixin
+from uopviz.tensor.reduce import ReduceMixin
+from uopviz.tensor.util import AxisError, ShapeError, const_uop, fmt, numel, to_dtype
 from uopviz.uop.ops import Ops, UOp
 
 __all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]

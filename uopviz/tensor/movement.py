@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
-from uopviz.tensor_util import (
+from uopviz.tensor.util import (
     AxisError,
     ShapeError,
     broadcast_shapes,
@@ -25,7 +25,7 @@ from uopviz.tensor_util import (
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
-    from uopviz.tensor import Tensor
+    from uopviz.tensor.tensor import Tensor
 
 
 def _axis_at(pos: int, items: list[Any]) -> int:

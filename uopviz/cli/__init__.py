@@ -1,4 +1,5 @@
-"""`uopviz` command line: `serve` (the web UI, the main job), `demo`, `kernels`, `trace show`, `cache`, `beam`."""
+"""`uopviz` command line: `serve` (the web UI, the main job), `demo`, `kernels`, `trace show` here; `beam` (beam.py)
+and `cache` (cache.py) beside it. The faces of the lower layers: nothing below imports this package."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import uopviz
 def cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime.device import DeviceError
+    from uopviz.search.policy import default_opts
     from uopviz.tensor import Tensor
 
     m, n, k = args.shape
@@ -27,7 +30,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         with uopviz.trace() as tr:
             got = C.numpy()
         for ast, bufs in kernels_of(schedule([(A @ B).uop])):
-            kernel, _ = compile_kernel(ast, bufs[0].arg.device)
+            kernel, _ = compile_kernel(ast, bufs[0].arg.device, default_opts(ast, bufs[0].arg.device))
             print(f"kernel {kernel.name} on {C.device}:")
             print(kernel.source or kernel.linear.tree())
     except DeviceError as e:
@@ -84,15 +87,17 @@ def _run_zoo_kernel(args: argparse.Namespace) -> int:
     import numpy as np
 
     from kernels import get
-    from uopviz.realize import compile_kernel, kernels_of, schedule
+    from uopviz.compiler import compile_kernel
+    from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime.device import DeviceError
+    from uopviz.search.policy import default_opts
     try:
         z = get(args.name)
         sizes = z.sizes(small=args.small)
         out, arrays = z.build(sizes, args.device)
         graph = schedule([out.uop])
         for ast, bufs in kernels_of(graph):
-            kernel, _ = compile_kernel(ast, bufs[0].arg.device)
+            kernel, _ = compile_kernel(ast, bufs[0].arg.device, default_opts(ast, bufs[0].arg.device))
             print(f"{kernel.name}  ({len(bufs)} buffers)")
             if args.source:
                 print(kernel.source or kernel.linear.tree())
@@ -145,10 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
     serve.add_argument("--device", default=None, help="device to lower the zoo for (default: $UOPVIZ_DEVICE or CPU)")
     serve.set_defaults(fn=cmd_serve)
-    from uopviz.search import cache_cli  # `cache` lives with the tuning database it serves
-    cache_cli.add_parser(sub)
-    from uopviz.search import beam_cli  # `beam` runs the search (uopviz.search.beam)
-    beam_cli.add_parser(sub)
+    from uopviz.cli import beam, cache
+    cache.add_parser(sub)
+    beam.add_parser(sub)
     return p
 
 
@@ -159,7 +163,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head`: stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, dtypes, sum_acc_dtype
-from uopviz.tensor_util import normalize_axes, normalize_axis, numel, to_dtype
+from uopviz.tensor.util import normalize_axes, normalize_axis, numel, to_dtype
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
-    from uopviz.tensor import Tensor
+    from uopviz.tensor.tensor import Tensor
 
 Axis = int | tuple[int, ...] | None
 

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
-from uopviz.tensor_util import broadcast_shapes, const_uop, expand_to, to_dtype
+from uopviz.tensor.util import broadcast_shapes, const_uop, expand_to, to_dtype
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
-    from uopviz.tensor import Tensor
+    from uopviz.tensor.tensor import Tensor
 
 Scalar = bool | int | float
 _LN2 = math.log(2)

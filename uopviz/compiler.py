@@ -1,0 +1,36 @@
+"""Compiling a kernel for a device: lower it with given opts (uopviz.pipeline) and hand it to the device's runtime,
+keeping each program for the rest of the process.
+
+Opts are always given: which opts a kernel should get (tuned, searched or the heuristic's) is a policy decided
+above this module (uopviz.search.policy), so searching and timing can compile any candidate from here without
+depending on the code that chooses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from uopviz.codegen.opt import Opt
+from uopviz.pipeline import lower
+from uopviz.runtime import device as devices
+from uopviz.runtime.device import Program
+from uopviz.target import Kernel
+from uopviz.trace.recorder import context
+from uopviz.uop.ops import UOp
+from uopviz.uop.pattern import recording
+
+_programs: dict[tuple[UOp, str, tuple[Opt, ...]], tuple[Kernel, Program]] = {}
+
+
+def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Kernel, Program]:
+    """The kernel lowered with opts (`[]`: unoptimized) and its program on device, cached per (kernel graph,
+    device, opts): graphs are hash-consed, so an equal kernel is the same key. While a trace records, the
+    lowering runs again (under a "kernel" context named after the kernel) so that the trace has it."""
+    key = (ast, device, tuple(opts))
+    if key in _programs and not recording():
+        return _programs[key]
+    rt = devices.get(device)
+    with context("kernel", "kernel"):
+        kernel = lower(ast, rt.target, opts)
+    _programs[key] = (kernel, rt.compile(kernel))
+    return _programs[key]

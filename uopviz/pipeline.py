@@ -1,0 +1,202 @@
+"""The lowering, in order, in one place: the schedule's passes (a program's Tensor graph to a graph of kernel
+calls) and each kernel's passes (one kernel to rendered source), side by side, each named and filed under its
+SPEC stage: Callify, Rangeify, Optimize, Expand, Instruction Selection, Linearize, Register/Memory Plan, Render.
+
+A pass is a rule set run by graph_rewrite (`Rules`), a whole-graph algorithm (`Transform`), or one of the two
+kernel steps that need the kernel's lowering state (`Optimize`, which applies the opts and names the kernel,
+and `Render`). To add a pass, write it where its stage's code lives and add one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
+from uopviz.codegen.decompositions import decompose
+from uopviz.codegen.devectorize import devectorize
+from uopviz.codegen.expand import expander, lane_axis
+from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
+from uopviz.codegen.group_reduce import GroupContext, gate_blocks, group_reduce
+from uopviz.codegen.linearize import linearize
+from uopviz.codegen.naming import kernel_name
+from uopviz.codegen.opt import Opt, Scheduler
+from uopviz.codegen.regplan import plan_registers
+from uopviz.dtype import DType
+from uopviz.renderer.cstyle import render
+from uopviz.schedule.callify import callify
+from uopviz.schedule.memory import plan_memory
+from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
+from uopviz.schedule.split import split
+from uopviz.target import Kernel, Target
+from uopviz.trace.recorder import context, context_opts, rename_context, stage
+from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite, unrecorded
+from uopviz.uop.symbolic import symbolic
+
+simplify = PatternMatcher([*symbolic.rules, *collapse.rules], name="simplify")  # type: ignore[list-item]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What one schedule is asked for: outputs pinned to existing buffers (assign), and the device of values
+    made from constants alone (default: their buffers')."""
+
+    outputs: Mapping[int, UOp] | None = None
+    device: str | None = None
+
+
+@dataclass
+class Lowering:
+    """One kernel's lowering as it goes: its target and the opts to apply; Optimize fills in the Scheduler (the
+    opts applied) and the kernel's name, Render reads the name and the buffer parameters."""
+
+    target: Target
+    opts: Sequence[Opt] = ()
+    params: tuple[DType, ...] = ()
+    sched: Scheduler | None = None
+    name: str = ""
+
+
+Ctx = Any  # a pass's context: Schedule for the schedule's passes, Lowering for a kernel's
+
+
+@dataclass(frozen=True)
+class Rules:
+    """A rule set run by graph_rewrite to a fixpoint; `ctx` makes the rewrite's context from the graph and the
+    pass context, and `rules` may be chosen per target."""
+
+    name: str
+    stage: str
+    rules: PatternMatcher | Callable[[Target], PatternMatcher]
+    ctx: Callable[[UOp, Ctx], Any] | None = None
+
+    def run(self, u: UOp, c: Ctx) -> UOp:
+        pm = self.rules if isinstance(self.rules, PatternMatcher) else self.rules(c.target)
+        return graph_rewrite(u, pm, self.ctx(u, c) if self.ctx else None, name=self.name)
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A whole-graph algorithm, recorded as one step whose rule is `origin` (default: fn)."""
+
+    name: str
+    stage: str
+    fn: Callable[[UOp, Ctx], UOp]
+    origin: Callable[..., Any] | None = None
+
+    def run(self, u: UOp, c: Ctx) -> UOp:
+        return function_pass(lambda x: self.fn(x, c), u, self.name, origin=self.origin or self.fn)
+
+
+@dataclass(frozen=True)
+class Optimize:
+    """The kernel with its axes in canonical order, then each opt applied (one recorded step apiece;
+    KernelOptError for an illegal one); the kernel is named by its axes here, before later passes add ranges of
+    their own. The Scheduler it starts from is what opts are searched over (`scheduler`)."""
+
+    name: str = "optimize"
+    stage: str = "Optimize"
+
+    def run(self, u: UOp, c: Lowering) -> UOp:
+        sched = Scheduler.of(u, c.target)
+        u = function_pass(lambda _: sched.ast, u, "order axes", origin=Scheduler.of)
+        for opt in c.opts:
+            sched = sched.apply_opt(opt)
+            u = function_pass(lambda _, s=sched: s.ast, u, str(opt), origin=Scheduler.apply_opt)  # type: ignore[misc]
+        c.sched, c.name = sched, kernel_name(u)
+        rename_context(c.name)
+        context_opts([o.to_json() for o in sched.opts])
+        return u
+
+
+@dataclass(frozen=True)
+class Render:
+    """Program(linear, Source): the Linear program rendered in the target's dialect (the PYTHON target interprets
+    the Linear program and has no source)."""
+
+    name: str = "render"
+    stage: str = "Render"
+
+    def run(self, u: UOp, c: Lowering) -> UOp:
+        return function_pass(lambda lin: _program(lin, c), u, self.name, origin=render)
+
+
+Pass = Rules | Transform | Optimize | Render
+
+SCHEDULE: tuple[Pass, ...] = (
+    Transform("callify", "Callify", lambda roots, s: callify(roots.src), origin=callify),
+    Transform("kernel split", "Rangeify", lambda f, s: split(f, s.outputs, s.device), origin=split),
+    Transform("memory plan", "Register/Memory Plan", lambda g, s: plan_memory(g), origin=plan_memory),
+)
+"""A program's Tensor graph (a Tuple of the values to compute) to its command-buffer graph."""
+
+KERNEL: tuple[Pass, ...] = (
+    Rules("rangeify", "Rangeify", pushdown, ctx=lambda u, c: RangeCounter(range_start(u))),
+    Rules("simplify", "Rangeify", simplify),
+    Transform("global axes", "Optimize", lambda u, c: global_axes(u, c.target), origin=global_axes),
+    Optimize(),
+    Rules("group reduce", "Optimize", group_reduce, ctx=lambda u, c: GroupContext(u, c.target.device)),
+    Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axis(u)),
+    Rules("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, c: Accumulators(c.target.device)),
+    Transform("merge loops", "Instruction Selection", lambda u, c: merge_loops(u), origin=merge_loops),
+    Rules("decompose", "Instruction Selection", lambda t: decompose(t.native)),
+    Rules("simplify", "Instruction Selection", symbolic),
+    Transform("devectorize", "Instruction Selection", lambda u, c: devectorize(u, c.target), origin=devectorize),
+    Rules("hardware ids", "Instruction Selection", to_specials),
+    Transform("linearize", "Linearize", lambda u, c: linearize(u), origin=linearize),
+    Transform("gate blocks", "Linearize", lambda u, c: gate_blocks(u), origin=gate_blocks),
+    Transform("register plan", "Register/Memory Plan", lambda u, c: plan_registers(u), origin=plan_registers),
+    Render(),
+)
+"""One kernel (a Sink of Stores over a Tensor-level value) to Program(Linear, Source)."""
+
+
+def _run(passes: Sequence[Pass], u: UOp, c: Ctx, until: type | None = None) -> UOp:
+    for p in passes:
+        if until is not None and isinstance(p, until):
+            break
+        with stage(p.stage):
+            u = p.run(u, c)
+    return u
+
+
+def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> UOp:
+    """The command-buffer graph (Sink of After(buffer, Call(kernel, buffers...))) computing roots, recorded under a
+    "schedule" context; values made from constants alone are computed on `device`."""
+    with context("schedule", "schedule"):
+        return _run(SCHEDULE, UOp(Ops.TUPLE, tuple(roots)), Schedule(outputs, device))
+
+
+def kernels_of(graph: UOp) -> list[tuple[UOp, list[UOp]]]:
+    """(kernel, buffers) of each Call of a command-buffer graph, in dependency order."""
+    return [(c.src[0], [b.src[0] if b.op is Ops.AFTER else b for b in c.src[1:]])
+            for c in graph.toposort() if c.op is Ops.CALL]
+
+
+def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
+    """Run every kernel pass (recorded when tracing), applying `opts` in the Optimize stage, and render the kernel
+    for the target."""
+    slots = {x.arg.slot: x.arg.dtype for x in ast.toposort() if x.op is Ops.PARAM}
+    c = Lowering(target, opts, tuple(slots[k] for k in range(len(slots))))  # every slot, even an unread one
+    prog = _run(KERNEL, ast, c)
+    linear, source = prog.src[0], prog.src[1].arg
+    gsize, lsize = launch_dims(linear)
+    return Kernel(c.name, linear, source or None, c.params, global_size=gsize, local_size=lsize,
+                  vars=tuple(x.arg.name for x in linear.src if x.op is Ops.DEFINE_VAR), threads=threads(linear),
+                  meta={"opts": c.sched.opts if c.sched else ()})
+
+
+def scheduler(ast: UOp, target: Target) -> Scheduler:
+    """The Scheduler that Optimize applies opts to: the kernel after the passes before it (never recorded: it
+    decides opts, it is not a lowering)."""
+    with unrecorded():
+        return Scheduler.of(_run(KERNEL, ast, Lowering(target), until=Optimize), target)
+
+
+def _program(linear: UOp, c: Lowering) -> UOp:
+    d = c.target.dialect
+    text = render(linear, c.name, d, c.params, c.target.emulated) if d is not None else ""
+    return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), text)), c.name)
+
