@@ -111,6 +111,11 @@ MIGRATIONS: list[tuple[str, ...]] = [
             PRIMARY KEY (kernel_id, target_id, action_space_version, uopviz_version))""",
         "CREATE INDEX results_by_search ON results (search_id)",
     ),
+    (  # 1 -> 2: a search's summary (best so far, unoptimized time) read from indexes, not from every candidate
+        "CREATE INDEX candidates_timed ON candidates (search_id, median_s, round) "
+        "WHERE error IS NULL AND median_s IS NOT NULL",
+        "CREATE INDEX candidates_roots ON candidates (search_id, round) WHERE parent_id IS NULL",
+    ),
 ]
 """MIGRATIONS[v] takes a database from schema version v to v + 1 (PRAGMA user_version); append, never edit."""
 
@@ -165,7 +170,9 @@ class SearchHandle:
 
 @dataclass(frozen=True)
 class SearchInfo:
-    """A search as listed: best_median_s is its best candidate's time once it is done."""
+    """A search as listed: best_median_s is its best candidate's time once it is done; leading_* is that candidate
+    once done, else the fastest verified candidate so far (earliest on ties); unoptimized_s is the time of the
+    kernel without opts."""
 
     id: int
     uid: str
@@ -179,6 +186,10 @@ class SearchInfo:
     best_candidate_id: int | None
     best_median_s: float | None
     n_candidates: int
+    leading_id: int | None
+    leading_s: float | None
+    leading_opts: Any
+    unoptimized_s: float | None
 
 
 @dataclass(frozen=True)
@@ -310,9 +321,15 @@ class TuningDB:
                       (time.time(), error, search_id))
 
     @_guarded
-    def searches(self) -> list[SearchInfo]:
-        """Every search, newest first."""
-        return [_search(r) for r in self._conn.execute(f"{_SEARCHES_SELECT} ORDER BY s.id DESC")]
+    def searches(self, kernel_hash: str | None = None, limit: int | None = None,
+                 before: int | None = None) -> list[SearchInfo]:
+        """Searches, newest first: of one kernel if kernel_hash is given, at most limit of them, only those whose id
+        is below before (a page's cursor). Each summary is read from indexes, not from the candidates one by one."""
+        rows = self._conn.execute(
+            f"{_SEARCHES_SELECT} WHERE (:hash IS NULL OR k.hash = :hash) AND (:before IS NULL OR s.id < :before) "
+            "ORDER BY s.id DESC LIMIT :limit", {"hash": kernel_hash, "before": before, "limit": -1 if limit is None
+                                                else limit})
+        return [_search(r) for r in rows]
 
     @_guarded
     def search(self, search_id: int) -> SearchInfo | None:
@@ -434,11 +451,18 @@ _KEY_COLUMNS = ("k.hash, t.device, t.device_name, t.driver, t.compiler, t.compil
                 "{0}.action_space_version, {0}.uopviz_version")
 _RESULTS_SELECT = (f"SELECT {_KEY_COLUMNS.format('r')}, k.name, r.opts, r.median_s, r.search_id, r.created_at "
                    "FROM results r JOIN kernels k ON k.id = r.kernel_id JOIN targets t ON t.id = r.target_id")
+# The leading candidate is the winner once done, else the fastest verified one (index candidates_timed); the
+# unoptimized time is the first verified root without opts (index candidates_roots).
 _SEARCHES_SELECT = (
     f"SELECT {_KEY_COLUMNS.format('s')}, s.id, s.uid, k.name, s.params, s.status, s.error, s.started_at, "
     "s.finished_at, s.best_candidate_id, (SELECT median_s FROM candidates WHERE id = s.best_candidate_id), "
-    "(SELECT count(*) FROM candidates WHERE search_id = s.id) "
-    "FROM searches s JOIN kernels k ON k.id = s.kernel_id JOIN targets t ON t.id = s.target_id")
+    "(SELECT count(*) FROM candidates WHERE search_id = s.id), lead.id, lead.median_s, lead.opts, "
+    "(SELECT median_s FROM candidates WHERE search_id = s.id AND parent_id IS NULL AND opts = '[]' "
+    " AND error IS NULL AND median_s IS NOT NULL ORDER BY round, id LIMIT 1) "
+    "FROM searches s JOIN kernels k ON k.id = s.kernel_id JOIN targets t ON t.id = s.target_id "
+    "LEFT JOIN candidates lead ON lead.id = coalesce(s.best_candidate_id, "
+    " (SELECT id FROM candidates WHERE search_id = s.id AND error IS NULL AND median_s IS NOT NULL "
+    "  ORDER BY median_s, round, id LIMIT 1))")
 _UPSERT_RESULT = ("ON CONFLICT (kernel_id, target_id, action_space_version, uopviz_version) DO UPDATE SET "
                   "opts = excluded.opts, median_s = excluded.median_s, search_id = excluded.search_id, "
                   "created_at = excluded.created_at")
@@ -457,7 +481,8 @@ def _result(row: Sequence[Any]) -> Result:
 
 
 def _search(row: Sequence[Any]) -> SearchInfo:
-    return SearchInfo(row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:])
+    return SearchInfo(row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:21],
+                      None if row[21] is None else json.loads(row[21]), row[22])
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:
