@@ -106,7 +106,7 @@ def _origin(url: str) -> tuple[str, str, int] | None:
     return u.scheme, u.hostname, port or DEFAULT_PORTS[u.scheme]
 
 
-def cross_site(request: Request) -> str | None:
+def _cross_site(request: Request) -> str | None:
     """Why a state-changing request did not come from this server's own pages, or None if nothing says so.
 
     Browsers send Origin (else Referer) with such requests; a client that sends neither is not a browser page.
@@ -121,7 +121,7 @@ def cross_site(request: Request) -> str | None:
     return None
 
 
-def json_body(request: Request) -> bool:
+def _json_body(request: Request) -> bool:
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     return media == "application/json"
 
@@ -130,7 +130,7 @@ def _matches(given: str, token: str) -> bool:
     return secrets.compare_digest(given.encode("utf-8", "replace"), token.encode())
 
 
-def presented(request: Request, cookie: str) -> list[str]:
+def _presented(request: Request, cookie: str) -> list[str]:
     """The tokens a request carries: its cookie, its Authorization header (`token X` or `Bearer X`), ?token=."""
     found = [request.cookies.get(cookie), *request.query_params.getlist(TOKEN_PARAM)]
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
@@ -183,24 +183,24 @@ class Guard:
             return error(400, "this server listens on a loopback address and answers only requests for localhost, "
                               "127.x.x.x or [::1] (the Host header names another)")
         unsafe = request.method not in SAFE_METHODS
-        if unsafe and (why := cross_site(request)) is not None:
+        if unsafe and (why := _cross_site(request)) is not None:
             return error(403, f"refused: a state-changing request from another site ({why})")
-        if self.access.token is not None and (refusal := self._token(request)) is not None:
+        if (token := self.access.token) is not None and (refusal := self._token(request, token)) is not None:
             return refusal
-        if unsafe and not json_body(request):
+        if unsafe and not _json_body(request):
             return error(415, "the body must be JSON, sent with Content-Type: application/json")
         return None
 
-    def _token(self, request: Request) -> Response | None:
-        token = self.access.token
-        assert token is not None
-        if not any(_matches(t, token) for t in presented(request, self.access.cookie)):
+    def _token(self, request: Request, token: str) -> Response | None:
+        """A 401 without a valid token; for a page opened with a valid ?token=, the cookie and the redirect."""
+        api = _is_api(request.scope["path"])
+        if not any(_matches(t, token) for t in _presented(request, self.access.cookie)):
             challenge = {"WWW-Authenticate": 'Bearer realm="uopviz"'}
-            if _is_api(request.url.path):
+            if api:
                 return error(401, NEED_TOKEN, headers=challenge)
             return HTMLResponse(TOKEN_PAGE, status_code=401, headers=challenge)
         in_query = request.query_params.getlist(TOKEN_PARAM)
-        if request.method == "GET" and not _is_api(request.url.path) and any(_matches(t, token) for t in in_query):
+        if request.method == "GET" and not api and any(_matches(t, token) for t in in_query):
             page = RedirectResponse(_without_token(request.scope), status_code=303)
             page.set_cookie(self.access.cookie, token, httponly=True, samesite="strict", path="/")
             return page
