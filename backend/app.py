@@ -8,7 +8,7 @@ only reads what a search's reader thread has kept.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
@@ -22,7 +22,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 import uopviz
 from backend import frontend, tuning, views
@@ -39,27 +38,42 @@ from backend.models import (
     Meta,
     NewTrace,
     OpGroupInfo,
-    OptSpec,
     ResultView,
     SearchDetail,
-    SearchSummary,
+    SearchPage,
     StartEvent,
     StepView,
     TraceDetail,
     TraceSummary,
 )
 from backend.recording import RecordError
+from backend.security import Access, BadPath, Forbidden, Guard, confine, error
 from backend.store import NotFound, TraceStore
 from backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.search.db import TuningDBError
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
+# what the guard (backend.security) may answer on any route
+GUARD_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "a Host header that is not a loopback name, on a loopback server"},
+    401: {"model": ErrorBody, "description": "no valid token (cookie, `Authorization: token X`, or ?token=)"},
+}
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "no such trace, context, pass, step, file, search or BEAM job"},
     422: {"model": ErrorBody, "description": "invalid input"},
 }
-BODY_ERRORS = {**ERRORS, 400: {"model": ErrorBody, "description": "a body that is not JSON"}}
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    400: {"model": ErrorBody, "description": "a body that is not JSON; a Host header that is not a loopback name"},
+    403: {"model": ErrorBody, "description": "a request from another site (Origin, Referer, Sec-Fetch-Site)"},
+    415: {"model": ErrorBody, "description": "a body that is not sent as Content-Type: application/json"},
+}
+FILE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **BODY_ERRORS,
+    403: {"model": ErrorBody, "description": "a request from another site; a file or script outside the "
+                                             "directories the server may read, or a script that is not a .py file"},
+}
 DB_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS, 503: {"model": ErrorBody, "description": "the tuning database cannot be used (corrupt, from a newer "
                                                        "uopviz, locked, unwritable): the detail names the file and "
@@ -100,11 +114,11 @@ def _beam_job(request: Request, job: JobId) -> BeamJob:
     return cast(BeamJobs, request.app.state.beams).get(job)
 
 
-def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.DIST,
-               allowed_hosts: list[str] | None = None) -> FastAPI:
-    """The app over `store`. `db` is the tuning database (None: the default one) for the tuning routes;
-    `allowed_hosts`, when given, rejects requests for other Host names (a page on another site that rebinds
-    its DNS name to 127.0.0.1 cannot reach the API, which can run scripts)."""
+def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.DIST, *, access: Access,
+               allow_dirs: Sequence[Path] = ()) -> FastAPI:
+    """The app over `store`. `db` is the tuning database (None: the default one) for the tuning routes; `access`
+    is what every request must satisfy (backend.security); `allow_dirs` (resolved) are the directories whose
+    files and scripts requests may name (none: no such request is allowed)."""
     beams = BeamJobs(db)
 
     @asynccontextmanager
@@ -114,11 +128,10 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
 
     app = FastAPI(title="uopviz", version=uopviz.__version__, lifespan=lifespan,
                   description="Recorded rewrites of the uopviz compiler: traces, passes, steps and kernels; the "
-                              "tuning database; BEAM searches and their live progress.")
+                              "tuning database; BEAM searches and their live progress.", responses=GUARD_ERRORS)
     app.state.store, app.state.beams = store, beams
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    if allowed_hosts is not None:
-        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
+    app.add_middleware(Guard, access=access)  # added last, so it sees every request first
     _handlers(app)
 
     @cache
@@ -134,14 +147,16 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
     def list_traces() -> list[TraceSummary]:
         return [views.summary(t) for t in store.all()]
 
-    @app.post("/api/traces", response_model=TraceSummary, status_code=201, responses=BODY_ERRORS)
+    @app.post("/api/traces", response_model=TraceSummary, status_code=201, responses=FILE_ERRORS)
     def new_trace(body: NewTrace) -> TraceSummary:
-        """Record a zoo kernel, load a saved trace file, or run a script under the recorder."""
+        """Record a zoo kernel, load a saved trace file, or run a script under the recorder. Files and scripts
+        must lie under a directory the server was started with (`--allow-dir`, or a file's directory)."""
         if body.zoo is not None:
             return views.summary(store.record_zoo(body.zoo, body.device, body.small))
         if body.path is not None:
-            return views.summary(store.load_file(body.path))
-        return views.summary(store.record_script(cast(str, body.script)))  # the model checked one is given
+            return views.summary(store.load_file(confine(body.path, allow_dirs)))
+        script = confine(cast(str, body.script), allow_dirs, suffix=".py")  # the model checked one is given
+        return views.summary(store.record_script(script))
 
     @app.get("/api/traces/{trace_id}", response_model=TraceDetail, responses=ERRORS)
     def get_trace(trace_id: TraceId) -> TraceDetail:
@@ -161,21 +176,25 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
     @app.post("/api/traces/{trace_id}/contexts/{ci}/opts", response_model=AppliedOpts, responses=BODY_ERRORS)
     def apply_opts(trace_id: TraceId, ci: Context, body: ApplyOpts) -> AppliedOpts:
         """Lower a kernel again with these opts (the whole list, applied in order to the kernel as scheduled).
-        The answer names the new kernel, its source and axes, and a new trace of its lowering; an illegal opt
-        is a 422 whose detail says why."""
+        The answer names the new kernel, its source and axes, and a trace of its lowering: the same trace for
+        the same opts on the same kernel. An illegal opt is a 422 whose detail says why."""
         st = store.get(trace_id)
         ast, device = views.kernel_input(st, ci)
         opts = [Opt.from_json(o.model_dump()) for o in body.opts]
-        new, kernel = store.record_opts(st, ci, ast, device, opts)
-        return AppliedOpts(name=kernel.name, source=kernel.source or "", axes=views.kernel_axes(kernel.name),
-                           opts=[OptSpec(**o.to_json()) for o in kernel.meta["opts"]], trace_id=new.id)
+        new = store.record_opts(st, ci, ast, device, opts)
+        kernel = views.kernel(new, 0)
+        return AppliedOpts(name=kernel.name, source=kernel.source, axes=kernel.axes, opts=kernel.opts,
+                           trace_id=new.id)
 
-    @app.get("/api/tuning/searches", response_model=list[SearchSummary], responses=DB_ERRORS)
+    @app.get("/api/tuning/searches", response_model=SearchPage, responses=DB_ERRORS)
     def list_searches(kernel_hash: KernelHash = None,
                       limit: Annotated[int, Query(ge=1, le=1000, description="at most this many")] = 200,
-                      ) -> list[SearchSummary]:
-        """Searches in the tuning database, newest first, with their status and best time and opts so far."""
-        return tuning.searches(beams.db, beams.live(), kernel_hash, limit)
+                      before: Annotated[int | None, Query(ge=1, le=2**63 - 1, description=(
+                          "only searches with a smaller id: the next page's cursor (`next_before`)"))] = None,
+                      ) -> SearchPage:
+        """Searches in the tuning database, newest first, a page at a time, with their status, candidate count
+        and best time and opts so far."""
+        return tuning.searches(beams.db, beams.live(), kernel_hash, limit, before)
 
     @app.get("/api/tuning/searches/{sid}", response_model=SearchDetail, responses=DB_ERRORS)
     def get_search(sid: SearchId) -> SearchDetail:
@@ -225,12 +244,10 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
 def _handlers(app: FastAPI) -> None:
     """Map failures to 4xx JSON with a `detail` string; anything unexpected is still JSON, never a bare 500."""
 
-    def error(status: int, detail: str, errors: list[Any] | None = None) -> JSONResponse:
-        return JSONResponse(ErrorBody(detail=detail, errors=errors).model_dump(exclude_none=True), status_code=status)
-
     # the named errors the routes raise, by the status that answers them (their message is the detail)
-    statuses: dict[type[Exception], int] = {NotFound: 404, FileNotFoundError: 404, RecordError: 422,
-                                            KernelOptError: 422, Busy: 409, TuningDBError: 503, BeamStartError: 503}
+    statuses: dict[type[Exception], int] = {NotFound: 404, FileNotFoundError: 404, Forbidden: 403, BadPath: 422,
+                                            RecordError: 422, KernelOptError: 422, Busy: 409, TuningDBError: 503,
+                                            BeamStartError: 503}
     for kind, status in statuses.items():
         app.add_exception_handler(kind, lambda request, exc, status=status: error(status, str(exc)))
 

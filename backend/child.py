@@ -11,11 +11,18 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import parse_qs
 
 # Without the background-networking flags Chromium keeps reaching for Google's hosts, which a closed network
 # refuses; --no-sandbox because tests run as root.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
+
+
+def base_and_token(url: str) -> tuple[str, str | None]:
+    """A printed URL's base (`http://127.0.0.1:PORT/`, to which paths are appended) and its token (None without)."""
+    base, _, query = url.partition("?")
+    return base, parse_qs(query).get("token", [None])[0]
 
 
 class ServerStartError(RuntimeError):
@@ -24,8 +31,8 @@ class ServerStartError(RuntimeError):
 
 @contextmanager
 def served(cache_dir: str, *args: str, start_timeout: float = 120) -> Iterator[str]:
-    """Run `uopviz serve --no-browser --port 0 ARGS` (the zoo by default) with its own cache directory; yield its
-    URL; stop it with Ctrl-C (SIGINT) as a user would."""
+    """Run `uopviz serve --no-browser --port 0 ARGS` (the zoo by default) with its own cache directory; yield the
+    URL it printed (with its ?token=, unless ARGS has --no-token); stop it with Ctrl-C (SIGINT) as a user would."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": cache_dir}
     proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -34,7 +41,7 @@ def served(cache_dir: str, *args: str, start_timeout: float = 120) -> Iterator[s
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         timer.cancel()
-        m = re.search(r"http://\S+/", line)
+        m = re.search(r"http://\S+", line)
         if not m:
             proc.kill()
             _, err = proc.communicate()

@@ -38,7 +38,11 @@ def mount(app: FastAPI, dist: Path) -> None:
     @app.get("/{path:path}", include_in_schema=False)
     def asset(path: str) -> Response:
         root = dist.resolve()
-        f = (root / path).resolve()
-        if path.startswith("api/") or not f.is_relative_to(root) or not f.is_file():
-            raise HTTPException(404, f"no such file or route: /{path}")
+        try:
+            f = (root / path).resolve()
+            found = not path.startswith("api/") and f.is_relative_to(root) and f.is_file()
+        except (OSError, ValueError):  # a name too long for the file system; a NUL byte
+            found = False
+        if not found:
+            raise HTTPException(404, f"no such file or route: /{path[:200]}")
         return FileResponse(f)

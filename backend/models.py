@@ -201,6 +201,13 @@ class SearchSummary(BaseModel):
     job: str | None = Field(description="the BEAM job running it on this server (progress at /api/beam/{job}/events)")
 
 
+class SearchPage(BaseModel):
+    """A page of searches, newest first."""
+
+    searches: list[SearchSummary]
+    next_before: int | None = Field(description="pass as `before` for the next (older) page; null: there is none")
+
+
 class CandidateView(BaseModel):
     id: int
     parent: int | None = Field(description="the candidate it extends by one opt; null for the unoptimized kernel")

@@ -7,6 +7,7 @@ live UOps or buffers) and behaves exactly like one loaded from a file.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -98,19 +99,31 @@ def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) 
     """Run a script under the recorder in a child process (`backend.script_runner`) and read its trace.
 
     A child keeps the server safe from the script: one that hangs is stopped after `timeout` seconds, one
-    that crashes or changes process state (cwd, globals, caches) cannot take the server with it.
+    that crashes or changes process state (cwd, globals, caches) cannot take the server with it. Its output is
+    dropped: a failure is told by what the runner reports (type, message, line), never by its stderr, which
+    would quote source lines of whatever file was run.
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{path}: no such script")
     with tempfile.TemporaryDirectory(prefix="uopviz-script-") as tmp:
-        out = Path(tmp) / "trace.uopviz-trace.json"
+        out, failed = Path(tmp) / "trace.uopviz-trace.json", Path(tmp) / "failure.json"
         try:
-            r = subprocess.run([sys.executable, "-m", "backend.script_runner", str(p.resolve()), str(out)],
-                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            r = subprocess.run([sys.executable, "-m", "backend.script_runner", str(p.resolve()), str(out), str(failed)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=timeout)
         except subprocess.TimeoutExpired:
             raise RecordError(f"{path}: the script did not finish within {timeout:g} s") from None
         if r.returncode != 0:
-            tail = "\n".join(r.stderr.strip().splitlines()[-3:]) or "no message"
-            raise RecordError(f"{path}: the script failed (exit {r.returncode}): {tail}")
+            raise RecordError(f"{path}: the script failed: {_failure(failed, r.returncode)}")
         return uopviz.trace.load(out)
+
+
+def _failure(report: Path, code: int) -> str:
+    """The runner's account of a failure ("ZeroDivisionError: division by zero (line 3)"), or the exit status."""
+    try:
+        what = json.loads(report.read_text(encoding="utf-8"))
+        kind, message, line = what["type"], what["message"], what["line"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return f"its process ended with exit status {code} without saying why"
+    return f"{kind}: {message}" + (f" (line {line})" if line is not None else "")

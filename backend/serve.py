@@ -1,8 +1,9 @@
 """`uopviz serve`: fill a TraceStore (the zoo, or the given trace files and scripts), then run the app under
-uvicorn until Ctrl-C."""
+uvicorn until Ctrl-C, guarded by a token made at start (printed in the URL)."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import sys
@@ -16,9 +17,8 @@ import uvicorn
 
 from backend.app import create_app
 from backend.recording import RecordError
+from backend.security import TOKEN_PARAM, Access, new_token
 from backend.store import TraceStore
-
-LOOPBACK = ("127.0.0.1", "localhost")
 
 
 class _Server(uvicorn.Server):
@@ -71,10 +71,32 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def allowed_dirs(files: Sequence[str], allow_dirs: Sequence[str]) -> list[Path]:
+    """The directories whose files requests may name: each served file's, and each --allow-dir (resolved);
+    NotADirectoryError for an --allow-dir that is not a directory."""
+    for d in allow_dirs:
+        if not Path(d).is_dir():
+            raise NotADirectoryError(f"--allow-dir {d}: no such directory")
+    return sorted({Path(f).resolve().parent for f in files} | {Path(d).resolve() for d in allow_dirs})
+
+
+def _loopback(sock: socket.socket) -> bool:
+    """Whether the socket listens on a loopback address only (127.x.x.x, ::1), which Host checks then guard."""
+    return ipaddress.ip_address(sock.getsockname()[0].partition("%")[0]).is_loopback
+
+
 def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: str | None = None,
-          browser: bool = True, device: str | None = None) -> int:
-    """Serve until Ctrl-C. Exit status: 0 after Ctrl-C, 2 for a file or device that cannot be served, 1 if
-    the address cannot be bound, 130 if interrupted while loading."""
+          browser: bool = True, device: str | None = None, token: bool = True,
+          allow_dirs: Sequence[str] = ()) -> int:
+    """Serve until Ctrl-C. `token`: require the token printed in the URL (False: --no-token); `allow_dirs`: the
+    directories, besides those of `files`, whose files and scripts requests may name. Exit status: 0 after
+    Ctrl-C, 2 for a file, directory or device that cannot be served, 1 if the address cannot be bound, 130 if
+    interrupted while loading."""
+    try:
+        dirs = allowed_dirs(files, allow_dirs)
+    except NotADirectoryError as e:
+        print(f"uopviz: {e}", file=sys.stderr)
+        return 2
     try:
         store = TraceStore(device)
         fill(store, files)
@@ -91,12 +113,16 @@ def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: s
         return 1
     shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)  # where a browser on this machine finds it
     shown = f"[{shown}]" if ":" in shown else shown
-    url = f"http://{shown}:{sock.getsockname()[1]}/"
-    if host not in LOOPBACK:
+    access = Access(new_token() if token else None, sock.getsockname()[1], _loopback(sock))
+    url = f"http://{shown}:{access.port}/" + (f"?{TOKEN_PARAM}={access.token}" if access.token else "")
+    if not access.loopback:
         print(f"uopviz: warning: listening on {host}: whoever reaches this address can read the traces and run "
-              "scripts on this machine through the API", file=sys.stderr)
-    app = create_app(store, db=Path(db).resolve() if db else None,
-                     allowed_hosts=list(LOOPBACK) if host in LOOPBACK else None)
+              "scripts on this machine through the API" + (" if they learn the token" if token else ""),
+              file=sys.stderr)
+    if not token:
+        print("uopviz: warning: --no-token: every local user and every program on this machine can use the API, "
+              "which runs scripts and reads files", file=sys.stderr)
+    app = create_app(store, db=Path(db).resolve() if db else None, access=access, allow_dirs=dirs)
 
     def ready() -> None:
         print(f"uopviz: serving {len(store)} traces at {url}  (Ctrl-C to stop)", flush=True)

@@ -32,6 +32,7 @@ from backend.models import (
     ResultView,
     RoundView,
     SearchDetail,
+    SearchPage,
     SearchStatus,
     SearchSummary,
     StartEvent,
@@ -67,13 +68,13 @@ def _reading(path: Path) -> Iterator[TuningDB | None]:
         yield db
 
 
-def searches(path: Path, live: dict[int, str], kernel_hash: str | None = None, limit: int = 200) -> list[SearchSummary]:
-    """Searches, newest first (of one kernel when kernel_hash is given)."""
+def searches(path: Path, live: dict[int, str], kernel_hash: str | None = None, limit: int = 200,
+             before: int | None = None) -> SearchPage:
+    """A page of searches, newest first (of one kernel when kernel_hash is given; below id `before`)."""
     with _reading(path) as db:
-        if db is None:
-            return []
-        infos = [s for s in db.searches() if kernel_hash is None or s.key.kernel_hash == kernel_hash][:limit]
-        return [_summary(s, db.candidates(s.id), live) for s in infos]
+        infos = [] if db is None else db.searches(kernel_hash, limit + 1, before)  # one more: is there a next page?
+    page = [_summary(s, live) for s in infos[:limit]]
+    return SearchPage(searches=page, next_before=page[-1].id if len(infos) > limit else None)
 
 
 def search(path: Path, sid: int, live: dict[int, str]) -> SearchDetail:
@@ -84,9 +85,8 @@ def search(path: Path, sid: int, live: dict[int, str]) -> SearchDetail:
             raise NotFound(f"no search {sid} in the tuning database {path}")
         cands = db.candidates(sid)
     by_id = {c.id: c for c in cands}
-    best = _best(info, cands)
     path_ids: list[int] = []
-    node = best
+    node = by_id.get(info.leading_id) if info.leading_id is not None else None
     while node is not None and node.id not in path_ids:  # parents come first; the check guards a bad import
         path_ids.append(node.id)
         node = by_id.get(node.parent_id) if node.parent_id is not None else None
@@ -99,7 +99,7 @@ def search(path: Path, sid: int, live: dict[int, str]) -> SearchDetail:
                                 failed=sum(c.error is not None for c in cs), duplicates=sum(_duplicate(c) for c in cs),
                                 best_id=fastest.id if fastest else None, best_s=fastest.median_s if fastest else None))
     return SearchDetail(
-        **_summary(info, cands, live).model_dump(), target=TargetInfoView(**_fields(info.key.target)),
+        **_summary(info, live).model_dump(), target=TargetInfoView(**_fields(info.key.target)),
         action_space_version=info.key.action_space_version, uopviz_version=info.key.uopviz_version, rounds=rounds,
         candidates=[CandidateView(id=c.id, parent=c.parent_id, round=c.round, opts=c.opts, program_hash=c.program_hash,
                                   uop_count=c.uop_count, compile_s=c.compile_s, error=c.error, samples=c.samples,
@@ -126,26 +126,16 @@ def _duplicate(c: Candidate) -> bool:
     return c.error is None and c.median_s is None
 
 
-def _best(info: SearchInfo, cands: list[Candidate]) -> Candidate | None:
-    """The winner of a finished search; the fastest verified candidate so far of any other."""
-    if info.best_candidate_id is not None:
-        return next((c for c in cands if c.id == info.best_candidate_id), None)
-    return min((c for c in cands if _timed(c)), key=lambda c: c.median_s or 0.0, default=None)
-
-
-def _summary(info: SearchInfo, cands: list[Candidate], live: dict[int, str]) -> SearchSummary:
+def _summary(info: SearchInfo, live: dict[int, str]) -> SearchSummary:
     status: SearchStatus = ("done" if info.status == "done" else "failed" if info.status == "failed"
                              else "running" if info.id in live else "interrupted")
-    best = _best(info, cands)
     width = info.params.get("beam") if isinstance(info.params, dict) else None
-    unoptimized = next((c.median_s for c in cands if c.parent_id is None and c.opts == [] and _timed(c)), None)
     return SearchSummary(
         id=info.id, kernel_name=info.kernel_name, kernel_hash=info.key.kernel_hash, device=info.key.device,
         device_name=info.key.device_name, status=status, error=info.error,
         width=width if isinstance(width, int) and not isinstance(width, bool) else None, params=info.params,
-        best_id=best.id if best else None, best_s=best.median_s if best else None,
-        best_opts=best.opts if best else None,
-        unoptimized_s=unoptimized, n_candidates=info.n_candidates, started_at=info.started_at,
+        best_id=info.leading_id, best_s=info.leading_s, best_opts=info.leading_opts,
+        unoptimized_s=info.unoptimized_s, n_candidates=info.n_candidates, started_at=info.started_at,
         finished_at=info.finished_at, job=live.get(info.id))
 
 

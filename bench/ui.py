@@ -26,19 +26,30 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, cast
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from backend.child import CHROMIUM_ARGS, served
+from backend.child import CHROMIUM_ARGS, base_and_token, served
 
 ZOO_TRACE, ZOO_CONTEXT = "gemm", 1  # the zoo gemm and its kernel context
 
 
 @contextmanager
 def serve() -> Iterator[str]:
-    """`uopviz serve --no-browser --port 0` (the zoo) in a child process; yields its URL."""
+    """`uopviz serve --no-browser --port 0` (the zoo) in a child process; yields the URL it printed (its token)."""
     with served(tempfile.mkdtemp(prefix="uopviz-bench-")) as url:
         yield url
+
+
+def log_in(browser: Browser, printed: str) -> dict[str, Any]:
+    """The storage state (the token's cookie) a page has after opening the printed URL: fresh pages start with it,
+    so they need not load the UI once more to log in (which would also fill their cache)."""
+    page = browser.new_page()
+    page.goto(printed)
+    state = page.context.storage_state()
+    page.close()
+    return cast(dict[str, Any], state)
 
 
 class Traffic:
@@ -77,15 +88,15 @@ def kernel_with(page: Page, url: str, opts: list[dict]) -> str:
     return r.json()["trace_id"]
 
 
-def bench_steps(browser: Browser, url: str, opts: list[dict] | None) -> None:
-    page = browser.new_page(viewport={"width": 1600, "height": 950})
+def bench_steps(browser: Browser, url: str, state: dict[str, Any], opts: list[dict] | None) -> None:
+    page = browser.new_page(viewport={"width": 1600, "height": 950}, storage_state=state)
     tid, ci = (kernel_with(page, url, opts), 0) if opts is not None else (ZOO_TRACE, ZOO_CONTEXT)
     steps = steps_of(page, url, tid, ci)
     page.close()
 
     cold_api, cold_all, cold_ms = [], [], []
     for pi, k in steps:
-        page = browser.new_page(viewport={"width": 1600, "height": 950})
+        page = browser.new_page(viewport={"width": 1600, "height": 950}, storage_state=state)
         traffic = Traffic(page)
         page.goto(f"{url}#/t/{tid}/c/{ci}/p/{pi}/s/{k}")
         wait_drawn(page, f"{tid}/{ci}/{pi}/{k}")
@@ -95,7 +106,7 @@ def bench_steps(browser: Browser, url: str, opts: list[dict] | None) -> None:
         cold_all.append(total)
         page.close()
 
-    page = browser.new_page(viewport={"width": 1600, "height": 950})
+    page = browser.new_page(viewport={"width": 1600, "height": 950}, storage_state=state)
     traffic = Traffic(page)
     page.goto(f"{url}#/t/{tid}/c/{ci}/p/0/s/0")
     wait_drawn(page, f"{tid}/{ci}/0/0")
@@ -184,10 +195,10 @@ mount(document.getElementById("uopviz"), source, { hash: false });
 </script></body></html>"""
 
 
-def bench_synthetic(browser: Browser, url: str, runs: int, n: int = 2000) -> None:
+def bench_synthetic(browser: Browser, url: str, state: dict[str, Any], runs: int, n: int = 2000) -> None:
     first, whole, gaps, tasks, shown, total = [], [], [], [], 0, 0
     for _ in range(runs):
-        page = browser.new_page(viewport={"width": 1600, "height": 950})
+        page = browser.new_page(viewport={"width": 1600, "height": 950}, storage_state=state)
         page.route(f"{url}bench.html", lambda route: route.fulfill(content_type="text/html",
                                                                     body=SYNTHETIC_PAGE % {"n": n}))
         page.goto(f"{url}bench.html")
@@ -227,12 +238,14 @@ def main() -> int:
     if not chromium:
         print("bench/ui.py needs Chromium on PATH (apt-get install chromium)", file=sys.stderr)
         return 1
-    with serve() as url, sync_playwright() as p:
+    with serve() as printed, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         try:
+            url = base_and_token(printed)[0]
+            state = log_in(browser, printed)
             print(f"uopviz serve at {url}, Chromium {browser.version}")
-            bench_steps(browser, url, args.opts)
-            bench_synthetic(browser, url, args.runs)
+            bench_steps(browser, url, state, args.opts)
+            bench_synthetic(browser, url, state, args.runs)
         finally:
             browser.close()
     return 0

@@ -7,7 +7,9 @@
 //   step(tid, ci, pi, k)       GET  /api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}
 //   kernel(tid, ci)            GET  /api/traces/{tid}/contexts/{ci}/kernel
 //   applyOpts(tid, ci, opts)   POST /api/traces/{tid}/contexts/{ci}/opts  {"opts": opts}
-//   searches(kernelHash)       GET  /api/tuning/searches[?kernel_hash=]    (null: every kernel's)
+//   searches(kernelHash, before)
+//                              GET  /api/tuning/searches[?kernel_hash=&before=]  a page, newest first:
+//                              {searches, next_before} (kernelHash null: every kernel's; before null: the first page)
 //   search(sid)                GET  /api/tuning/searches/{sid}
 //   results(kernelHash)        GET  /api/tuning/results[?kernel_hash=]
 //   startBeam(tid, ci, width, maxRounds)
@@ -50,7 +52,10 @@ export function httpSource(base = "") {
   };
   const ctx = (tid, ci) => ["traces", tid, "contexts", ci];
   const post = (href, body) => call(href, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  const byKernel = (href, kernelHash) => (kernelHash == null ? href : `${href}?kernel_hash=${encodeURIComponent(kernelHash)}`);
+  const query = (href, params) => {
+    const given = Object.entries(params).filter(([, v]) => v != null);
+    return given.length ? `${href}?${new URLSearchParams(given)}` : href;
+  };
   return {
     meta: () => call(url("meta")),
     traces: () => call(url("traces")),
@@ -58,9 +63,9 @@ export function httpSource(base = "") {
     step: (tid, ci, pi, k) => call(url(...ctx(tid, ci), "passes", pi, "steps", k)),
     kernel: (tid, ci) => call(url(...ctx(tid, ci), "kernel")),
     applyOpts: (tid, ci, opts) => post(url(...ctx(tid, ci), "opts"), { opts }),
-    searches: (kernelHash = null) => call(byKernel(url("tuning", "searches"), kernelHash)),
+    searches: (kernelHash = null, before = null) => call(query(url("tuning", "searches"), { kernel_hash: kernelHash, before })),
     search: (sid) => call(url("tuning", "searches", sid)),
-    results: (kernelHash = null) => call(byKernel(url("tuning", "results"), kernelHash)),
+    results: (kernelHash = null) => call(query(url("tuning", "results"), { kernel_hash: kernelHash })),
     startBeam: (tid, ci, width, maxRounds) => post(url(...ctx(tid, ci), "beam"), { width, max_rounds: maxRounds }),
     beamEvents: (job, onEvent) => {
       const stream = new EventSource(url("beam", job, "events"));

@@ -1,21 +1,29 @@
 """A store of small recorded traces shared by the API tests: the zoo gemm at its default sizes (the size
-budget is stated for it), softmax at small sizes, a saved file, and a kernel context whose lowering failed."""
+budget is stated for it), softmax at small sizes, a saved file, and a kernel context whose lowering failed; and
+clients that pass the server's guard as its own page would (a loopback Host, the token)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 import uopviz
 from backend.app import create_app
+from backend.security import Access
 from backend.store import TraceStore
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite
+
+TOKEN = "the-token-of-the-tests"
+ACCESS = Access(TOKEN, 8000, loopback=True)
+AUTH = {"Authorization": f"token {TOKEN}"}
+BASE_URL = "http://127.0.0.1:8000"
 
 
 def _failed_kernel_trace(path: Path) -> Path:
@@ -45,6 +53,21 @@ def missing_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def client(store: TraceStore, missing_dist: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(store, dist=missing_dist)) as c:
+def token() -> str:
+    """The tests' token, for servers the tests start themselves."""
+    return TOKEN
+
+
+@pytest.fixture
+def make_client() -> Callable[..., TestClient]:
+    """make_client(store, **create_app arguments): a client of that app as the server's own page uses it."""
+    def make(store: TraceStore, raise_server_exceptions: bool = True, **kw: Any) -> TestClient:
+        return TestClient(create_app(store, access=ACCESS, **kw), base_url=BASE_URL, headers=AUTH,
+                          raise_server_exceptions=raise_server_exceptions)
+    return make
+
+
+@pytest.fixture
+def client(store: TraceStore, missing_dist: Path, make_client: Callable[..., TestClient]) -> Iterator[TestClient]:
+    with make_client(store, dist=missing_dist) as c:
         yield c

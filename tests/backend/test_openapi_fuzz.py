@@ -1,5 +1,6 @@
-"""Schemathesis over /openapi.json: requests generated from the documented schema (valid and invalid) never
-get a 5xx, and every answer has the status codes and body shapes the schema documents."""
+"""Schemathesis over /openapi.json: requests generated from the documented schema (valid and invalid), with the
+token and a loopback Host as the server's own page sends them, never get a 5xx, and every answer has the status
+codes and body shapes the schema documents."""
 
 from __future__ import annotations
 
@@ -17,14 +18,17 @@ from schemathesis.specs.openapi.checks import (
 
 from backend.app import create_app
 from backend.recording import record_zoo
+from backend.security import Access
 from backend.store import StoredTrace, TraceStore
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
 
 # the schema is read at import; the traces are recorded by the fixture, so a failure there is a test failure
+_TOKEN = "the-token-of-the-fuzz-test"
+_HEADERS = {"Authorization": f"token {_TOKEN}", "Host": "127.0.0.1:8000"}
 _store = TraceStore("CPU")
-_app = create_app(_store, dist=Path(__file__).parent / "no-dist")
-schema = schemathesis.openapi.from_asgi("/openapi.json", _app)
+_app = create_app(_store, dist=Path(__file__).parent / "no-dist", access=Access(_TOKEN, 8000, loopback=True))
+schema = schemathesis.openapi.from_asgi("/openapi.json", _app, headers=_HEADERS)
 
 
 @pytest.fixture(autouse=True)
@@ -51,5 +55,5 @@ def _traces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @schema.parametrize()
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_server_errors_and_answers_match_the_schema(case: schemathesis.Case) -> None:
-    case.call_and_validate(checks=[schemathesis.checks.not_a_server_error, status_code_conformance,
+    case.call_and_validate(headers=_HEADERS, checks=[schemathesis.checks.not_a_server_error, status_code_conformance,
                                    content_type_conformance, response_schema_conformance])

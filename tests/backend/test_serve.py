@@ -15,6 +15,7 @@ import httpx
 import pytest
 from test_api import GEMM_KERNEL
 
+from backend.child import base_and_token
 from uopviz.cli import main
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
@@ -33,12 +34,15 @@ def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         assert "serving 12 traces at http://127.0.0.1:" in line, (line, proc.stderr and proc.stderr.read())
-        url = line.split(" at ")[1].split()[0]
-        r = httpx.get(url + "api/traces", timeout=10)
+        url, token = base_and_token(line.split(" at ")[1].split()[0])
+        assert token is not None and len(token) >= 40  # secrets.token_urlsafe(32)
+        assert httpx.get(url + "api/traces", timeout=10).status_code == 401
+        auth = {"Authorization": f"token {token}"}
+        r = httpx.get(url + "api/traces", headers=auth, timeout=10)
         assert r.status_code == 200
         assert [t["id"] for t in r.json()][:3] == ["gemm", "batched_gemm", "conv2d"] and len(r.json()) == 12
-        assert httpx.get(url + "api/traces/gemm", timeout=10).json()["contexts"][1]["name"] == GEMM_KERNEL
-        searches = httpx.get(url + "api/tuning/searches", timeout=10).json()
+        assert httpx.get(url + "api/traces/gemm", headers=auth, timeout=10).json()["contexts"][1]["name"] == GEMM_KERNEL
+        searches = httpx.get(url + "api/tuning/searches", headers=auth, timeout=10).json()["searches"]
         assert [(s["kernel_name"], s["width"], s["status"]) for s in searches] == [("r_L4", 3, "done")]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
@@ -67,7 +71,7 @@ def test_serve_exits_2_for_a_missing_file_a_failing_script_or_an_unknown_device(
     script = tmp_path / "oops.py"
     script.write_text("1 / 0\n")
     assert main(["serve", "--no-browser", str(script)]) == 2
-    assert "oops.py: the script failed (exit 1)" in capsys.readouterr().err
+    assert "oops.py: the script failed: ZeroDivisionError: division by zero (line 1)" in capsys.readouterr().err
     assert main(["serve", "--no-browser", "--device", "TPU"]) == 2
     assert "unknown device 'TPU'" in capsys.readouterr().err
 

@@ -10,7 +10,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,10 @@ import uvicorn
 from fastapi.testclient import TestClient
 
 from backend.app import create_app
+from backend.security import Access
 from backend.store import TraceStore
 from uopviz.search.db import TuningDB
+from uopviz.search.keys import CacheKey, TargetInfo
 
 BEAM = "/api/traces/{tid}/contexts/{ci}/beam"
 SMALL = {"width": 2, "max_rounds": 2}
@@ -43,8 +45,9 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def client(tiny: TraceStore, db: Path, missing_dist: Path) -> Iterator[TestClient]:
-    with TestClient(create_app(tiny, db=db, dist=missing_dist)) as c:
+def client(tiny: TraceStore, db: Path, missing_dist: Path, make_client: Callable[..., TestClient]
+           ) -> Iterator[TestClient]:
+    with make_client(tiny, db=db, dist=missing_dist) as c:
         yield c
 
 
@@ -72,7 +75,7 @@ def test_a_search_streams_its_progress_and_the_routes_show_what_it_stored(client
     assert (started["kernel_name"], started["device"], started["resumed"]) == (kernel["name"], "CPU", False)
     busy = client.post(BEAM.format(tid="sum-small", ci=1), json=SMALL)
     assert busy.status_code == 409 and "running already" in busy.json()["detail"]
-    (listed,) = client.get("/api/tuning/searches").json()
+    (listed,) = client.get("/api/tuning/searches").json()["searches"]
     assert (listed["id"], listed["status"], listed["job"]) == (started["search_id"], "running", started["job"])
 
     stream = client.get(f"/api/beam/{started['job']}/events")
@@ -115,23 +118,24 @@ def test_a_search_streams_its_progress_and_the_routes_show_what_it_stored(client
     assert (result["kernel_hash"], result["opts"], result["search_id"], result["median_s"]) == \
         (kernel["kernel_hash"], done["opts"], sid, done["time_s"])
     other = kernel_of(client, "sum-small")["kernel_hash"]
-    assert client.get("/api/tuning/searches", params={"kernel_hash": other}).json() == []
+    assert client.get("/api/tuning/searches", params={"kernel_hash": other}).json()["searches"] == []
     assert client.get("/api/tuning/results", params={"kernel_hash": other}).json() == []
-    assert [x["id"] for x in client.get("/api/tuning/searches", params={"kernel_hash": kernel["kernel_hash"]}).json()] \
-        == [sid]
+    mine = client.get("/api/tuning/searches", params={"kernel_hash": kernel["kernel_hash"]}).json()["searches"]
+    assert [x["id"] for x in mine] == [sid]
 
 
-def test_a_stopped_search_is_interrupted_and_resumes(tiny: TraceStore, db: Path, missing_dist: Path) -> None:
-    app = create_app(tiny, db=db, dist=missing_dist)
-    with TestClient(app) as c:
+def test_a_stopped_search_is_interrupted_and_resumes(tiny: TraceStore, db: Path, missing_dist: Path,
+                                                    make_client: Callable[..., TestClient]) -> None:
+    with make_client(tiny, db=db, dist=missing_dist) as c:
+        app = c.app
         started = c.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
         job = app.state.beams.get(started["job"])
         wait_for(lambda: any(e.event == "candidate" for e in job.since(0)[0]))
     # shutting the app down stopped the search: its stream ends saying so, its candidates are kept
     last = job.since(0)[0][-1]
     assert (last.event, getattr(last, "kind", None)) == ("error", "interrupted")
-    with TestClient(create_app(tiny, db=db, dist=missing_dist)) as c:
-        (s,) = c.get("/api/tuning/searches").json()
+    with make_client(tiny, db=db, dist=missing_dist) as c:
+        (s,) = c.get("/api/tuning/searches").json()["searches"]
         assert (s["id"], s["status"], s["job"]) == (started["search_id"], "interrupted", None)
         again = c.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
         assert (again["search_id"], again["resumed"]) == (started["search_id"], True)
@@ -156,22 +160,24 @@ def test_a_search_process_that_dies_ends_its_stream_saying_so(client: TestClient
     assert events_of(client.get(f"/api/beam/{again.json()['job']}/events").text)[-1]["event"] == "done"
 
 
-def test_a_client_that_leaves_a_stream_breaks_nothing(tiny: TraceStore, db: Path, missing_dist: Path,
+def test_a_client_that_leaves_a_stream_breaks_nothing(tiny: TraceStore, db: Path, missing_dist: Path, token: str,
                                                       caplog: pytest.LogCaptureFixture) -> None:
-    server = uvicorn.Server(uvicorn.Config(create_app(tiny, db=db, dist=missing_dist), log_level="warning"))
+    auth = {"Authorization": f"token {token}"}
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    url, port = f"http://127.0.0.1:{sock.getsockname()[1]}", sock.getsockname()[1]
+    app = create_app(tiny, db=db, dist=missing_dist, access=Access(token, port, loopback=True))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
         wait_for(lambda: server.started, 30)
-        started = httpx.post(url + BEAM.format(tid="max-small", ci=1), json=SMALL, timeout=60).json()
-        with httpx.stream("GET", f"{url}/api/beam/{started['job']}/events", timeout=60) as s:
+        started = httpx.post(url + BEAM.format(tid="max-small", ci=1), json=SMALL, headers=auth, timeout=60).json()
+        with httpx.stream("GET", f"{url}/api/beam/{started['job']}/events", headers=auth, timeout=60) as s:
             first = next(line for line in s.iter_lines() if line)
         assert json.loads(first.removeprefix("data: "))["event"] == "start"  # ... and the client is gone
-        assert httpx.get(url + "/api/meta", timeout=10).status_code == 200
-        events = events_of(httpx.get(f"{url}/api/beam/{started['job']}/events", timeout=60).text)
+        assert httpx.get(url + "/api/meta", headers=auth, timeout=10).status_code == 200
+        events = events_of(httpx.get(f"{url}/api/beam/{started['job']}/events", headers=auth, timeout=60).text)
         assert events[-1]["event"] == "done"  # the search went on to its end
     finally:
         server.should_exit = True
@@ -208,14 +214,16 @@ def test_bad_params_are_422(client: TestClient, method: str, url: str) -> None:
     assert r.status_code == 422 and r.json()["errors"], r.json()
 
 
-def test_a_kernel_that_names_no_device_cannot_be_searched(store: TraceStore, db: Path, missing_dist: Path) -> None:
-    with TestClient(create_app(store, db=db, dist=missing_dist)) as c:
+def test_a_kernel_that_names_no_device_cannot_be_searched(store: TraceStore, db: Path, missing_dist: Path,
+                                                          make_client: Callable[..., TestClient]) -> None:
+    with make_client(store, db=db, dist=missing_dist) as c:
         r = c.post(BEAM.format(tid="broken", ci=0), json=SMALL)
     assert r.status_code == 422 and "names no device" in r.json()["detail"]
 
 
 def test_reading_a_missing_database_creates_nothing(client: TestClient, db: Path) -> None:
-    assert client.get("/api/tuning/searches").json() == client.get("/api/tuning/results").json() == []
+    assert client.get("/api/tuning/searches").json() == {"searches": [], "next_before": None}
+    assert client.get("/api/tuning/results").json() == []
     r = client.get("/api/tuning/searches/1")
     assert r.status_code == 404 and str(db) in r.json()["detail"]
     assert not db.exists()
@@ -231,13 +239,114 @@ def test_a_corrupt_database_is_503_naming_the_file(client: TestClient, db: Path)
         assert r.status_code == 503 and str(db) in r.json()["detail"], r.json()
 
 
+def _fill(db: Path) -> dict[str, list[int]]:
+    """Searches of two kernels, by kernel hash: done (its winner is not its fastest), running (two candidates
+    tie for fastest), failed, empty, and more of the other kernel than one page holds."""
+    a, b = CacheKey.of("aaaa", TargetInfo("CPU"), 1), CacheKey.of("bbbb", TargetInfo("CPU"), 1)
+    split = [{"op": "SPLIT", "axis": 0, "arg": [2, "UPCAST", False]}]
+    ids: dict[str, list[int]] = {"aaaa": [], "bbbb": []}
+    with TuningDB(db) as d:
+        h = d.begin_search(a, "r_L4", "ast", {"beam": 2})
+        root = d.add_candidate(h.id, None, 0, [], "p0", 10, 0.1, None, [4e-6, 5e-6])
+        d.add_candidate(h.id, root, 1, split, None, None, 0.1, "wrong result", [])
+        d.add_candidate(h.id, root, 1, split * 2, "p0", 10, 0.1, None, [])  # a duplicate
+        fast = d.add_candidate(h.id, root, 1, split * 3, "p3", 10, 0.1, None, [1e-6])
+        d.add_candidate(h.id, fast, 2, split * 4, "p4", 10, 0.1, None, [0.5e-6])
+        d.finish_search(h.id, fast)  # the winner is what the search chose
+        ids["aaaa"].append(h.id)
+        h = d.begin_search(a, "r_L4", "ast", {"beam": 3})
+        root = d.add_candidate(h.id, None, 0, [], "p0", 10, 0.1, None, [6e-6])
+        d.add_candidate(h.id, root, 0, split * 5, "p5", 10, 0.1, None, [3e-6])  # a root with opts: no unoptimized
+        d.add_candidate(h.id, root, 1, split, "p1", 10, 0.1, None, [2e-6])
+        d.add_candidate(h.id, root, 1, split * 2, "p2", 10, 0.1, None, [2e-6])
+        ids["aaaa"].append(h.id)
+        h = d.begin_search(b, "r_L8", "ast", {"beam": 1})
+        d.add_candidate(h.id, None, 0, [], None, None, 0.1, "does not compile", [])
+        d.fail_search(h.id, "nothing compiled")
+        ids["bbbb"].append(h.id)
+        ids["aaaa"].append(d.begin_search(a, "r_L4", "ast", {"beam": 4}).id)
+        for width in range(5, 10):
+            ids["bbbb"].append(d.begin_search(b, "r_L8", "ast", {"beam": width}).id)
+    return ids
+
+
+def _expected(d: TuningDB, sid: int) -> dict[str, Any]:
+    """A search's summary computed from all its candidates, as the list once did."""
+    info = d.search(sid)
+    assert info is not None
+    cands = d.candidates(sid)
+    timed = [c for c in cands if c.error is None and c.median_s is not None]
+    best = next(c for c in cands if c.id == info.best_candidate_id) if info.best_candidate_id else \
+        min(timed, key=lambda c: c.median_s or 0.0, default=None)
+    unoptimized = next((c.median_s for c in timed if c.parent_id is None and c.opts == []), None)
+    return {"best_id": best and best.id, "best_s": best and best.median_s, "best_opts": best and best.opts,
+            "unoptimized_s": unoptimized, "n_candidates": len(cands)}
+
+
+def test_the_list_comes_a_page_at_a_time_with_each_summary_as_its_candidates_give_it(client: TestClient,
+                                                                                     db: Path) -> None:
+    ids = _fill(db)
+    everything = sorted(ids["aaaa"] + ids["bbbb"], reverse=True)
+    for kernel, want in (None, everything), ("aaaa", ids["aaaa"][::-1]), ("bbbb", ids["bbbb"][::-1]):
+        pages, before = [], None
+        while True:
+            params = {"limit": 3, "kernel_hash": kernel, "before": before}
+            page = client.get("/api/tuning/searches", params={k: v for k, v in params.items() if v is not None}).json()
+            pages.append([s["id"] for s in page["searches"]])
+            if (before := page["next_before"]) is None:
+                break
+            assert before == pages[-1][-1]
+        assert [i for p in pages for i in p] == want
+        assert all(len(p) == 3 for p in pages[:-1]) and 0 < len(pages[-1]) <= 3
+    listed = client.get("/api/tuning/searches").json()
+    assert listed["next_before"] is None and [s["id"] for s in listed["searches"]] == everything
+    with TuningDB(db) as d:
+        for s in listed["searches"]:
+            assert {k: s[k] for k in ("best_id", "best_s", "best_opts", "unoptimized_s", "n_candidates")} == \
+                _expected(d, s["id"]), s
+    by_id = {s["id"]: s for s in listed["searches"]}
+    done, running, failed, empty = ids["aaaa"][0], ids["aaaa"][1], ids["bbbb"][0], ids["aaaa"][2]
+    assert (by_id[done]["status"], by_id[done]["best_s"], by_id[done]["unoptimized_s"]) == ("done", 1e-6, 4.5e-6)
+    assert (by_id[running]["status"], by_id[running]["best_s"], by_id[running]["best_opts"]) == \
+        ("interrupted", 2e-6, [{"op": "SPLIT", "axis": 0, "arg": [2, "UPCAST", False]}])  # the earlier of a tie
+    assert (by_id[failed]["status"], by_id[failed]["best_id"], by_id[failed]["unoptimized_s"]) == ("failed", None, None)
+    assert (by_id[empty]["n_candidates"], by_id[empty]["best_id"]) == (0, None)
+    assert client.get(f"/api/tuning/searches/{running}").json()["winning_path"] == [by_id[running]["best_id"] - 2,
+                                                                                    by_id[running]["best_id"]]
+    assert client.get("/api/tuning/searches", params={"before": everything[-1]}).json() == \
+        {"searches": [], "next_before": None}
+
+
+@pytest.mark.parametrize("query", ["before=0", "before=x", f"before={2**63}", "limit=1001", "limit=-1"])
+def test_bad_page_parameters_are_422(client: TestClient, query: str) -> None:
+    r = client.get(f"/api/tuning/searches?{query}")
+    assert r.status_code == 422 and r.json()["errors"], r.json()
+
+
+def test_the_list_reads_summaries_through_indexes_not_every_candidate(db: Path) -> None:
+    """The list's query plan: each search's count, best so far and unoptimized time come from indexes; no
+    candidate table scan (at 200,000 candidates, reading them all took seconds)."""
+    _fill(db)
+    with TuningDB(db) as d:
+        statements: list[str] = []
+        d._conn.set_trace_callback(statements.append)
+        d.searches("aaaa", 3, 100)
+        d._conn.set_trace_callback(None)
+        (query,) = [q for q in statements if q.lstrip().upper().startswith("SELECT")]
+        plan = " | ".join(row[3] for row in d._conn.execute(f"EXPLAIN QUERY PLAN {query}"))
+    assert "SCAN candidates" not in plan and "SCAN lead" not in plan, plan
+    assert "candidates_timed" in plan and "candidates_roots" in plan and "candidates_by_search" in plan, plan
+
+
 def test_openapi_documents_the_tuning_routes(client: TestClient) -> None:
     doc = client.get("/openapi.json").json()
     paths = doc["paths"]
     assert {"/api/tuning/searches", "/api/tuning/searches/{sid}", "/api/tuning/results",
             "/api/traces/{trace_id}/contexts/{ci}/beam", "/api/beam/{job}/events"} <= set(paths)
+    listing = {p["name"]: p for p in paths["/api/tuning/searches"]["get"]["parameters"]}
+    assert set(listing) == {"kernel_hash", "limit", "before"} and "next_before" in listing["before"]["description"]
     beam = paths["/api/traces/{trace_id}/contexts/{ci}/beam"]["post"]
-    assert set(beam["responses"]) == {"202", "400", "404", "409", "422", "503"}
+    assert set(beam["responses"]) == {"202", "400", "401", "403", "404", "409", "415", "422", "503"}
     stream = paths["/api/beam/{job}/events"]["get"]["responses"]["200"]["content"]
     assert "text/event-stream" in stream
     item = json.dumps(stream["text/event-stream"]["itemSchema"])

@@ -1,5 +1,6 @@
 """Browser tests: `uopviz serve` (the kernel zoo) in a child process, driven by Python Playwright in Debian's
-Chromium (Playwright cannot download its own browsers here). Screenshots go to test-artifacts/browser/."""
+Chromium (Playwright cannot download its own browsers here). Every page first opens the URL the server printed,
+as a user does, so that it holds the token's cookie. Screenshots go to test-artifacts/browser/."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from backend.child import CHROMIUM_ARGS, served
+from backend.child import CHROMIUM_ARGS, base_and_token, served
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -19,10 +20,17 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`uopviz serve --no-browser --port 0`: records the zoo, prints its URL; stopped with Ctrl-C (SIGINT)."""
+def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`uopviz serve --no-browser --port 0`: records the zoo, prints its URL (with its token), which this yields;
+    stopped with Ctrl-C (SIGINT)."""
     with served(str(tmp_path_factory.mktemp("cache"))) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def server(printed: str) -> str:
+    """The server's URL without its token (`http://127.0.0.1:PORT/`), to which tests append paths and views."""
+    return base_and_token(printed)[0]
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +46,27 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh page (1600x950); the test fails if the page threw or logged an error."""
+def page(browser: Browser, printed: str, server: str) -> Iterator[Page]:
+    """A fresh page (1600x950) that has opened the printed URL (so it holds the token's cookie, and the server
+    sent it on to the same URL without the token); the test fails if the page threw or logged an error."""
     pg = browser.new_page(viewport={"width": 1600, "height": 950})
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
     pg.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" and not expected(m.text)
           else None)
+    log_in(pg, printed, server)
     yield pg
     pg.close()
     assert not errors, errors
+
+
+def log_in(page: Page, printed: str, server: str) -> None:
+    """Open the URL `uopviz serve` printed, as a user does: the page lands on the same URL without the token and
+    draws its first view. Then leave it, so that a test's first page load is a fresh one, as before the token."""
+    page.goto(printed)
+    assert page.url == server, page.url
+    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn")
+    page.goto("about:blank")
 
 
 def expected(text: str) -> bool:

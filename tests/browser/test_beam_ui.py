@@ -22,14 +22,15 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 SEARCH_TIMEOUT_MS = 120_000
+OTHER_SEARCHES = 200  # with search 1, one more than the first page of the list (the route's default limit)
 WRONG = "wrong result: 12 elements differ"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve gemm-small.uopviz-trace.json --db tuning.db`, the database holding one earlier search of its
     kernel (on another machine): the unoptimized kernel, a candidate that failed, one whose program repeats an
-    earlier one, and the winner."""
+    earlier one, and the winner; then OTHER_SEARCHES of another kernel, more than a page of the list."""
     tmp = tmp_path_factory.mktemp("beam-ui")
     trace = record_zoo("gemm", "CPU", small=True)
     trace.save(tmp / "gemm-small.uopviz-trace.json")
@@ -45,6 +46,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         best = db.add_candidate(h.id, root, 1, [{"op": "SPLIT", "axis": 1, "arg": [5, "UPCAST", False]}], "p3", 48,
                                 0.03, None, [1e-6, 2e-6, 3e-6])
         db.finish_search(h.id, best)
+        for _ in range(OTHER_SEARCHES):
+            other = db.begin_search(CacheKey.of("0ther", TargetInfo("CPU"), 1), "r_L8", "ast", {"beam": 1})
+            db.finish_search(other.id, db.add_candidate(other.id, None, 0, [], "q0", 10, 0.01, None, [1e-6]))
     with served(str(tmp / "cache"), str(tmp / "gemm-small.uopviz-trace.json"), "--db", str(tmp / "tuning.db")) as url:
         yield url
 
@@ -97,6 +101,22 @@ def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candi
     assert page.inner_text(".uv-beam-picked .uv-error") == WRONG
     assert page.inner_text(".uv-beam-result").startswith("Tuned on another CPU: 2.00 µs with UPCAST a1 ×5")
     page.screenshot(path=shots / "beam-past-search.png")
+
+
+def test_every_kernel_s_searches_come_a_page_at_a_time(page: Page, server: str) -> None:
+    everything = [s["id"] for s in api(page, server, "tuning/searches?limit=1000")["searches"]]
+    page.goto(f"{server}#/t/gemm-small/c/1/p/0/s/0/v/beam")
+    page.locator(".uv-beam-row").first.wait_for()
+    listed = "els => els.map(e => Number(e.dataset.sid))"
+    assert page.eval_on_selector_all(".uv-beam-row", listed) == [1]  # this kernel's only
+    assert page.locator(".uv-beam-more").count() == 0
+    page.check(".uv-beam-all input")
+    page.wait_for_function("n => document.querySelectorAll('.uv-beam-row').length === n", arg=200)
+    assert page.eval_on_selector_all(".uv-beam-row", listed) == everything[:200]
+    page.click(".uv-beam-more")
+    page.wait_for_function("n => document.querySelectorAll('.uv-beam-row').length === n", arg=len(everything))
+    assert page.eval_on_selector_all(".uv-beam-row", listed) == everything and everything[-1] == 1
+    assert page.locator(".uv-beam-more").count() == 0
 
 
 def test_run_a_beam_search_and_see_its_candidates_and_winning_path(page: Page, server: str, shots: Path) -> None:

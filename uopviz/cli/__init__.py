@@ -116,7 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from backend.serve import serve  # FastAPI and uvicorn load only for this command
 
     return serve(args.files, host=args.host, port=args.port, db=args.db, browser=not args.no_browser,
-                 device=args.device)
+                 device=args.device, token=not args.no_token, allow_dirs=args.allow_dir)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,6 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="tuning database (default: $UOPVIZ_CACHE_DIR/tuning.db, else ~/.cache/uopviz/tuning.db)")
     serve.add_argument("--no-browser", action="store_true", help="do not open a browser")
     serve.add_argument("--device", default=None, help="device to lower the zoo for (default: $UOPVIZ_DEVICE or CPU)")
+    serve.add_argument("--allow-dir", action="append", default=[], metavar="DIR",
+                       help="let the API load trace files and run .py scripts under DIR (repeatable; the directories "
+                            "of the files given are allowed too; default: none)")
+    serve.add_argument("--no-token", action="store_true",
+                       help="serve the API without the token printed in the URL: any local user can use it")
     serve.set_defaults(fn=cmd_serve)
     from uopviz.cli import beam, cache
     cache.add_parser(sub)

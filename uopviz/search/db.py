@@ -124,6 +124,11 @@ MIGRATIONS: list[tuple[str, ...]] = [
             heartbeat_at REAL NOT NULL,
             PRIMARY KEY (kernel_id, target_id))""",
     ),
+    (  # 2 -> 3: a search's summary (best so far, unoptimized time) read from indexes, not from every candidate
+        "CREATE INDEX candidates_timed ON candidates (search_id, median_s, round) "
+        "WHERE error IS NULL AND median_s IS NOT NULL",
+        "CREATE INDEX candidates_roots ON candidates (search_id, round) WHERE parent_id IS NULL",
+    ),
 ]
 """MIGRATIONS[v] takes a database from schema version v to v + 1 (PRAGMA user_version); append, never edit."""
 
@@ -222,7 +227,9 @@ class SearchHandle:
 
 @dataclass(frozen=True)
 class SearchInfo:
-    """A search as listed: best_median_s is its best candidate's time once it is done."""
+    """A search as listed: best_median_s is its best candidate's time once it is done; leading_* is that candidate
+    once done, else the fastest verified candidate so far (earliest on ties); unoptimized_s is the time of the
+    kernel without opts."""
 
     id: int
     uid: str
@@ -236,6 +243,10 @@ class SearchInfo:
     best_candidate_id: int | None
     best_median_s: float | None
     n_candidates: int
+    leading_id: int | None
+    leading_s: float | None
+    leading_opts: Any
+    unoptimized_s: float | None
 
 
 @dataclass(frozen=True)
@@ -405,9 +416,15 @@ class TuningDB:
         return Lease(*row) if row else None
 
     @_guarded
-    def searches(self) -> list[SearchInfo]:
-        """Every search, newest first."""
-        return [_search(r) for r in self._conn.execute(f"{_SEARCHES_SELECT} ORDER BY s.id DESC")]
+    def searches(self, kernel_hash: str | None = None, limit: int | None = None,
+                 before: int | None = None) -> list[SearchInfo]:
+        """Searches, newest first: of one kernel if kernel_hash is given, at most limit of them, only those whose id
+        is below before (a page's cursor). Each summary is read from indexes, not from the candidates one by one."""
+        rows = self._conn.execute(
+            f"{_SEARCHES_SELECT} WHERE (:hash IS NULL OR k.hash = :hash) AND (:before IS NULL OR s.id < :before) "
+            "ORDER BY s.id DESC LIMIT :limit", {"hash": kernel_hash, "before": before, "limit": -1 if limit is None
+                                                else limit})
+        return [_search(r) for r in rows]
 
     @_guarded
     def search(self, search_id: int) -> SearchInfo | None:
@@ -542,11 +559,18 @@ _KEY_COLUMNS = ("k.hash, t.device, t.device_name, t.driver, t.compiler, t.compil
                 "{0}.action_space_version, {0}.uopviz_version")
 _RESULTS_SELECT = (f"SELECT {_KEY_COLUMNS.format('r')}, k.name, r.opts, r.median_s, r.search_id, r.created_at "
                    "FROM results r JOIN kernels k ON k.id = r.kernel_id JOIN targets t ON t.id = r.target_id")
+# The leading candidate is the winner once done, else the fastest verified one (index candidates_timed); the
+# unoptimized time is the first verified root without opts (index candidates_roots).
 _SEARCHES_SELECT = (
     f"SELECT {_KEY_COLUMNS.format('s')}, s.id, s.uid, k.name, s.params, s.status, s.error, s.started_at, "
     "s.finished_at, s.best_candidate_id, (SELECT median_s FROM candidates WHERE id = s.best_candidate_id), "
-    "(SELECT count(*) FROM candidates WHERE search_id = s.id) "
-    "FROM searches s JOIN kernels k ON k.id = s.kernel_id JOIN targets t ON t.id = s.target_id")
+    "(SELECT count(*) FROM candidates WHERE search_id = s.id), lead.id, lead.median_s, lead.opts, "
+    "(SELECT median_s FROM candidates WHERE search_id = s.id AND parent_id IS NULL AND opts = '[]' "
+    " AND error IS NULL AND median_s IS NOT NULL ORDER BY round, id LIMIT 1) "
+    "FROM searches s JOIN kernels k ON k.id = s.kernel_id JOIN targets t ON t.id = s.target_id "
+    "LEFT JOIN candidates lead ON lead.id = coalesce(s.best_candidate_id, "
+    " (SELECT id FROM candidates WHERE search_id = s.id AND error IS NULL AND median_s IS NOT NULL "
+    "  ORDER BY median_s, round, id LIMIT 1))")
 _UPSERT_RESULT = ("ON CONFLICT (kernel_id, target_id, action_space_version, uopviz_version) DO UPDATE SET "
                   "opts = excluded.opts, median_s = excluded.median_s, search_id = excluded.search_id, "
                   "created_at = excluded.created_at")
@@ -565,7 +589,8 @@ def _result(row: Sequence[Any]) -> Result:
 
 
 def _search(row: Sequence[Any]) -> SearchInfo:
-    return SearchInfo(row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:])
+    return SearchInfo(row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:21],
+                      None if row[21] is None else json.loads(row[21]), row[22])
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:
@@ -650,10 +675,7 @@ def _open(path: Path) -> sqlite3.Connection:
                 f"{path} has tuning database schema version {version}, newer than this uopviz ({__version__}) "
                 f"knows ({len(MIGRATIONS)}): upgrade uopviz, use another file (UOPVIZ_CACHE_DIR or --db), or "
                 f"move it aside (`uopviz cache clear --db {path}` deletes it)")
-        problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
-        if problems != ["ok"]:
-            raise UnreadableDBError(f"{path} is corrupt ({'; '.join(problems[:3])}); delete it with "
-                                    f"`uopviz cache clear --db {path}` or move it aside")
+        _quick_check(conn, path)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")  # in WAL mode: still consistent after a crash, fewer fsyncs
         if version < len(MIGRATIONS):
@@ -665,6 +687,28 @@ def _open(path: Path) -> sqlite3.Connection:
         conn.close()
         raise _explain(path, e) from None
     return conn
+
+
+_checked: set[tuple[int, ...]] = set()  # states (device, inode, size, mtime) of files found sound by this process
+
+
+def _quick_check(conn: sqlite3.Connection, path: Path) -> None:
+    """UnreadableDBError for a damaged file, found when it is opened rather than in the middle of a search. The
+    check reads the whole file (about 2 ms per MB), so it runs once per state of the file per process: opening
+    it again unchanged (a server's requests, realize's lookups) costs nothing; in WAL mode the file itself
+    changes only at checkpoints."""
+    try:
+        st = path.stat()
+    except OSError:
+        return  # not there yet (sqlite3 makes it on first write)
+    state = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if state in _checked:
+        return
+    problems = [r[0] for r in conn.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        raise UnreadableDBError(f"{path} is corrupt ({'; '.join(problems[:3])}); delete it with "
+                                f"`uopviz cache clear --db {path}` or move it aside")
+    _checked.add(state)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:

@@ -37,7 +37,9 @@ export class BeamPanel {
     this.all = false; // list every kernel's searches, not only this kernel's
     this.key = null; // trace/context/all whose list is loaded
     this.sid = undefined; // the search shown (the view state's)
-    this.list = null;
+    this.list = null; // the searches listed so far (pages of them, newest first)
+    this.next = null; // the cursor of the next page (null: no more)
+    this.moreError = null;
     this.results = [];
     this.listError = null;
     this.detail = null;
@@ -80,12 +82,26 @@ export class BeamPanel {
     const key = (this.key = this.listKey());
     const hash = this.all ? null : this.kernelHash();
     try {
-      const [list, results] = await Promise.all([this.source.searches(hash), hash ? this.source.results(hash) : []]);
+      const [page, results] = await Promise.all([this.source.searches(hash), hash ? this.source.results(hash) : []]);
       if (key !== this.key) return;
-      [this.list, this.results, this.listError] = [list, results, null];
+      [this.list, this.next, this.results, this.listError, this.moreError] = [page.searches, page.next_before, results, null, null];
     } catch (err) {
       if (key !== this.key) return;
-      [this.list, this.results, this.listError] = [null, [], err.message];
+      [this.list, this.next, this.results, this.listError] = [null, null, [], err.message];
+    }
+    this.render();
+  }
+
+  // The next page of the list, after those shown (the list reloads from its first page when a search changes).
+  async loadMore() {
+    const [key, list] = [this.key, this.list];
+    try {
+      const page = await this.source.searches(this.all ? null : this.kernelHash(), this.next);
+      if (key !== this.key || list !== this.list) return;
+      [this.list, this.next, this.moreError] = [[...list, ...page.searches], page.next_before, null];
+    } catch (err) {
+      if (key !== this.key || list !== this.list) return;
+      this.moreError = err.message;
     }
     this.render();
   }
@@ -384,6 +400,8 @@ export class BeamPanel {
             ),
           )
         : h("p", { class: "uv-hint uv-beam-none" }, mine ? "No search of this kernel yet." : "The tuning database has no searches yet."),
+      this.next != null && h("button", { class: "uv-button uv-beam-more", onclick: () => this.loadMore() }, "Older searches"),
+      this.moreError && h("p", { class: "uv-error uv-beam-list-error" }, this.moreError),
     ];
   }
 }
