@@ -6,9 +6,11 @@
 from uopviz import trace
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
+from uopviz.uop.variable import Variable
 from uopviz.version import __version__
 
-__all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "__version__", "dtypes", "trace"]
+__all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "Variable", "__version__", "dtypes",
+           "trace"]
 
 
 def __getattr__(name: str) -> object:

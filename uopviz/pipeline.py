@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
 from uopviz.codegen.decompositions import decompose
@@ -169,10 +169,24 @@ def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, dev
         return _run(SCHEDULE, UOp(Ops.TUPLE, tuple(roots)), Schedule(outputs, device))
 
 
+class KernelCall(NamedTuple):
+    """One Call of a command-buffer graph: the kernel, its buffers by Param slot, its variables' values."""
+
+    ast: UOp
+    buffers: list[UOp]
+    vals: dict[str, int]
+
+
+def calls_of(graph: UOp) -> list[KernelCall]:
+    """The Calls of a command-buffer graph, in dependency order."""
+    return [KernelCall(c.src[0], [b.src[0] if b.op is Ops.AFTER else b for b in c.src[1:] if b.op is not Ops.BIND],
+                       {b.src[0].arg.name: b.src[1].arg.value for b in c.src[1:] if b.op is Ops.BIND})
+            for c in graph.toposort() if c.op is Ops.CALL]
+
+
 def kernels_of(graph: UOp) -> list[tuple[UOp, list[UOp]]]:
     """(kernel, buffers) of each Call of a command-buffer graph, in dependency order."""
-    return [(c.src[0], [b.src[0] if b.op is Ops.AFTER else b for b in c.src[1:]])
-            for c in graph.toposort() if c.op is Ops.CALL]
+    return [(c.ast, c.buffers) for c in calls_of(graph)]
 
 
 def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:

@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from uopviz.compiler import compile_kernel
-from uopviz.pipeline import kernels_of, schedule
+from uopviz.pipeline import calls_of, schedule
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
+from uopviz.schedule.split import largest_size, unbind
 from uopviz.search.policy import default_opts
+from uopviz.uop.alu import evaluate, size_value
 from uopviz.uop.ops import Ops, UOp, prod
 
 
@@ -27,10 +29,11 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     """Run the graph's Calls in dependency order; with timed, wait for each and return the kernels' total
     time in seconds (device time where the device measures it)."""
     total = 0.0
-    for ast, bufs in kernels_of(graph):
-        device = bufs[0].arg.device
-        _, prog = compile_kernel(ast, device, default_opts(ast, device))
-        total += prog([buffers.handle(b) for b in bufs], wait=timed) or 0.0
+    for call in calls_of(graph):
+        device = call.buffers[0].arg.device
+        kernel, prog = compile_kernel(call.ast, device, default_opts(call.ast, device))
+        vals = tuple(call.vals[v] for v in kernel.vars)
+        total += prog([buffers.handle(b) for b in call.buffers], vals, wait=timed) or 0.0
     return total
 
 
@@ -47,7 +50,7 @@ def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, devi
     out = list(roots)
     for k in todo:
         r = roots[k]
-        buf = next(written).src[0] if prod(r.shape) != 0 else buffers.new_buffer(0, r.dtype, r.device or device)
+        buf = next(written).src[0] if largest_size(r.shape) else buffers.new_buffer(0, r.dtype, r.device or device)
         out[k] = buf.reshape(r.shape)
     return out
 
@@ -66,31 +69,55 @@ def assign(target: UOp, value: UOp) -> None:
 
 def to_host(u: UOp) -> Any:
     """A NumPy array of a realized value's contents, in its shape."""
-    arr = buffers.to_numpy(u.src[0])
-    return arr[: int(prod(u.shape))].reshape(u.shape)
+    shape = tuple(size_value(d) for d in u.shape)
+    return buffers.to_numpy(u.src[0])[: int(prod(shape))].reshape(shape)
 
 
 class KernelArgumentError(ValueError):
     """Arrays that do not fit a hand-built kernel's Params (count, size or dtype)."""
 
 
-def run_kernel(sink: UOp, arrays: Sequence[Any], device: str | None = None) -> list[Any]:
+def run_kernel(sink: UOp, arrays: Sequence[Any], device: str | None = None,
+               vals: Mapping[str, int] | None = None) -> list[Any]:
     """Lower, compile and run a hand-built kernel (a Sink of Stores over Params, Ranges, Index, Load, End) on a
-    device, with arrays bound to the Param slots in order; returns every buffer's contents after the run."""
+    device, with arrays bound to the Param slots in order; returns every buffer's contents after the run.
+
+    Symbolic sizes: the kernel may use variables (DefineVar), given values here by name in `vals`, or bound in
+    the graph (Bind): either way it compiles once for the variables' whole range. A Param of symbolic size takes
+    an array of at least its size at these values."""
     import numpy as np
 
     from uopviz.dtype import dtypes
+    sink, binds = unbind(sink)
+    values = {b.src[0].arg.name: b.src[1].arg.value for b in binds} | dict(vals or {})
+    variables = {u.arg.name: u for u in sink.toposort() if u.op is Ops.DEFINE_VAR}
+    _check_values(variables, values)
     params = {u.arg.slot: u for u in sink.toposort() if u.op is Ops.PARAM}
     if sorted(params) != list(range(len(arrays))):
         raise KernelArgumentError(f"the kernel has Param slots {sorted(params)} but {len(arrays)} arrays were given")
     bufs = []
     for k, arr in enumerate(arrays):
         p, a = params[k], np.asarray(arr)
-        want = (int(prod(p.shape)), p.arg.dtype)
-        if (a.size, dtypes.from_numpy(a.dtype)) != want:
-            raise KernelArgumentError(f"slot {k}: Param of {want[0]} {want[1].name} got an array of {a.size} {a.dtype}")
+        size = prod(p.shape)
+        n = size if isinstance(size, int) else int(evaluate(size, values))
+        ok = a.size == n if isinstance(size, int) else a.size >= n
+        if not ok or dtypes.from_numpy(a.dtype) != p.arg.dtype:
+            raise KernelArgumentError(f"slot {k}: Param of {n} {p.arg.dtype.name} got an array of {a.size} {a.dtype}")
         bufs.append(buffers.from_numpy(a, device))
     device = devices.canonical(device)
-    _, prog = compile_kernel(sink, device, default_opts(sink, device))
-    prog([buffers.handle(b) for b in bufs])
+    kernel, prog = compile_kernel(sink, device, default_opts(sink, device))
+    prog([buffers.handle(b) for b in bufs], tuple(values[v] for v in kernel.vars))
     return [buffers.to_numpy(b) for b in bufs]
+
+
+def _check_values(variables: Mapping[str, UOp], values: Mapping[str, int]) -> None:
+    """KernelArgumentError unless every variable has a value in its range, and every value a variable."""
+    if missing := sorted(variables.keys() - values.keys()):
+        raise KernelArgumentError(f"no value for variable {', '.join(missing)}: pass vals={{name: value}} or bind it")
+    if unknown := sorted(values.keys() - variables.keys()):
+        raise KernelArgumentError(f"the kernel has no variable {', '.join(unknown)} (it has "
+                                  f"{', '.join(sorted(variables)) or 'none'})")
+    for name, v in variables.items():
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not v.arg.min <= value <= v.arg.max:
+            raise KernelArgumentError(f"variable {name} takes ints in {v.arg.min}..{v.arg.max}, got {value!r}")

@@ -104,6 +104,49 @@ def test_a_wrong_kernel_is_never_kept(db_path: Path, monkeypatch: pytest.MonkeyP
     assert upcast and all(c.error and c.error.startswith("wrong result:") and c.samples == [] for c in upcast)
 
 
+def _symbolic_kernel(hi: int = 60) -> UOp:
+    """A row sum over the first n rows of a (60, 24) buffer, n a variable in 1..hi."""
+    import uopviz
+    from uopviz.tensor import Tensor
+    n = uopviz.Variable("n", 1, hi)
+    x = Tensor(np.random.default_rng(3).random((60, 24), dtype=np.float32))[:n.bind(7)]
+    ((ast, _),) = kernels_of(schedule([(x * 2).sum(1).uop]))
+    return ast
+
+
+def test_a_symbolic_kernel_is_searched_at_one_value_and_verified_at_others(db_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timed at the variable's largest value; candidates right there but wrong at other values (and claiming to
+    take no time, so they would win) are rejected when the winner is checked at other values."""
+    ast = _symbolic_kernel()
+    real = CPURuntime.compile
+    timed_at: set[tuple[int, ...]] = set()
+
+    def wrong_below_max(self: CPURuntime, k: Kernel) -> Any:
+        prog = real(self, k)
+        if not k.meta["opts"]:
+            return prog
+
+        def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+            timed_at.add(tuple(vals))
+            prog(handles, vals)
+            if vals != (60,):
+                handles[0][:] += 1.0
+            return 1e-12 if wait else None  # the fastest by far, so it would win
+        return run
+
+    monkeypatch.setattr(CPURuntime, "compile", wrong_below_max)
+    r = beam(ast, 2, "CPU", db=db_path, max_rounds=1, progress=False)
+    assert r.opts == () and {(60,)} < timed_at  # searched at n = 60, then checked elsewhere: only [] survives
+    with TuningDB(db_path) as db:
+        rejected = [c for c in db.candidates(r.search_id) if c.error and c.error.startswith("at {'n': ")]  # type: ignore[arg-type]
+    assert rejected and all(c.samples and c.median_s is None for c in rejected)
+
+
+def test_the_tuning_key_holds_the_variables_and_their_ranges() -> None:
+    assert cache_key(_symbolic_kernel(60), "CPU").kernel_hash != cache_key(_symbolic_kernel(59), "CPU").kernel_hash
+
+
 def test_identical_programs_are_timed_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real = beam_module.program_hash
     monkeypatch.setattr(beam_module, "program_hash", lambda d, k: "same" if "_u" in k.name else real(d, k))

@@ -214,7 +214,7 @@ ERRORS: list[tuple[str, Callable[[], UOp], str, str]] = [
      "float16", "const-range"),
     ("var-range", lambda: UOp(Ops.DEFINE_VAR, (), VarArg("n", 8, 1)),
      "DefineVar: range [8, 1] must be ints with min <= max", "var-range"),
-    ("bind-range", lambda: UOp.variable("n", 1, 8).bind(9),
+    ("bind-range", lambda: UOp(Ops.BIND, (UOp.variable("n", 1, 8), UOp.const(dtypes.index, 9))),
      "Bind: value 9 is outside n's range [1, 8] (src[1] Const)", "bind-range"),
     ("bind-dtype", lambda: UOp(Ops.BIND, (UOp.variable("n", 1, 8), ic(2))),
      "Bind: value has dtype int32, the variable index (src[1] Const)", "bind-dtype"),

@@ -5,9 +5,11 @@ A value is materialized (gets a buffer and a kernel of its own) when it is an ou
 reduction broadcast or moved before use would otherwise be recomputed for every element that reads it.
 Everything else fuses: elementwise chains into their consumer, and into the Reduce that consumes them.
 
-The result is the command-buffer graph: `Sink(After(buf, Call(kernel, buf, *inputs)), ...)`, where each Call's
-kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params
-(slot 0 is written) and its inputs are Buffers or the After nodes of the kernels that write them.
+The result is the command-buffer graph: `Sink(After(buf, Call(kernel, buf, *inputs, *binds)), ...)`, where each
+Call's kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params
+(slot 0 is written), its inputs are Buffers or the After nodes of the kernels that write them, and its binds give
+the values of the variables its sizes use: the kernel itself holds the unbound variables, so it is one kernel for
+every value (compiled once), and a buffer of symbolic size is allocated for the largest value.
 """
 
 from __future__ import annotations
@@ -57,9 +59,9 @@ def split(fn: UOp, outputs: Mapping[int, UOp] | None = None, device: str | None 
     chosen += [u for u in pinned if u not in chosen]
     written: dict[UOp, UOp] = {}  # materialized value -> After(buffer, Call)
     for u in chosen:
-        if prod(u.shape) == 0:
+        if (size := largest_size(u.shape)) == 0:
             continue
-        buf = pinned[u] if u in pinned else new_buffer(int(prod(u.shape)), u.dtype, u.device or home)
+        buf = pinned[u] if u in pinned else new_buffer(size, u.dtype, u.device or home)
         written[u] = _kernel_call(u, buf, set(chosen), written, args)
     return UOp.sink(*(written[r] for r in body.src if r in written))  # output order; size-0 outputs have none
 
@@ -86,8 +88,30 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
         if b.arg.device != a.device:
             raise DeviceMismatchError(f"a kernel on {a.device} reads a buffer on {b.arg.device}: every tensor of one "
                                       f"computation must be on one device (move one with .to({a.device!r}))")
-    ast = kernel_ast(value.substitute(mapping), UOp.param(0, (a.size,), a.dtype, a.device))
-    return buf.after(UOp(Ops.CALL, (ast, buf, *inputs)))
+    ast, binds = unbind(kernel_ast(value.substitute(mapping), UOp.param(0, (a.size,), a.dtype, a.device)))
+    return buf.after(UOp(Ops.CALL, (ast, buf, *inputs, *binds)))
+
+
+def largest_size(shape: tuple[int | UOp, ...]) -> int:
+    """The elements a value of this shape can have: a symbolic size at its variables' largest values."""
+    n = prod(shape)
+    return n if isinstance(n, int) else int(n.vmax)
+
+
+class BindError(ValueError):
+    """One computation binds a variable to two values."""
+
+
+def unbind(ast: UOp) -> tuple[UOp, tuple[UOp, ...]]:
+    """The kernel with every Bind replaced by its variable, so that it is the same kernel for every value, and
+    the Binds that give this call its values."""
+    binds = list(dict.fromkeys(u for u in ast.toposort() if u.op is Ops.BIND))
+    values: dict[UOp, int] = {}
+    for b in binds:
+        var, value = b.src[0], b.src[1].arg.value
+        if values.setdefault(var, value) != value:
+            raise BindError(f"variable {var.arg.name} is bound to {values[var]} and to {value} in one computation")
+    return (ast.substitute({b: b.src[0] for b in binds}), tuple(binds)) if binds else (ast, ())
 
 
 def _walk(value: UOp, chosen: set[UOp]) -> list[UOp]:

@@ -50,11 +50,12 @@ from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import KernelOptError, Opt, Scheduler
 from uopviz.codegen.opt.actions import legal_actions
 from uopviz.codegen.opt.heuristic import heuristic_opts
+from uopviz.compiler import compile_kernel
 from uopviz.pipeline import lower, scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
 from uopviz.search.keys import CacheKey, cache_key
-from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, symbolic
+from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, values_to_verify
 from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
@@ -111,8 +112,6 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
-    if symbolic(ast):
-        raise BeamError("a kernel with symbolic sizes cannot be searched: bind its variables first")
     device = devices.canonical(device)
     owned = not isinstance(db, TuningDB)
     tdb = db if isinstance(db, TuningDB) else TuningDB(db)
@@ -271,6 +270,7 @@ class _Search:
         self.programs: set[str] = set()  # hashes of the programs built so far
         self.seen: set[UOp] = set()
         self.best_s: float | None = None
+        self.timed: list[_Node] = []  # the verified candidates with a time, the unoptimized kernel first
         self._bench: Workbench | None = None
 
     def run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
@@ -316,10 +316,28 @@ class _Search:
             if not gained:
                 break
             beam = new
+        best = self._right_everywhere(best)
         self.db.finish_search(self.handle.id, best.id)
         return BeamResult(self.name, kernel_name(best.sched.ast), best.opts, best.time, base.time,
                           h_node.time if h_node and h_node.ok else None, heur, self.handle.id,
                           False, rounds, self.stored, self.pool.built)
+
+    def _right_everywhere(self, best: _Node) -> _Node:
+        """A symbolic kernel is timed at one value of its variables: the winner must also be right at others
+        (values_to_verify). The fastest candidate that is, else (a candidate that fails somewhere is rejected in
+        the database with why) the next fastest; the unoptimized kernel is the reference, so one always is."""
+        checks = values_to_verify(self.ast, self.seed)
+        if not checks:
+            return best
+        benches = [Workbench(self.ast, self.device, self.seed, values) for values in checks]
+        for node in [best, *sorted((n for n in self.timed if n is not best), key=lambda n: n.time)]:
+            kernel, prog = compile_kernel(self.ast, self.device, node.opts)
+            wrong = next((f"at {bench.values}: {err}" for bench in benches
+                          if (err := bench.mismatch(bench.run_from_start(bench.bind(kernel, prog))[1]))), None)
+            if wrong is None:
+                return node
+            self.db.reject_candidate(self.handle.id, node.id, wrong)
+        return self.timed[0]  # the unoptimized kernel: the reference every check compares with
 
     def _new(self, s: Scheduler) -> bool:
         """Whether s's kernel graph is not a candidate yet (marking it one)."""
@@ -368,7 +386,7 @@ class _Search:
             return self._store(item, round, b, phash, Timing([], describe_error(e)))
         if self._bench is None:
             self._bench = Workbench(self.ast, self.device, self.seed)
-        return self._store(item, round, b, phash, self._bench.measure(prog, self.best_s))
+        return self._store(item, round, b, phash, self._bench.measure(self._bench.bind(kernel, prog), self.best_s))
 
     def _store(self, item: Item, round: int, b: _Built, phash: str | None, t: Timing) -> _Node:
         opts, parent, sched = item
@@ -380,8 +398,10 @@ class _Search:
         self.stored += 1
         if n.program_hash is not None:
             self.programs.add(n.program_hash)
-        if n.ok and (self.best_s is None or n.time < self.best_s):
-            self.best_s = n.time
+        if n.ok:
+            self.timed.append(n)
+            if self.best_s is None or n.time < self.best_s:
+                self.best_s = n.time
         return n
 
 

@@ -369,6 +369,16 @@ class TuningDB:
             return _rowid(cur)
 
     @_guarded
+    def reject_candidate(self, search_id: int, candidate_id: int, error: str) -> None:
+        """Mark a timed candidate of a running search wrong after all (a symbolic kernel's winner that fails at
+        another value of its variables): its error says why, its samples stay, it has no time to win with."""
+        with _transaction(self._conn) as c:
+            self._running(c, search_id)
+            self._heartbeat(c, search_id)
+            c.execute("UPDATE candidates SET error = ?, median_s = NULL WHERE id = ? AND search_id = ?",
+                      (error, candidate_id, search_id))
+
+    @_guarded
     def finish_search(self, search_id: int, best_candidate_id: int) -> Result:
         """Mark the search done with its best candidate and make that the key's result, in one transaction.
 

@@ -95,9 +95,6 @@ def _tuned_opts(ast: UOp, device: str, path: Path) -> tuple[Opt, ...] | None:
 def _searched_opts(ast: UOp, device: str, path: Path, width: int) -> tuple[Opt, ...] | None:
     """A BEAM search's opts for the kernel (None where it cannot be searched: realize goes on without)."""
     from uopviz.search.beam import BeamError, beam
-    from uopviz.search.timing import symbolic
-    if symbolic(ast):
-        return None
     try:
         return beam(ast, width, device, db=path).opts
     except (TuningDBError, BeamError) as e:

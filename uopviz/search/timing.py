@@ -4,12 +4,15 @@ on them, and timed runs with warm-up, repeats and early abort.
 BEAM must never keep a wrong kernel, so every candidate's first run is its verification: the output is compared
 with the unoptimized kernel's before any time counts (the run also warms caches up). Times are what a program
 reports for `prog(handles, wait=True)`: wall time around the call on the CPU, the device's own time on OpenCL.
+
+A kernel with symbolic sizes is measured at one value per variable (`representative`: the largest, which its
+buffers are sized for anyway); `values_to_verify` gives the others a winner is checked at.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +23,9 @@ from uopviz.dtype import DType
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import CompileError, Program
-from uopviz.uop.ops import Ops, UOp, prod
+from uopviz.schedule.split import largest_size
+from uopviz.target import Kernel
+from uopviz.uop.ops import Ops, UOp
 
 ABORT_FACTOR = 3.0
 """A candidate whose run takes longer than this many times the best median so far gets no further runs."""
@@ -45,24 +50,31 @@ class Workbench:
 
     Slot 0 (the output) is also filled with random data and put back before every verifying run, so a candidate
     that skips some outputs leaves wrong values there, and one that reads its output sees what the reference saw.
+    `values` are the kernel's variables' values for every run (default: `representative`); a buffer of symbolic
+    size is made for the largest size its variables allow.
     """
 
-    def __init__(self, ast: UOp, device: str, seed: int = 0) -> None:
-        if symbolic(ast):
-            raise ValueError("a kernel with symbolic sizes cannot be timed: bind its variables first")
+    def __init__(self, ast: UOp, device: str, seed: int = 0, values: Mapping[str, int] | None = None) -> None:
         params = {u.arg.slot: u for u in ast.toposort() if u.op is Ops.PARAM}
+        self.values = dict(representative(ast) if values is None else values)
         self.runtime = devices.get(device)
         rng = np.random.default_rng(seed)
         self.dtypes: list[DType] = [params[k].arg.dtype for k in range(len(params))]
-        self.bufs = [buffers.new_buffer(int(prod(params[k].shape)), self.dtypes[k], device) for k in range(len(params))]
+        self.bufs = [buffers.new_buffer(largest_size(params[k].shape), self.dtypes[k], device)
+                     for k in range(len(params))]
         self.handles = [buffers.handle(b) for b in self.bufs]
         for b, h, dt in zip(self.bufs, self.handles, self.dtypes, strict=True):
             host = self.runtime.copyout(h, b.arg.size, dt)  # the runtime's host form of this dtype
             self.runtime.copyin(h, _random(rng, host.dtype, dt, b.arg.size))
         self.initial_output = self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0])
-        _, prog = compile_kernel(ast, device, [])
+        prog = self.bind(*compile_kernel(ast, device, []))
         _run(prog, self.handles)  # warm-up
         _, self.reference = self.run_from_start(prog)
+
+    def bind(self, kernel: Kernel, prog: Program) -> Program:
+        """prog called with this bench's variable values, in the order its kernel takes them."""
+        vals = tuple(self.values[v] for v in kernel.vars)
+        return lambda handles, wait=False: prog(handles, vals, wait=wait)
 
     def run_from_start(self, prog: Program) -> tuple[float, np.ndarray]:
         """One run of prog from the initial contents: its time and slot 0's values after it."""
@@ -112,10 +124,27 @@ class Workbench:
             return Timing([], describe_error(e))
 
 
-def symbolic(ast: UOp) -> bool:
-    """Whether a kernel has variables (then its buffers have no fixed size to fill and time)."""
-    return any(u.op is Ops.DEFINE_VAR or (u.op is Ops.PARAM and not all(isinstance(s, int) for s in u.shape))
-               for u in ast.toposort())
+def variables(ast: UOp) -> list[UOp]:
+    """A kernel's variables (DefineVar), by name."""
+    return sorted({u for u in ast.toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg.name)
+
+
+def representative(ast: UOp) -> dict[str, int]:
+    """The values a symbolic kernel is timed at: each variable's largest (its buffers are sized for it)."""
+    return {v.arg.name: v.arg.max for v in variables(ast)}
+
+
+def values_to_verify(ast: UOp, seed: int = 0) -> list[dict[str, int]]:
+    """Other values a winner must be right at: every variable at its smallest, at its middle, and at a random
+    value (the representative values are verified by the search itself)."""
+    vs = variables(ast)
+    if not vs:
+        return []
+    rng = np.random.default_rng(seed)
+    picks = [{v.arg.name: v.arg.min for v in vs}, {v.arg.name: (v.arg.min + v.arg.max) // 2 for v in vs},
+             {v.arg.name: int(rng.integers(v.arg.min, v.arg.max + 1)) for v in vs}]
+    rep = representative(ast)
+    return [p for i, p in enumerate(picks) if p != rep and p not in picks[:i]]
 
 
 def describe_error(e: BaseException, limit: int = 2000) -> str:

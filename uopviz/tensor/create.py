@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uopviz.dtype import DType, DTypeError, dtypes
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
-from uopviz.tensor.util import const_uop, shape_arg, to_dtype
+from uopviz.tensor.util import ShapeError, const_uop, fmt, numel, shape_arg, to_dtype
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
@@ -33,6 +33,14 @@ _ONE_BITS: dict[DType, tuple[int, DType, int]] = {
     dtypes.float16: (10, dtypes.uint16, 0x3C00), dtypes.bfloat16: (7, dtypes.uint16, 0x3F80),
     dtypes.float32: (23, dtypes.uint32, 0x3F800000), dtypes.float64: (52, dtypes.uint64, 0x3FF0000000000000),
 }
+
+
+def concrete_shape(shape: Any, what: str) -> tuple[int, ...]:
+    """A shape of ints: what counts elements one by one (random numbers) takes no symbolic size."""
+    dims = shape_arg(shape)
+    if any(not isinstance(d, int) for d in dims):
+        raise ShapeError(f"{what} needs a shape of ints, got {fmt(dims)}; make it at the largest size and shrink it")
+    return dims  # type: ignore[return-value]
 
 
 def _float_dtype(dtype: Any, what: str, *values: int | float) -> DType:
@@ -68,12 +76,15 @@ class CreationMixin:
 
     @classmethod
     def empty(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
-        """A tensor backed by a fresh buffer with undefined contents (fill it with assign)."""
+        """A tensor backed by a fresh buffer with undefined contents (fill it with assign). A symbolic shape gets
+        a buffer for the largest size its variables allow."""
         dims = shape_arg(shape)
         dt = dtypes.default_float if dtype is None else to_dtype(dtype)
-        if math.prod(dims) == 0:
+        n = numel(dims)
+        if isinstance(n, int) and n == 0:
             return cls.zeros(dims, dtype=dt, device=device)
-        return cls(buffer.new_buffer(math.prod(dims), dt, devices.canonical(device)).reshape(dims))
+        size = n if isinstance(n, int) else int(n.vmax)
+        return cls(buffer.new_buffer(size, dt, devices.canonical(device)).reshape(dims))
 
     def full_like(self: Tensor, fill_value: bool | int | float, dtype: Any = None,
                   device: str | None = None) -> Tensor:
@@ -158,7 +169,7 @@ class CreationMixin:
     def rand(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
              device: str | None = None) -> Tensor:
         """Uniform in [0, 1): the top mantissa-many random bits under the exponent of 1.0 give [1, 2); minus 1."""
-        dims = shape_arg(shape)
+        dims = concrete_shape(shape, "rand")
         dt = _float_dtype(dtype, "rand")
         n = math.prod(dims)
         if n == 0:
@@ -171,7 +182,7 @@ class CreationMixin:
     def randn(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
               device: str | None = None) -> Tensor:
         """Standard normal by Box–Muller: √(−2 ln(1−u1)) · cos(2π u2), computed in float32 (or float64)."""
-        dims = shape_arg(shape)
+        dims = concrete_shape(shape, "randn")
         dt = _float_dtype(dtype, "randn")
         n = math.prod(dims)
         work = dtypes.float64 if dt == dtypes.float64 else dtypes.float32

@@ -12,20 +12,43 @@ from typing import TYPE_CHECKING, Any
 from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
 from uopviz.tensor.util import (
     AxisError,
+    Dim,
     ShapeError,
+    at_most,
     broadcast_shapes,
     const_uop,
+    dim_args,
     expand_to,
     fmt,
     int_args,
+    is_symbolic,
     normalize_axes,
     normalize_axis,
     numel,
+    same_dim,
+    sym,
 )
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
+
+
+def _symbolic_slice(it: Any, d: Dim) -> bool:
+    """A slice whose bounds or axis are symbolic sizes (only a step of 1 is supported there)."""
+    return isinstance(it, slice) and (not isinstance(d, int) or is_symbolic(it.start) or is_symbolic(it.stop))
+
+
+def _symbolic_bounds(it: slice, d: Dim) -> tuple[Dim, Dim]:
+    """(start, stop) of a slice with symbolic parts: non-negative bounds, step 1 (NumPy's negative wrapping and
+    clipping would depend on the variables' values, so they are refused rather than guessed)."""
+    if it.step not in (None, 1):
+        raise IndexError(f"a slice with a symbolic size or bound takes step 1, got {it}")
+    for b in (it.start, it.stop):
+        if b is not None and not is_symbolic(b) and (isinstance(b, bool) or not isinstance(b, int) or b < 0):
+            raise IndexError(f"a slice with a symbolic size or bound takes non-negative int or symbolic bounds, "
+                             f"got {it}")
+    return sym(it.start or 0), sym(d if it.stop is None else it.stop)
 
 
 def _axis_at(pos: int, items: list[Any]) -> int:
@@ -41,26 +64,32 @@ def _wrapped(t: Tensor, d: int) -> Tensor:
     return t if dt.is_unsigned else t.lt(0).where(t.add(d), t)
 
 
+def _count(n: Dim) -> str:
+    return str(n) if isinstance(n, int) else n.render()
+
+
 class MovementMixin:
     """Movement and indexing ops of Tensor."""
 
     __slots__ = ()
 
     def reshape(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
-        """New shape with the same number of elements; one size may be -1 (inferred)."""
-        new = int_args(shape)
-        n = numel(self.shape)
-        if new.count(-1) > 1 or any(d < -1 for d in new):
-            raise ShapeError(f"reshape to {new}: sizes must be >= 0, with at most one -1")
-        if -1 in new:
-            rest = numel(d for d in new if d != -1)
-            if rest == 0 or n % rest:
-                raise ShapeError(f"cannot reshape {fmt(self.shape)} ({n} elements) into {new}: "
-                                 f"{n} is not a multiple of {rest}")
-            new = tuple(n // rest if d == -1 else d for d in new)
-        if numel(new) != n:
-            raise ShapeError(f"cannot reshape {fmt(self.shape)} ({n} elements) into {fmt(new)} "
-                             f"({numel(new)} elements); the sizes must multiply to the same count")
+        """New shape with the same number of elements; one size may be -1 (inferred). Sizes may be symbolic
+        (bound variables): the counts must then be equal for every value of the variables."""
+        new = tuple(sym(d) for d in dim_args(shape))
+        n = sym(numel(self.shape))
+        ints = [d for d in new if isinstance(d, int)]
+        if ints.count(-1) > 1 or any(d < -1 for d in ints):
+            raise ShapeError(f"reshape to {fmt(new)}: sizes must be >= 0, with at most one -1")
+        if -1 in ints:
+            rest = sym(numel(d for d in new if not (isinstance(d, int) and d == -1)))
+            if (isinstance(rest, int) and rest == 0) or not same_dim(sym(n % rest), 0):
+                raise ShapeError(f"cannot reshape {fmt(self.shape)} ({_count(n)} elements) into {fmt(new)}: "
+                                 f"{_count(n)} is not a multiple of {_count(rest)}")
+            new = tuple(sym(n // rest) if isinstance(d, int) and d == -1 else d for d in new)
+        if not same_dim(numel(new), n):
+            raise ShapeError(f"cannot reshape {fmt(self.shape)} ({_count(n)} elements) into {fmt(new)} "
+                             f"({_count(sym(numel(new)))} elements); the sizes must multiply to the same count")
         return self if new == self.shape else self._new(self.uop.reshape(new))
 
     def permute(self: Tensor, *order: int | tuple[int, ...]) -> Tensor:
@@ -88,12 +117,14 @@ class MovementMixin:
     def expand(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         """Broadcast to shape (NumPy's broadcast_to): size-1 axes grow, new axes are added on the left;
         -1 keeps a size."""
-        new = int_args(shape)
+        new = tuple(sym(d) for d in dim_args(shape))
         if len(new) < self.ndim:
-            raise ShapeError(f"cannot expand {fmt(self.shape)} to {new}: the target needs at least {self.ndim} axes")
+            raise ShapeError(f"cannot expand {fmt(self.shape)} to {fmt(new)}: the target needs at least {self.ndim} "
+                             "axes")
         old = (1,) * (len(new) - self.ndim) + self.shape
-        new = tuple(o if d == -1 else d for o, d in zip(old, new))
-        if any(o != d and o != 1 for o, d in zip(old, new)) or any(d < 0 for d in new):
+        new = tuple(o if isinstance(d, int) and d == -1 else d for o, d in zip(old, new))
+        if any(not same_dim(o, d) and not (isinstance(o, int) and o == 1) for o, d in zip(old, new)) or \
+                any(isinstance(d, int) and d < 0 for d in new):
             raise ShapeError(f"cannot expand {fmt(self.shape)} to {fmt(new)}: only size-1 axes can grow")
         return self if new == self.shape else self._new(expand_to(self.uop, new))
 
@@ -134,19 +165,21 @@ class MovementMixin:
         pairs = list(arg)
         if len(pairs) != self.ndim:
             raise ShapeError(f"shrink of {fmt(self.shape)} needs {self.ndim} (start, stop) pairs, got {len(pairs)}")
-        rng = [(0, d) if p is None else tuple(p) for p, d in zip(pairs, self.shape)]
-        for (s, e), d in zip(rng, self.shape):
-            if not 0 <= s <= e <= d:
-                raise ShapeError(f"shrink {tuple(arg)} of {fmt(self.shape)}: need 0 <= start <= stop <= size")
-        if all(r == (0, d) for r, d in zip(rng, self.shape)):
+        rng = [(0, d) if p is None else tuple(sym(x) for x in p) for p, d in zip(pairs, self.shape)]
+        for (s, e), d in zip(rng, self.shape):  # symbolic bounds: in range for every value of their variables
+            if not (at_most(0, s) and at_most(s, e) and at_most(e, d)):
+                raise ShapeError(f"shrink {fmt(rng)} of {fmt(self.shape)}: need 0 <= start <= stop <= size"
+                                 + ("" if all(isinstance(x, int) for x in (s, e, d)) else
+                                    " for every value the variables may take (their ranges), not only this one"))
+        if all(s == 0 and e is d for (s, e), d in zip(rng, self.shape)):
             return self
-        return self._new(self.uop.shrink(tuple(s for s, _ in rng), tuple(e - s for s, e in rng)))
+        return self._new(self.uop.shrink(tuple(s for s, _ in rng), tuple(sym(e - s) for s, e in rng)))
 
     def shrink_to(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         """Keep the first shape[k] elements of each axis (SPEC's compositions use it)."""
-        sizes = int_args(shape)
+        sizes = dim_args(shape)
         if len(sizes) != self.ndim:
-            raise ShapeError(f"shrink_to of {fmt(self.shape)} needs {self.ndim} sizes, got {sizes}")
+            raise ShapeError(f"shrink_to of {fmt(self.shape)} needs {self.ndim} sizes, got {fmt(sizes)}")
         return self.shrink([(0, n) for n in sizes])
 
     def flip(self: Tensor, axis: int | tuple[int, ...] | None = None) -> Tensor:
@@ -178,7 +211,7 @@ class MovementMixin:
         s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
         if s > e:
             raise AxisError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-        return self.reshape((*self.shape[:s], numel(self.shape[s:e + 1]), *self.shape[e + 1:]))
+        return self.reshape((*self.shape[:s], sym(numel(self.shape[s:e + 1])), *self.shape[e + 1:]))
 
     def repeat(self: Tensor, *repeats: int | tuple[int, ...]) -> Tensor:
         """Tile the tensor (NumPy's tile): axis k repeated repeats[k] times; extra repeats add leading axes."""
@@ -238,7 +271,7 @@ class MovementMixin:
             raise IndexError("an index can only have a single ellipsis ('...')")
         for i in items:
             if not (i is None or i is Ellipsis or isinstance(i, (slice, list, np.ndarray, type(self)))
-                    or (isinstance(i, int) and not isinstance(i, bool))):
+                    or (isinstance(i, int) and not isinstance(i, bool)) or is_symbolic(i)):
                 raise IndexError(f"only ints, slices, None, '...' and integer arrays or tensors are valid indices, "
                                  f"got {i!r}")
         used = sum(i is not None and i is not Ellipsis for i in items)
@@ -295,7 +328,17 @@ class MovementMixin:
                 out_shape.append(1)
                 continue
             d = self.shape[k]
-            if isinstance(it, slice):
+            if _symbolic_slice(it, d):
+                start, stop = _symbolic_bounds(it, d)
+                flips.append(False)
+                ranges.append((start, stop))
+                steps.append(1)
+                out_shape.append(sym(stop - start))
+            elif is_symbolic(it):
+                flips.append(False)
+                ranges.append((it, sym(it + 1)))
+                steps.append(1)
+            elif isinstance(it, slice):
                 start, stop, step = it.indices(d)
                 n = len(range(start, stop, step))
                 flips.append(step < 0)

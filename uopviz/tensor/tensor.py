@@ -19,7 +19,7 @@ from uopviz.tensor.elementwise import ElementwiseMixin
 from uopviz.tensor.movement import MovementMixin
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
-from uopviz.tensor.util import AxisError, ShapeError, const_uop, fmt, numel, to_dtype
+from uopviz.tensor.util import AxisError, Dim, ShapeError, concrete, const_uop, fmt, numel, to_dtype, value_of
 from uopviz.uop.ops import Ops, UOp
 
 __all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
@@ -70,8 +70,9 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         return self._uop
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return self._uop.shape  # type: ignore[return-value]
+    def shape(self) -> tuple[Dim, ...]:
+        """The dims: ints, or symbolic sizes (bound variables) for a tensor built with them."""
+        return self._uop.shape
 
     @property
     def dtype(self) -> DType:
@@ -85,13 +86,18 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def ndim(self) -> int:
         return len(self.shape)
 
-    def numel(self) -> int:
+    def numel(self) -> Dim:
+        """The number of elements (a symbolic size when a dim is one)."""
         return numel(self.shape)
+
+    def _size(self) -> int:
+        """The number of elements now (symbolic dims at their bound values)."""
+        return value_of(self.numel())
 
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        return value_of(self.shape[0])
 
     def __iter__(self) -> Any:
         return (self[i] for i in range(len(self)))
@@ -115,7 +121,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others (one schedule per device); each then holds a buffer. Returns self."""
         from uopviz.realize import realize
-        todo = [t for t in (self, *others) if not t.is_realized and t.numel() > 0]
+        todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
         for dev in dict.fromkeys(t._device for t in todo):
             group = [t for t in todo if t._device == dev]
             for t, out in zip(group, realize([t._uop for t in group], device=dev)):
@@ -135,7 +141,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         value = x if isinstance(x, Tensor) else Tensor(x, device=self._device, dtype=self.dtype)
         self._same_device(value)
         value = value.cast(self.dtype).expand(self.shape)
-        if self.numel() == 0:
+        if self._size() == 0:
             return self
         self.realize()
         if value._uop is not self._uop:
@@ -147,7 +153,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         dev = devices.canonical(device)
         if dev == self._device:
             return self
-        if self.numel() == 0:
+        if self._size() == 0:
             return Tensor.zeros(self.shape, dtype=self.dtype, device=dev)
         self.realize()
         return Tensor(_copy_to(self._uop, dev))
@@ -157,17 +163,18 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         import numpy as np
         if self.dtype == dtypes.bfloat16:
             return self.cast(dtypes.float32).numpy()
-        if self.numel() == 0:
-            return np.zeros(self.shape, dtype=dtypes.to_numpy(self.dtype))
+        shape = concrete(self.shape)
+        if self._size() == 0:
+            return np.zeros(shape, dtype=dtypes.to_numpy(self.dtype))
         self.realize()
-        return buffer.to_numpy(self._uop.src[0])[:self.numel()].reshape(self.shape)
+        return buffer.to_numpy(self._uop.src[0])[:self._size()].reshape(shape)
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
     def item(self) -> bool | int | float:
         """The one value of a one-element tensor, as a Python scalar."""
-        if self.numel() != 1:
+        if self._size() != 1:
             raise ValueError(f"item() needs a tensor of one element, this one has shape {fmt(self.shape)}; "
                              "index or reduce it first")
         return self.numpy().reshape(-1)[0].item()

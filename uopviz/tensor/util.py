@@ -2,18 +2,24 @@
 
 Kept apart from the Tensor methods so each topic module (creation, movement, elementwise, reductions, nn)
 reads the same shape, axis and dtype rules and raises the same errors with the same wording.
+
+A dimension is an int, or a symbolic size: an index-typed scalar UOp built from bound variables
+(`uopviz.Variable("n", 1, 64).bind(10)`, and arithmetic on it). A symbolic size is the same node wherever the
+same expression is built (hash-consing), so two dims are equal when they are the same object.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from uopviz.dtype import DType, DTypeError, dtypes
-from uopviz.uop.ops import UOp
+from uopviz.uop.alu import size_value
+from uopviz.uop.ops import Ops, UOp, prod
+from uopviz.uop.props import fmt_shape
 
-Shape = tuple[int, ...]
+Dim = int | UOp
+Shape = tuple[Dim, ...]
 
 
 class ShapeError(ValueError):
@@ -24,17 +30,52 @@ class AxisError(ValueError, IndexError):
     """An axis outside a tensor's dimensions (a ValueError and an IndexError, like NumPy's AxisError)."""
 
 
-def fmt(shape: Sequence[int]) -> str:
-    return str(tuple(shape))
+def fmt(shape: Sequence[Dim]) -> str:
+    return fmt_shape(tuple(shape)) if any(isinstance(d, UOp) for d in shape) else str(tuple(shape))
+
+
+def is_symbolic(d: Any) -> bool:
+    """Whether d is a symbolic size: an index-typed scalar UOp that cannot be negative."""
+    return isinstance(d, UOp) and d.dtype == dtypes.index and d.shape == () and d.vmin >= 0
 
 
 def shape_arg(args: Sequence[Any], what: str = "shape") -> Shape:
-    """A shape given as `f(2, 3)` or `f((2, 3))`; every size a non-negative int."""
+    """A shape given as `f(2, 3)` or `f((2, 3))`; every size a non-negative int or a symbolic size."""
     dims = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
     for d in dims:
-        if isinstance(d, bool) or not isinstance(d, int) or d < 0:
-            raise ShapeError(f"{what} {dims} must hold non-negative ints, got {d!r}")
+        if not is_symbolic(d) and (isinstance(d, bool) or not isinstance(d, int) or d < 0):
+            raise ShapeError(f"{what} {fmt(dims)} must hold non-negative ints or bound variables, got {d!r}")
     return dims
+
+
+def sym(d: Dim) -> Dim:
+    """A dim in canonical form: a symbolic size simplified (so equal sizes are the same node), an int if it
+    simplifies to a constant."""
+    if isinstance(d, int):
+        return d
+    d = d.simplify()
+    return int(d.arg.value) if d.op is Ops.CONST else d
+
+
+def same_dim(a: Dim, b: Dim) -> bool:
+    """Whether two dims are the same size for every value of their variables."""
+    return a == b if isinstance(a, int) and isinstance(b, int) else sym(a - b) == 0
+
+
+def at_most(a: Dim, b: Dim) -> bool:
+    """Whether a <= b for every value of the variables (an interval bound, so a kernel stays in bounds for the
+    whole range a variable may be bound to, not only its value now)."""
+    gap = sym(b - a)
+    return gap >= 0 if isinstance(gap, int) else gap.vmin >= 0
+
+
+def dim_args(args: Sequence[Any]) -> tuple[Dim, ...]:
+    """Sizes given as `f(2, -1)` or `f((2, n))`: ints (-1 where a method allows it) or symbolic sizes."""
+    vals = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+    for v in vals:
+        if not is_symbolic(v) and (isinstance(v, bool) or not isinstance(v, int)):
+            raise TypeError(f"expected ints or bound variables, got {v!r} in {fmt(vals)}")
+    return vals
 
 
 def int_args(args: Sequence[Any]) -> tuple[int, ...]:
@@ -72,11 +113,11 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
     out = []
     for k in range(nd):
-        sizes = {s[k] for s in padded} - {1}
+        sizes = list(dict.fromkeys(d for s in padded if not (isinstance(d := s[k], int) and d == 1)))
         if len(sizes) > 1:
             raise ShapeError(f"cannot broadcast shapes {' and '.join(fmt(s) for s in shapes)}: axis {k - nd} has "
-                             f"sizes {sorted(sizes)}; each axis must match or be 1 (reshape one operand)")
-        out.append(sizes.pop() if sizes else 1)
+                             f"sizes {fmt(sizes)[1:-1]}; each axis must match or be 1 (reshape one operand)")
+        out.append(sizes[0] if sizes else 1)
     return tuple(out)
 
 
@@ -110,5 +151,14 @@ def expand_to(u: UOp, shape: Shape) -> UOp:
     return u if u.shape == shape else u.expand(shape)
 
 
-def numel(shape: Sequence[int]) -> int:
-    return math.prod(shape)
+def numel(shape: Iterable[Dim]) -> Dim:
+    """The number of elements: an int, or a symbolic size when a dim is one."""
+    return prod(shape)
+
+
+value_of = size_value  # a dim's size now (symbolic sizes at their variables' bound values)
+
+
+def concrete(shape: Iterable[Dim]) -> tuple[int, ...]:
+    """The shape now, each symbolic size at its variables' bound values."""
+    return tuple(size_value(d) for d in shape)

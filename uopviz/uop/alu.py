@@ -238,3 +238,17 @@ def evaluate(root: UOp, env: Mapping[UOp | str, Scalar] | None = None) -> Scalar
         else:
             raise ValueError(f"cannot evaluate {u.op.value}: not a scalar expression node")
     return vals[root]
+
+
+def size_value(d: int | UOp) -> int:
+    """A size now: an int as it is; a symbolic size (index arithmetic over bound variables) at their values.
+    ValueError naming the variables that are not bound."""
+    if isinstance(d, int):
+        return d
+    nodes = d.toposort()
+    unbound = sorted({u.arg.name for u in nodes if u.op is Ops.DEFINE_VAR} -
+                     {u.src[0].arg.name for u in nodes if u.op is Ops.BIND})
+    if unbound:
+        raise ValueError(f"size {d.render()} has no value: variable {', '.join(unbound)} is not bound "
+                         "(give a size as Variable(...).bind(value))")
+    return int(evaluate(d))

@@ -412,6 +412,12 @@ class UOp:
         return UOp(Ops.SINK, srcs)
 
     def bind(self, value: int) -> UOp:
+        """This DefineVar with a value for one use; ValueError outside its range."""
+        if self.op is not Ops.DEFINE_VAR:
+            raise ValueError(f"only a variable can be bound, not {self.op.value}")
+        a = self.arg
+        if isinstance(value, bool) or not isinstance(value, int) or not a.min <= value <= a.max:
+            raise ValueError(f"cannot bind {a.name} to {value!r}: it takes ints in {a.min}..{a.max}")
         return UOp(Ops.BIND, (self, UOp.const(dtypes.index, value)))
 
     def reshape(self, shape: Iterable[int | UOp]) -> UOp:

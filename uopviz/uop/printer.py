@@ -80,7 +80,7 @@ def _props(u: UOp) -> str:
 def one_line(u: UOp) -> str:
     """`Add:int32() (r0+4)` for expressions, `Reshape:float32(3,4) [2 src]` otherwise."""
     head = f"{u.op.value}:{_props(u)}"
-    if u.op in GroupOp.ALU or u.op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.SPECIAL):
+    if u.op in GroupOp.ALU or u.op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.BIND):
         return f"{head} {render_expr(u, max_nodes=40)}"
     arg = "" if u.arg is None else f" {fmt_arg(u.arg)}"
     tag = "" if u.tag is None else f" tag={u.tag!r}"
