@@ -10,12 +10,13 @@ from uopviz.uop.variable import Variable
 from uopviz.version import __version__
 
 __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "Variable", "__version__", "dtypes",
-           "trace"]
+           "function", "trace"]
 
 
 def __getattr__(name: str) -> object:
-    """`uopviz.Tensor` is imported on first use: it brings NumPy, which `import uopviz` must not load."""
-    if name == "Tensor":
-        from uopviz.tensor import Tensor
-        return Tensor
+    """`uopviz.Tensor` and `uopviz.function` are imported on first use: they bring NumPy, which `import uopviz`
+    must not load."""
+    if name in ("Tensor", "function"):
+        import uopviz.tensor
+        return getattr(uopviz.tensor, name)
     raise AttributeError(f"module 'uopviz' has no attribute {name!r}")

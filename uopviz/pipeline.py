@@ -25,14 +25,15 @@ from uopviz.codegen.opt import Opt, Scheduler
 from uopviz.codegen.regplan import plan_registers
 from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
+from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
-from uopviz.schedule.split import split
+from uopviz.schedule.split import largest_size, split
 from uopviz.target import Kernel, Target
 from uopviz.trace.recorder import context, context_opts, rename_context, stage
 from uopviz.uop.ops import Ops, UOp
-from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite, unrecorded
+from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite, recording, unrecorded
 from uopviz.uop.symbolic import symbolic
 
 simplify = PatternMatcher([*symbolic.rules, *collapse.rules], name="simplify")  # type: ignore[list-item]
@@ -170,18 +171,60 @@ def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, dev
 
 
 class KernelCall(NamedTuple):
-    """One Call of a command-buffer graph: the kernel, its buffers by Param slot, its variables' values."""
+    """One kernel run of a command-buffer graph: the kernel, its buffers by Param slot, its variables' values."""
 
     ast: UOp
     buffers: list[UOp]
     vals: dict[str, int]
 
 
-def calls_of(graph: UOp) -> list[KernelCall]:
-    """The Calls of a command-buffer graph, in dependency order."""
-    return [KernelCall(c.src[0], [b.src[0] if b.op is Ops.AFTER else b for b in c.src[1:] if b.op is not Ops.BIND],
-                       {b.src[0].arg.name: b.src[1].arg.value for b in c.src[1:] if b.op is Ops.BIND})
-            for c in graph.toposort() if c.op is Ops.CALL]
+class FunctionSchedule(NamedTuple):
+    """A user function's body scheduled once for its signature: the command-buffer graph over placeholder buffers
+    for its arguments (by Param slot) and its outputs; a call substitutes the real ones."""
+
+    graph: UOp
+    inputs: tuple[UOp, ...]
+    outputs: tuple[UOp, ...]
+
+
+_functions: dict[UOp, FunctionSchedule] = {}
+
+
+def function_schedule(fn: UOp) -> FunctionSchedule:
+    """The schedule of `Function(body)` (cached per body: the body's Params carry the signature, so a second call
+    with new inputs of the same shapes, dtypes and devices schedules nothing), recorded under a context named
+    after the function when it is first made or a trace is recording."""
+    if fn in _functions and not recording():
+        return _functions[fn]
+    body = fn.src[0]
+    params = {u.arg.slot: u for u in body.toposort() if u.op is Ops.PARAM}
+    inputs = tuple(new_buffer(largest_size(params[k].shape), params[k].arg.dtype, params[k].arg.device)
+                   for k in range(len(params)))
+    with context(f"function {fn.arg or 'f'}", "function"):
+        graph = _run(SCHEDULE[1:], UOp(Ops.FUNCTION, (body, *inputs), fn.arg), Schedule())
+    written = iter(graph.src)  # the outputs' writers, in order; an output of size 0 has none
+    outputs = tuple(next(written).src[0] if largest_size(r.shape) else new_buffer(1, r.dtype, r.device)
+                    for r in body.src)
+    _functions[fn] = FunctionSchedule(graph, inputs, outputs)
+    return _functions[fn]
+
+
+def calls_of(graph: UOp, vals: Mapping[str, int] | None = None) -> list[KernelCall]:
+    """The kernel runs of a command-buffer graph, in dependency order; a called function's are its schedule's,
+    with its placeholders replaced by the call's buffers. `vals`: values of variables bound outside."""
+    out: list[KernelCall] = []
+    for c in graph.toposort():
+        if c.op is not Ops.CALL:
+            continue
+        bufs = [b.src[0] if b.op is Ops.AFTER else b for b in c.src[1:] if b.op is not Ops.BIND]
+        here = {**(vals or {}), **{b.src[0].arg.name: b.src[1].arg.value for b in c.src[1:] if b.op is Ops.BIND}}
+        if c.src[0].op is not Ops.FUNCTION:
+            out.append(KernelCall(c.src[0], bufs, here))
+            continue
+        fs = function_schedule(c.src[0])
+        real = dict(zip((*fs.outputs, *fs.inputs), bufs, strict=True))
+        out += [KernelCall(k.ast, [real.get(b, b) for b in k.buffers], k.vals) for k in calls_of(fs.graph, here)]
+    return out
 
 
 def kernels_of(graph: UOp) -> list[tuple[UOp, list[UOp]]]:

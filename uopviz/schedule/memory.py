@@ -15,6 +15,11 @@ def _buf(u: UOp) -> UOp:
     return u.src[0] if u.op is Ops.AFTER else u
 
 
+def _outputs(call: UOp) -> tuple[UOp, ...]:
+    """The buffers a Call writes: a kernel's one, or each output of a called function (Call(Function, *outs, ...))."""
+    return call.src[1:1 + len(call.src[0].src[0].src)] if call.src[0].op is Ops.FUNCTION else call.src[1:2]
+
+
 def plan_memory(graph: UOp) -> UOp:
     """The command-buffer graph with intermediates sharing storage (the same graph if nothing can be shared)."""
     calls = [u for u in graph.toposort() if u.op is Ops.CALL]
@@ -28,7 +33,7 @@ def plan_memory(graph: UOp) -> UOp:
     free: list[tuple[UOp, UOp]] = []  # (storage, its last tenant)
     for i, c in enumerate(calls):
         b = _buf(c.src[1])
-        if b in outputs or b not in last_read:
+        if c.src[0].op is Ops.FUNCTION or b in outputs or b not in last_read:  # a function's outputs keep their own
             continue
         key = (b.arg.size, b.arg.dtype, b.arg.device)
         for storage, prev in free:
@@ -49,6 +54,7 @@ def plan_memory(graph: UOp) -> UOp:
             dst = dst.after(new[reader])
         srcs = [by_buffer.get(_buf(s), s) if s.op is Ops.AFTER else s for s in c.src[2:]]
         call = new[c] = UOp(Ops.CALL, (c.src[0], dst, *srcs))
-        by_buffer[out] = tenant.get(out, out).after(call)
+        for w in _outputs(c):
+            by_buffer[w] = tenant.get(w, w).after(call)
     return UOp.sink(*(by_buffer[_buf(s)] for s in graph.src))
 

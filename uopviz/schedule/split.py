@@ -3,7 +3,10 @@
 A value is materialized (gets a buffer and a kernel of its own) when it is an output, when the program asks
 (Contiguous), or when it is a Reduce whose result is used other than elementwise by its kernel's output: a
 reduction broadcast or moved before use would otherwise be recomputed for every element that reads it.
-Everything else fuses: elementwise chains into their consumer, and into the Reduce that consumes them.
+Everything else fuses: elementwise chains into their consumer, and into the Reduce that consumes them. A call of
+a user function (`GetTuple(Function(body, *args))`, from `@uopviz.function`) is one opaque step: its arguments
+are materialized, and one `Call(Function(body), *outputs, *inputs, *binds)` writes all its outputs; its body is
+scheduled apart, once per signature (uopviz.pipeline.function_schedule).
 
 The result is the command-buffer graph: `Sink(After(buf, Call(kernel, buf, *inputs, *binds)), ...)`, where each
 Call's kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params
@@ -28,19 +31,46 @@ _DIRECT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.BITCAST, Ops.CONTIGUOUS, Ops.D
 def materialized(body: UOp) -> list[UOp]:
     """The nodes of a Function body that get buffers, sources before users (outputs included)."""
     roots = set(body.src)
-    order = body.toposort()[:-1]
-    chosen = set(roots) | {u for u in order if u.op is Ops.CONTIGUOUS}
+    order = _order(body)[:-1]
+    called = [u for u in order if u.op is Ops.FUNCTION]
+    chosen = set(roots) | {u for u in order if u.op is Ops.CONTIGUOUS or _is_call_output(u)}
+    chosen |= {a for f in called for a in f.src[1:]}  # a called function reads its arguments from memory
     direct: dict[UOp, bool] = {}  # reached only along direct paths from the kernel output above it
     for u in reversed(order):
         if u.op is Ops.REDUCE and not direct.get(u, True):
             chosen.add(u)
         here = u in chosen or direct.get(u, True)
-        for s in u.src:
+        for s in _sources(u):
             if s in chosen:
                 continue
             d = here and u.op in _DIRECT
             direct[s] = direct.get(s, True) and d
     return [u for u in order if u in chosen and not _is_buffer_view(u)]
+
+
+def _sources(u: UOp) -> tuple[UOp, ...]:
+    """The sources that belong to this graph: a called Function's body is scheduled apart, its arguments here."""
+    return u.src[1:] if u.op is Ops.FUNCTION else u.src
+
+
+def _order(root: UOp) -> list[UOp]:
+    """root's graph, sources first, not looking into called Functions' bodies."""
+    seen, out, stack = {root}, [], [(root, iter(_sources(root)))]
+    while stack:
+        node, it = stack[-1]
+        for s in it:
+            if s not in seen:
+                seen.add(s)
+                stack.append((s, iter(_sources(s))))
+                break
+        else:
+            stack.pop()
+            out.append(node)
+    return out
+
+
+def _is_call_output(u: UOp) -> bool:
+    return u.op is Ops.GETTUPLE and u.src[0].op is Ops.FUNCTION
 
 
 def _is_buffer_view(u: UOp) -> bool:
@@ -59,6 +89,11 @@ def split(fn: UOp, outputs: Mapping[int, UOp] | None = None, device: str | None 
     chosen += [u for u in pinned if u not in chosen]
     written: dict[UOp, UOp] = {}  # materialized value -> After(buffer, Call)
     for u in chosen:
+        if u in written:
+            continue
+        if _is_call_output(u):
+            written.update(_function_call(u.src[0], pinned, written, args, home))
+            continue
         if (size := largest_size(u.shape)) == 0:
             continue
         buf = pinned[u] if u in pinned else new_buffer(size, u.dtype, u.device or home)
@@ -117,3 +152,20 @@ def unbind(ast: UOp) -> tuple[UOp, tuple[UOp, ...]]:
 def _walk(value: UOp, chosen: set[UOp]) -> list[UOp]:
     """value's graph down to (and including) the materialized values it reads, sources first."""
     return toposort([value], gate=lambda u: u is value or u not in chosen)
+
+
+def _function_call(fn: UOp, pinned: Mapping[UOp, UOp], written: Mapping[UOp, UOp], args: tuple[UOp, ...],
+                   home: str | None) -> dict[UOp, UOp]:
+    """After(out_i, Call(Function(body), *outs, *inputs, *binds)) for every output of a called user function:
+    each output gets a buffer (all of them, used or not: the function writes them all), each argument is read
+    from memory, and the binds give the values of the variables in the arguments' sizes."""
+    body = fn.src[0]
+    inputs = [args[a.src[0].arg.slot] if _is_buffer_view(a) else written[a] for a in fn.src[1:]]
+    binds = list(dict.fromkeys(u for a in fn.src[1:] for u in _order(a) if u.op is Ops.BIND))
+    device = next((i.src[0].arg.device if i.op is Ops.AFTER else i.arg.device for i in inputs), home)
+    outs = []
+    for k, r in enumerate(body.src):
+        out = UOp(Ops.GETTUPLE, (fn,), k)
+        outs.append(pinned.get(out) or new_buffer(max(largest_size(r.shape), 1), r.dtype, r.device or device))
+    call = UOp(Ops.CALL, (fn.replace(src=(body,)), *outs, *inputs, *binds))
+    return {UOp(Ops.GETTUPLE, (fn,), k): b.after(call) for k, b in enumerate(outs)}

@@ -16,6 +16,7 @@ from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
 from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
+from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
 from uopviz.tensor.movement import MovementMixin
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
@@ -103,7 +104,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         return (self[i] for i in range(len(self)))
 
     def __bool__(self) -> bool:
-        raise TypeError("the truth value of a Tensor is ambiguous (and lazy); use .item(), .any() or .all()")
+        raise TensorBoolError("the truth value of a Tensor is ambiguous (and lazy); use .item(), .any() or .all()")
 
     def __repr__(self) -> str:
         head = f"shape={fmt(self.shape)}, dtype={self.dtype.name}, device={self._device}"
@@ -121,6 +122,10 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others (one schedule per device); each then holds a buffer. Returns self."""
         from uopviz.realize import realize
+        if (name := tracing()) is not None and any(_reads_inputs(t._uop) for t in (self, *others)):
+            raise FunctionTraceError(f"cannot trace {name}: it reads a value (numpy, item, tolist, realize) that "
+                                     "depends on its inputs, which are not known until it runs; return the Tensor "
+                                     "instead, and read it after the call")
         todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
         for dev in dict.fromkeys(t._device for t in todo):
             group = [t for t in todo if t._device == dev]
@@ -182,6 +187,15 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
+
+
+class TensorBoolError(TypeError):
+    """A Tensor used as a bool (`if t:`): its value is not known until it is computed."""
+
+
+def _reads_inputs(u: UOp) -> bool:
+    """Whether a graph reads a @function's placeholder inputs (Params outside any called Function's body)."""
+    return any(x.op is Ops.PARAM for x in outside_calls(u))
 
 
 def _copy_to(realized: UOp, device: str) -> UOp:
