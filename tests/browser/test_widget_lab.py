@@ -91,7 +91,8 @@ def test_the_widget_draws_steps_and_applies_an_opt_in_jupyterlab(browser: Browse
     assert page.inner_text(".uv-app .uv-step-label").startswith("step 2 /")
     for key in ("ArrowDown", "b", "a", "j"):
         page.keyboard.press(key)
-    page.wait_for_function("v => document.querySelector('.uv-app').dataset.drawn === v", arg=f"{tid}/{ci}/{int(pi) + 1}/0")
+    page.wait_for_function("v => document.querySelector('.uv-app').dataset.drawn === v",
+                           arg=f"{tid}/{ci}/{int(pi) + 1}/0")
     assert page.locator(".jp-Notebook .jp-Cell").count() == cells
     assert page.eval_on_selector(".jp-Notebook", "nb => [...nb.querySelectorAll('.jp-Cell')]"
                                                  ".findIndex(c => c.classList.contains('jp-mod-active'))") == active

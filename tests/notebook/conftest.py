@@ -71,7 +71,8 @@ def execute(name: str, work: Path, talk: Any = None) -> Ran:
     shutil.copy(EXAMPLES / name, work / name)
     nb = nbformat.read(work / name, as_version=4)
     env = {**os.environ, "UOPVIZ_CACHE_DIR": str(work / "cache")}
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": str(work)}})
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(work)}})
 
     async def run() -> Ran:
         async with client.async_setup_kernel(env=env, cwd=str(work)):

@@ -4,6 +4,7 @@ the message the widget's JS side expects: {response, ok} or {response, error: {s
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -31,6 +32,8 @@ _METHODS: dict[str, tuple[list[Any], Callable[..., Any]]] = {
         tid, ci, *_beam_args(width, rounds))),
 }
 _ADAPTERS = {name: [TypeAdapter(t) for t in types] for name, (types, _) in _METHODS.items()}
+_REQUIRED = {name: sum(p.default is inspect.Parameter.empty for p in inspect.signature(fn).parameters.values()) - 1
+             for name, (_, fn) in _METHODS.items()}  # the arguments without a default (less the Answers)
 
 
 class RequestError(ValueError):
@@ -47,8 +50,8 @@ def _arguments(method: Any, args: Any) -> list[Any]:
     if not isinstance(method, str) or method not in _METHODS:
         raise RequestError(f"no data-source method {method!r}; one of {', '.join(_METHODS)}")
     adapters = _ADAPTERS[method]
-    if not isinstance(args, list) or len(args) > len(adapters):
-        raise RequestError(f"{method} takes at most {len(adapters)} arguments, as a list; got {args!r}")
+    if not isinstance(args, list) or not _REQUIRED[method] <= len(args) <= len(adapters):
+        raise RequestError(f"{method} takes {_REQUIRED[method]} to {len(adapters)} arguments, as a list; got {args!r}")
     try:
         return [adapter.validate_python(arg) for adapter, arg in zip(adapters, args)]
     except ValidationError as e:

@@ -35,8 +35,8 @@ class TraceView(anywidget.AnyWidget):
     context = traitlets.Int(-1, help="the context shown, an index into the trace's contexts").tag(sync=True)
     pass_index = traitlets.Int(0, help="the pass shown, an index into the context's passes").tag(sync=True)
     step = traitlets.Int(0, help="the step shown: 0 is the pass's input").tag(sync=True)
-    opts = traitlets.List(None, allow_none=True, help="the kernel's opts as Opt.to_json gives them; None: the "
-                                                      "kernel as compiled").tag(sync=True)
+    opts = traitlets.Any(None, allow_none=True, help="the kernel's opts, a list as Opt.to_json gives them (Opt objects "
+                                                     "are taken too); None: the kernel as compiled").tag(sync=True)
     tab = traitlets.Unicode("rewrite", help="the side panel shown: rewrite, kernel or beam").tag(sync=True)
     height = traitlets.Int(640, help="the view's height in pixels (its width is the notebook's)").tag(sync=True)
 
@@ -52,6 +52,8 @@ class TraceView(anywidget.AnyWidget):
         value = proposal["value"]
         if value is None:
             return None
+        if not isinstance(value, (list, tuple)):
+            raise traitlets.TraitError(f"opts: a list of opts or None, got {type(value).__name__}")
         try:
             return [(o if isinstance(o, Opt) else Opt.from_json(o)).to_json() for o in value]
         except KernelOptError as e:
