@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -24,12 +23,11 @@ from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse
 
 import uopviz
-from backend import frontend, tuning, views
-from backend.display import OTHER_COLOUR
+from backend import frontend, views
+from backend.answers import STATUSES, Answers
 from backend.models import (
     AppliedOpts,
     ApplyOpts,
-    AxisTypeInfo,
     BeamEvent,
     BeamRequest,
     BeamStarted,
@@ -37,22 +35,16 @@ from backend.models import (
     KernelView,
     Meta,
     NewTrace,
-    OpGroupInfo,
     ResultView,
     SearchDetail,
     SearchPage,
-    StartEvent,
     StepView,
     TraceDetail,
     TraceSummary,
 )
-from backend.recording import RecordError
 from backend.security import Access, BadPath, Forbidden, Guard, confine, error
-from backend.store import NotFound, TraceStore
-from backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
-from uopviz.codegen.opt import KernelOptError, Opt
-from uopviz.search.db import TuningDBError
-from uopviz.uop.ops import AxisType, GroupOp, Ops
+from backend.store import TraceStore
+from backend.tuning import BeamJob
 
 # what the guard (backend.security) may answer on any route
 GUARD_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -99,19 +91,9 @@ KernelHash = Annotated[str | None, Query(description="only this kernel's (Contex
                                          pattern="^[0-9a-f]+$", max_length=64, examples=["8ce5c084a69fcaaa"])]
 
 
-def meta(default_device: str) -> Meta:
-    from uopviz.runtime.device import available
-    groups = [OpGroupInfo(name=g, color=c, ops=[o.value for o in Ops if GroupOp.group_of(o) == g])
-              for g, c in GroupOp.Colour.items()]  # by group_of, so each op is listed where its nodes are drawn
-    axis_types = [AxisTypeInfo(name=t.name, letter=t.letter, color=t.colour)
-                  for t in sorted(AxisType, key=lambda t: t.priority)]
-    return Meta(version=uopviz.__version__, axis_types=axis_types, op_groups=groups, other_color=OTHER_COLOUR,
-                devices=available(), default_device=default_device)
-
-
 def _beam_job(request: Request, job: JobId) -> BeamJob:
     """The BEAM job a path names (a dependency, so that an unknown one is a 404 before any event is sent)."""
-    return cast(BeamJobs, request.app.state.beams).get(job)
+    return cast(Answers, request.app.state.answers).beam_job(job)
 
 
 def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.DIST, *, access: Access,
@@ -119,33 +101,30 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
     """The app over `store`. `db` is the tuning database (None: the default one) for the tuning routes; `access`
     is what every request must satisfy (backend.security); `allow_dirs` (resolved) are the directories whose
     files and scripts requests may name (none: no such request is allowed)."""
-    beams = BeamJobs(db)
+    answers = Answers(store, db)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await anyio.to_thread.run_sync(beams.stop)  # a search is not left running past the server
+        await anyio.to_thread.run_sync(answers.stop)  # a search is not left running past the server
 
     app = FastAPI(title="uopviz", version=uopviz.__version__, lifespan=lifespan,
                   description="Recorded rewrites of the uopviz compiler: traces, passes, steps and kernels; the "
                               "tuning database; BEAM searches and their live progress.", responses=GUARD_ERRORS)
-    app.state.store, app.state.beams = store, beams
+    app.state.store, app.state.answers, app.state.beams = store, answers, answers.beams
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(Guard, access=access)  # added last, so it sees every request first
     _handlers(app)
 
-    @cache
-    def cached_meta() -> Meta:  # probing devices starts their runtimes: do it once
-        return meta(store.device)
-
     @app.get("/api/meta", response_model=Meta)
     def get_meta() -> Meta:
-        """Versions, AxisType letters and colours, op groups and colours, devices: what a view needs to draw."""
-        return cached_meta()
+        """Versions, AxisType letters and colours, op groups and colours, devices and the opts each takes: what a
+        view needs to draw."""
+        return answers.meta()
 
     @app.get("/api/traces", response_model=list[TraceSummary])
     def list_traces() -> list[TraceSummary]:
-        return [views.summary(t) for t in store.all()]
+        return answers.traces()
 
     @app.post("/api/traces", response_model=TraceSummary, status_code=201, responses=FILE_ERRORS)
     def new_trace(body: NewTrace) -> TraceSummary:
@@ -160,31 +139,25 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
 
     @app.get("/api/traces/{trace_id}", response_model=TraceDetail, responses=ERRORS)
     def get_trace(trace_id: TraceId) -> TraceDetail:
-        return views.detail(store.get(trace_id))
+        return answers.trace(trace_id)
 
     @app.get("/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}", response_model=StepView,
              responses=ERRORS)
     def get_step(trace_id: TraceId, ci: Context, pi: Index, k: Index) -> StepView:
         """The graph after the first k steps of pass pi (k=0: the pass's input) and what step k changed."""
-        return views.step(store.get(trace_id), ci, pi, k)
+        return answers.step(trace_id, ci, pi, k)
 
     @app.get("/api/traces/{trace_id}/contexts/{ci}/kernel", response_model=KernelView, responses=ERRORS)
     def get_kernel(trace_id: TraceId, ci: Context) -> KernelView:
         """Rendered source and Linear listing of a kernel context (404 for a context that is not a kernel)."""
-        return views.kernel(store.get(trace_id), ci)
+        return answers.kernel(trace_id, ci)
 
     @app.post("/api/traces/{trace_id}/contexts/{ci}/opts", response_model=AppliedOpts, responses=BODY_ERRORS)
     def apply_opts(trace_id: TraceId, ci: Context, body: ApplyOpts) -> AppliedOpts:
         """Lower a kernel again with these opts (the whole list, applied in order to the kernel as scheduled).
         The answer names the new kernel, its source and axes, and a trace of its lowering: the same trace for
         the same opts on the same kernel. An illegal opt is a 422 whose detail says why."""
-        st = store.get(trace_id)
-        ast, device = views.kernel_input(st, ci)
-        opts = [Opt.from_json(o.model_dump()) for o in body.opts]
-        new = store.record_opts(st, ci, ast, device, opts)
-        kernel = views.kernel(new, 0)
-        return AppliedOpts(name=kernel.name, source=kernel.source, axes=kernel.axes, opts=kernel.opts,
-                           trace_id=new.id)
+        return answers.apply_opts(trace_id, ci, body.opts)
 
     @app.get("/api/tuning/searches", response_model=SearchPage, responses=DB_ERRORS)
     def list_searches(kernel_hash: KernelHash = None,
@@ -194,18 +167,18 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
                       ) -> SearchPage:
         """Searches in the tuning database, newest first, a page at a time, with their status, candidate count
         and best time and opts so far."""
-        return tuning.searches(beams.db, beams.live(), kernel_hash, limit, before)
+        return answers.searches(kernel_hash, limit, before)
 
     @app.get("/api/tuning/searches/{sid}", response_model=SearchDetail, responses=DB_ERRORS)
     def get_search(sid: SearchId) -> SearchDetail:
         """One search: every candidate (parent, round, opts, program, timings or error), each round's summary,
         and the winning path from the unoptimized kernel to the best candidate."""
-        return tuning.search(beams.db, sid, beams.live())
+        return answers.search(sid)
 
     @app.get("/api/tuning/results", response_model=list[ResultView], responses=DB_ERRORS)
     def list_results(kernel_hash: KernelHash = None) -> list[ResultView]:
         """The best opts known per kernel and target (what realize() uses), newest first."""
-        return tuning.results(beams.db, kernel_hash)
+        return answers.results(kernel_hash)
 
     @app.post("/api/traces/{trace_id}/contexts/{ci}/beam", response_model=BeamStarted, status_code=202,
               responses=BEAM_ERRORS)
@@ -213,14 +186,7 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
         """Start a BEAM search of a kernel context on its device, in the background (one at a time: 409 while
         one runs). It searches even where the database has a result, and resumes an interrupted search of the
         same kernel and parameters. Answers once the search has begun; follow it at /api/beam/{job}/events."""
-        st = store.get(trace_id)
-        root, device = views.kernel_root(st, ci)
-        with st.lock:
-            doc = st.trace.to_json()
-        job = beams.start(doc, root, device, body.width, body.max_rounds, st.trace.contexts[ci].name)
-        start = cast(StartEvent, job.events[0])  # start() returns once the first event is the start
-        return BeamStarted(job=job.id, search_id=start.search_id, kernel_name=start.kernel, device=start.device,
-                           resumed=start.resumed)
+        return answers.start_beam(trace_id, ci, body.width, body.max_rounds)
 
     @app.get("/api/beam/{job}/events", response_class=EventSourceResponse, responses=STREAM_ERRORS)
     async def beam_events(found: Annotated[BeamJob, Depends(_beam_job)]) -> AsyncIterator[BeamEvent]:
@@ -245,9 +211,7 @@ def _handlers(app: FastAPI) -> None:
     """Map failures to 4xx JSON with a `detail` string; anything unexpected is still JSON, never a bare 500."""
 
     # the named errors the routes raise, by the status that answers them (their message is the detail)
-    statuses: dict[type[Exception], int] = {NotFound: 404, FileNotFoundError: 404, Forbidden: 403, BadPath: 422,
-                                            RecordError: 422, KernelOptError: 422, Busy: 409, TuningDBError: 503,
-                                            BeamStartError: 503}
+    statuses: dict[type[Exception], int] = {**STATUSES, Forbidden: 403, BadPath: 422}
     for kind, status in statuses.items():
         app.add_exception_handler(kind, lambda request, exc, status=status: error(status, str(exc)))
 

@@ -1,16 +1,20 @@
-"""`uopviz serve` in a child process, as the browser tests and bench/ui.py drive it, and the Chromium flags for
-headless runs on a machine without a network."""
+"""`uopviz serve` or JupyterLab in a child process, as the browser tests and the benchmarks (bench/ui.py,
+bench/widget.py) drive them, and the Chromium flags for headless runs on a machine without a network."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import parse_qs
 
 # Without the background-networking flags Chromium keeps reaching for Google's hosts, which a closed network
@@ -56,3 +60,47 @@ def served(cache_dir: str, *args: str, start_timeout: float = 120) -> Iterator[s
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
+
+
+@contextmanager
+def jupyterlab(root: Path, start_timeout: float = 120) -> Iterator[str]:
+    """JupyterLab on 127.0.0.1 at a free port without a token, serving the notebooks under `root`, with its own
+    Jupyter config, data and runtime directories and tuning database (all under root/.state) and no update or news
+    checks (no network); yields its base URL (`http://127.0.0.1:PORT/`); stopped with SIGTERM."""
+    state = root / ".state"
+    state.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "UOPVIZ_CACHE_DIR": str(state / "cache"), "JUPYTER_CONFIG_DIR": str(state / "config"),
+           "JUPYTER_RUNTIME_DIR": str(state / "runtime"), "IPYTHONDIR": str(state / "ipython"),
+           "JUPYTERLAB_SETTINGS_DIR": str(state / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(state / "workspaces")}
+    args = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+            f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--ServerApp.disable_check_xsrf=True",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly",
+            "--ServerApp.terminals_enabled=False", "--allow-root"]  # root: CI runs as root, in a sandbox
+    with open(state / "jupyterlab.log", "w") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+    base = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                with urllib.request.urlopen(base + "api/status", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise ServerStartError(f"JupyterLab did not start: {(state / 'jupyterlab.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

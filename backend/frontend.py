@@ -8,7 +8,10 @@ from pathlib import Path
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
-DIST = Path(__file__).resolve().parents[1] / "frontend" / "dist"
+from backend.bundle import DIST
+
+__all__ = ["DIST", "mount"]
+
 
 MISSING = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>uopviz: UI bundle missing</title></head>

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-Source = Literal["zoo", "file", "script", "opts"]
+Source = Literal["zoo", "file", "script", "opts", "notebook"]
 
 
 class ErrorBody(BaseModel):
@@ -29,6 +29,20 @@ class OpGroupInfo(BaseModel):
     ops: list[str]
 
 
+class OptChoice(BaseModel):
+    """An opt a person may pick, as uopviz.codegen.opt defines it: a SPLIT to one AxisType, or another OptOp."""
+
+    label: str = Field(description="what the UI calls it: a split's target AxisType, else the OptOp's name",
+                       examples=["UPCAST"])
+    op: str = Field(description="the OptOps member name", examples=["SPLIT"])
+    split_to: str | None = Field(description="a SPLIT's target AxisType: its arg is [amount, split_to, top]")
+    axis: bool = Field(description="it applies to an axis")
+    amount: str | None = Field(description="what its number is ('factor', 'multiple'); null: it takes none")
+    other_axis: bool = Field(description="its arg is another axis (SWAP)")
+    top: bool = Field(description="it may split off the top part (arg [k, type, true]) instead of the bottom")
+    doc: str
+
+
 class Meta(BaseModel):
     version: str
     axis_types: list[AxisTypeInfo] = Field(description="in priority order (the order axes sort in a kernel)")
@@ -36,6 +50,9 @@ class Meta(BaseModel):
     other_color: str = Field(description="fill of nodes whose op is in no coloured group")
     devices: list[str] = Field(description="devices that start on this machine")
     default_device: str
+    opts: list[OptChoice] = Field(description="every opt the UI may offer, in the order it lists them")
+    device_opts: dict[str, list[str]] = Field(description="per device of `devices`, the labels of the opts it can "
+                                                          "take at all (no LOCAL on a device without work-groups)")
 
 
 class TraceSummary(BaseModel):

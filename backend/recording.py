@@ -36,7 +36,8 @@ class RecordError(ValueError):
     """A trace could not be made from what was asked for; the message names the file or kernel and why."""
 
 
-def _detached(tr: Trace) -> Trace:
+def detached(tr: Trace) -> Trace:
+    """The trace as its document reads back: ids and entries only, no live UOps, no link to a recorder."""
     return Trace.from_dict(tr.to_dict())
 
 
@@ -67,7 +68,7 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
                     compile_kernel(ast, bufs[0].arg.device, default_opts(ast, bufs[0].arg.device))
     except DeviceError as e:
         raise RecordError(f"zoo kernel {name!r}: {e}") from None
-    return _detached(tr)
+    return detached(tr)
 
 
 def record_opts(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Trace, Kernel]:
@@ -81,7 +82,7 @@ def record_opts(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Trace, Kern
             kernel, _ = compile_kernel(ast, device, opts)
     except DeviceError as e:
         raise RecordError(f"cannot lower this kernel for {device}: {e}") from None
-    return _detached(tr), kernel
+    return detached(tr), kernel
 
 
 def load_file(path: str | os.PathLike[str]) -> Trace:

@@ -104,6 +104,11 @@ class TraceStore:
         name = Path(path).stem
         return self.add(StoredTrace(_slug(name), name, "script", None, recording.run_script(path)))
 
+    def add_recorded(self, tr: Trace, name: str, device: str | None = None) -> StoredTrace:
+        """A trace recorded in this process (a notebook's `uopviz.show`), detached from its recorder, under a new
+        id made from its name."""
+        return self.add(StoredTrace(_slug(name), name, "notebook", device, recording.detached(tr)))
+
     def record_opts(self, base: StoredTrace, ci: int, ast: UOp, device: str, opts: Sequence[Opt]) -> StoredTrace:
         """The trace of context ci's kernel lowered again with opts (the whole list, from the kernel as scheduled);
         its only context is the new kernel. The same opts on the same trace again answer the same trace."""

@@ -27,13 +27,18 @@ LAYERS: list[tuple[str, ...]] = [
     ("uopviz.realize",),                               # scheduling and running programs
     ("uopviz.tensor",),                                # the front-end
     ("uopviz", "kernels"),                             # the package's face, the zoo
-    ("uopviz.cli", "backend"),                         # the command line and the server
+    ("uopviz.cli", "backend", "uopviz.widget"),        # the command line, the server, the notebook widget
 ]
 EXCEPTIONS = {  # (importer, imported): why it may
     ("uopviz.runtime.device", "uopviz.runtime.builtin"): "the registry loads the built-in runtimes on first use",
+    ("uopviz", "uopviz.widget"): "uopviz.show() is the widget's face, imported when called",
+    ("uopviz.trace.model", "uopviz.widget"): "Trace.to_html() and a trace shown as a cell's value, on use",
+    ("uopviz.tensor.tensor", "uopviz.widget"): "Tensor.viz() and Tensor.beam(), on use",
 }
 THIRD_PARTY_ABOVE = {"fastapi": "uopviz.cli", "pydantic": "uopviz.cli", "uvicorn": "uopviz.cli",
-                     "starlette": "uopviz.cli"}  # `import uopviz` stays light: only the faces may use these
+                     "starlette": "uopviz.cli", "anywidget": "uopviz.cli", "ipywidgets": "uopviz.cli",
+                     "traitlets": "uopviz.cli", "IPython": "uopviz.cli"}  # `import uopviz` stays light: only the faces
+
 
 
 def _layer(module: str) -> int | None:

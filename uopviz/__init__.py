@@ -10,7 +10,14 @@ from uopviz.uop.variable import Variable
 from uopviz.version import __version__
 
 __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "Variable", "__version__", "dtypes",
-           "function", "trace"]
+           "function", "show", "trace"]
+
+
+def show(x: object, **kwargs: object) -> object:
+    """The uopviz widget of a Tensor (its realize recorded), a Trace, a saved trace file, or a kernel: see
+    uopviz.widget.show (imported here on use: it brings anywidget)."""
+    from uopviz.widget import show as show_widget
+    return show_widget(x, **kwargs)  # type: ignore[arg-type]
 
 
 def __getattr__(name: str) -> object:

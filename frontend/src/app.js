@@ -1,5 +1,7 @@
-// The application: page layout, the view state (kept in the URL hash), and navigation. It reads all data
-// through the data source given to mount() (see data.js), so it runs the same over HTTP or a widget comm.
+// The application: page layout, the view state, and navigation. It reads all data through the data source given
+// to mount() (see data.js), so it runs the same over HTTP, a widget comm, or data inlined in a static page. The
+// side panel's tabs are the panels it is given (panels/registry.js). On the web page the view state lives in the
+// URL hash; in a notebook widget (hash: false) nothing is global: no hash, no document-level listener.
 import { fill, h, icon } from "./dom.js";
 import { displayGraph } from "./graph/display.js";
 import { renderInspector } from "./graph/inspector.js";
@@ -7,28 +9,30 @@ import { LayoutEngine } from "./graph/layout.js";
 import { legend } from "./graph/legend.js";
 import { GraphView } from "./graph/view.js";
 import { kernelName } from "./names.js";
-import { BeamPanel } from "./panels/beam.js";
-import { KernelPanel } from "./panels/kernel.js";
-import { renderRewrite } from "./panels/rewrite.js";
 import { Sidebar } from "./sidebar.js";
-import { emptyState, formatHash, formatOpts, parseHash, TABS } from "./state.js";
+import { emptyState, formatHash, parseHash } from "./state.js";
 
-const TAB_TITLES = { rewrite: "Rewrite", kernel: "Kernel", beam: "BEAM" };
 const ICONS = { first: "M3 3h2v10H3zM13 3v10L6 8z", prev: "M11 3v10L4 8z", next: "M5 3v10l7-5z", last: "M11 3h2v10h-2zM3 3v10l7-5z" };
 
 export class App {
-  constructor(root, source, { hash = true, createWorker }) {
+  // options: hash (keep the view in location.hash), createWorker (the layout worker), panels (the side panel's
+  // tabs), readOnly (a source that changes nothing), initial (a view state to start from, without hash),
+  // onState(state) (told the view state after each change, e.g. a widget's traitlets).
+  constructor(root, source, { hash, createWorker, panels, readOnly = false, initial = {}, onState = () => {} }) {
     this.root = root;
     this.source = source;
     this.useHash = hash;
+    this.panelDefs = panels;
+    this.readOnly = readOnly;
+    this.onState = onState;
     this.layouts = new LayoutEngine(createWorker);
     this.cache = new Map(); // data-source answers by request key, as promises
-    this.state = hash ? parseHash(location.hash) : emptyState();
+    this.state = { ...emptyState(), ...initial };
     this.token = 0;
     this.showRemoved = true;
     this.selected = null;
     this.drawnPass = null;
-    this.kernelKey = null;
+    this.panels = new Map(); // id -> the panel's instance
     this.cleanups = [];
   }
 
@@ -41,12 +45,20 @@ export class App {
       this.status(err.message, true);
       return;
     }
+    if (this.useHash) this.state = this.fromHash();
     this.axisColors = new Map(this.meta.axis_types.map((t) => [t.letter, t.color]));
     this.sidebar = new Sidebar(this.els.side, this.axisColors, (patch, push) => this.go(patch, push));
-    this.kernelPanel = new KernelPanel(this.els.kernel, this.meta, this.axisColors, (opts) => this.applyOpts(opts), (tid) =>
-      this.go({ tid, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite" }, true),
-    );
-    this.beamPanel = new BeamPanel(this.els.beam, this.source, this.axisColors, (patch, push) => this.go(patch, push));
+    const ctx = {
+      meta: this.meta,
+      axisColors: this.axisColors,
+      source: this.source,
+      readOnly: this.readOnly,
+      fetch: (key, load) => this.fetch(key, load),
+      go: (patch, push) => this.go(patch, push),
+      state: () => this.state,
+      selectNode: (id) => this.selectNode(id, true),
+    };
+    for (const p of this.panelDefs) this.panels.set(p.id, p.create(this.els.tabBodies.get(p.id), ctx));
     this.els.legend.replaceWith((this.els.legend = legend(this.meta)));
     if (this.useHash) this.listen(window, "hashchange", () => this.onHash());
     await this.render();
@@ -54,10 +66,18 @@ export class App {
 
   destroy() {
     this.token++;
-    this.beamPanel?.destroy();
+    for (const panel of this.panels.values()) panel.destroy();
     for (const undo of this.cleanups) undo();
     this.layouts.close();
     this.root.replaceChildren();
+  }
+
+  fromHash() {
+    return parseHash(
+      location.hash,
+      this.meta,
+      this.panelDefs.map((p) => p.id),
+    );
   }
 
   listen(target, type, fn) {
@@ -77,9 +97,7 @@ export class App {
       inspector: h("div", { class: "uv-inspector", hidden: true }),
       legend: el("div", "uv-legend"),
       tabs: el("div", "uv-tabs"),
-      rewrite: el("div", "uv-tab-body uv-rewrite"),
-      kernel: el("div", "uv-tab-body uv-kernel"),
-      beam: el("div", "uv-tab-body uv-beam"),
+      tabBodies: new Map(this.panelDefs.map((p) => [p.id, el("div", `uv-tab-body uv-${p.id}`)])),
     };
     this.els = els;
     const button = (cls, label, title, onclick) => h("button", { class: `uv-button ${cls}`, title, onclick }, label);
@@ -120,10 +138,15 @@ export class App {
         els.legend,
       ),
       this.resizer("--uv-panel-w", -1),
-      h("aside", { class: "uv-panel" }, els.tabs, els.rewrite, els.kernel, els.beam),
+      h("aside", { class: "uv-panel" }, els.tabs, [...els.tabBodies.values()]),
     );
     this.view = new GraphView(els.graph, (ref) => this.selectNode(ref, false));
-    this.listen(this.root, "keydown", (e) => this.onKey(e));
+    this.listen(this.root, "keydown", (e) => {
+      this.onKey(e);
+      // In a notebook the keys typed in the view are the view's: none reaches JupyterLab's shortcuts (a cell's
+      // arrows, "a", "b", ...); combinations with Ctrl/Alt/Meta (save, run) still do.
+      if (!this.useHash && !(e.altKey || e.ctrlKey || e.metaKey)) e.stopPropagation();
+    });
     // The page of its own takes the keyboard at once; in a notebook a click into the view gives it the keys.
     if (this.useHash) this.root.focus({ preventScroll: true });
   }
@@ -166,7 +189,7 @@ export class App {
 
   onHash() {
     if (location.hash !== formatHash(this.state)) {
-      this.state = parseHash(location.hash);
+      this.state = this.fromHash();
       this.render();
     }
   }
@@ -209,11 +232,15 @@ export class App {
     s.pi = Math.min(Math.max(0, s.pi), ctx.passes.length - 1);
     const pass = ctx.passes[s.pi];
     s.k = Math.min(Math.max(0, s.k), pass?.steps ?? 0);
+    if (!this.panels.has(s.tab)) s.tab = this.panelDefs[0].id;
     this.writeHash(push);
+    this.onState({ ...s });
 
     this.sidebar.render(this.traces, trace, s);
     this.renderChrome(trace, ctx, pass);
-    if (s.tab === "kernel") this.updateKernel(ctx);
+    const panel = this.panels.get(s.tab);
+    const view = { trace, context: ctx, pass, state: s, step: null };
+    panel.update(view);
     if (!pass) {
       this.view.draw({ key: "empty", nodes: [], edges: [] }, { width: 0, height: 0, nodes: [], edges: [] }, false);
       return this.status("This context has no passes.");
@@ -239,7 +266,7 @@ export class App {
     }
     this.table = new Map([...(removed ?? []), ...step.nodes.map((n) => [n.id, n])]);
     this.selectNode(this.table.has(this.selected) ? this.selected : null, false);
-    renderRewrite(this.els.rewrite, pass, step, s.k, (id) => this.selectNode(id, true));
+    panel.update({ ...view, step });
     this.status("");
     // Report the view as drawn once the browser has painted it (tests and bench/ui.py wait for this).
     requestAnimationFrame(() => {
@@ -273,49 +300,9 @@ export class App {
     Object.assign(this.els.slider, { max: steps, value: s.k, disabled: !steps });
     fill(
       this.els.tabs,
-      TABS.map((tab) => h("button", { class: `uv-tab${tab === s.tab ? " uv-active" : ""}`, dataset: { tab }, onclick: () => this.go({ tab }) }, TAB_TITLES[tab])),
+      this.panelDefs.map(({ id, title }) => h("button", { class: `uv-tab${id === s.tab ? " uv-active" : ""}`, dataset: { tab: id }, onclick: () => this.go({ tab: id }) }, title)),
     );
-    for (const tab of TABS) this.els[tab].hidden = tab !== s.tab;
-    if (s.tab === "beam") this.beamPanel.show(trace, ctx, s);
-  }
-
-  async updateKernel(ctx) {
-    const { tid, ci, opts } = this.state;
-    const key = `${tid}/${ci}/${opts ? formatOpts(opts) : ""}`;
-    if (key === this.kernelKey) return;
-    const sameKernel = this.kernelKey?.startsWith(`${tid}/${ci}/`);
-    this.kernelKey = key;
-    if (ctx.kind !== "kernel") return this.kernelPanel.showMessage(`${ctx.name} is a ${ctx.kind} context: pick a kernel to see its source and opts.`);
-    if (!sameKernel) this.kernelPanel.showMessage("Loading the kernel…");
-    let view;
-    let error = null;
-    try {
-      view = await this.fetch(`kernel/${tid}/${ci}`, () => this.source.kernel(tid, ci));
-      if (opts) view = await this.optsView(opts);
-    } catch (err) {
-      if (!view) return this.kernelKey === key && this.kernelPanel.showMessage(err.message, true);
-      error = `The opts in this link do not apply: ${err.message}`;
-    }
-    if (this.kernelKey === key) this.kernelPanel.show(view, opts !== null && !error, error);
-  }
-
-  // The kernel lowered again with exactly `opts`. The server records that lowering as a new trace whose one
-  // context is the new kernel; its kernel view adds the device and the Linear listing to the opts answer.
-  optsView(opts) {
-    const { tid, ci } = this.state;
-    return this.fetch(`opts/${tid}/${ci}/${formatOpts(opts)}`, async () => {
-      const applied = await this.source.applyOpts(tid, ci, opts);
-      // without it the panel still has the name, source and axes, and says the listing is missing
-      const lowered = applied.trace_id == null ? {} : await this.source.kernel(applied.trace_id, 0).catch(() => ({}));
-      return { ...lowered, ...applied };
-    });
-  }
-
-  // The kernel panel's Apply and Undo (a list of opts) and Reset (null: the kernel as compiled). On success
-  // the opts go into the view state and the URL; an illegal list rejects with the reason.
-  async applyOpts(opts) {
-    if (opts) await this.optsView(opts);
-    this.go({ opts }, true);
+    for (const [id, body] of this.els.tabBodies) body.hidden = id !== s.tab;
   }
 
   selectNode(ref, reveal) {

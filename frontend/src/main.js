@@ -1,17 +1,42 @@
-// The bundle's entry (dist/app.js, an ES module): mount the UI into an element over a data source.
+// The bundle's entry (dist/app.js, an ES module): the web page, the notebook widget and the static export all
+// load this one file.
+//   the web page:   import { mount, httpSource } from "./app.js"; mount(el, httpSource())
+//   the widget:     anywidget imports it and calls the default export's render({model, el}) (widget.js)
+//   a static view:  the export's loader imports it and calls mount(el, await staticSource(text), {readOnly: true})
+import WORKER_SOURCE from "uopviz:worker-source";
 import { App } from "./app.js";
+import { PANELS } from "./panels/registry.js";
+import { createWidget } from "./widget.js";
 
 export { DataError, httpSource } from "./data.js";
+export { PANELS } from "./panels/registry.js";
+export { staticSource } from "./static.js";
+export default createWidget(mount);
 
-// mount(el, source, options) draws the UI into `el` and returns {destroy()}.
+// mount(el, source, options) draws the UI into `el` and returns {destroy(), go(patch)}.
 //   source: a data source (see data.js), e.g. httpSource() for `uopviz serve`.
-//   options.hash: keep the view in location.hash (default true; a notebook widget passes false).
-//   options.createWorker: returns the layout Web Worker (default: worker.js next to app.js).
+//   options.hash: keep the view in location.hash (default true; a widget or a static view passes false).
+//   options.panels: the side panel's tabs (default PANELS; see panels/registry.js).
+//   options.readOnly: the source changes nothing (a static export): no opt form, no BEAM search form.
+//   options.initial: the view state to start from ({tid, ci, pi, k, opts, tab}, any of them).
+//   options.onState(state): told the view state after every change.
+// The layout worker is made from the bundle itself (a Blob URL), so the UI needs no file beside it.
 export function mount(el, source, options = {}) {
+  const workerUrl = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
   const app = new App(el, source, {
     hash: options.hash ?? true,
-    createWorker: options.createWorker ?? (() => new Worker(new URL("./worker.js", import.meta.url))),
+    panels: options.panels ?? PANELS,
+    readOnly: options.readOnly ?? false,
+    initial: options.initial,
+    onState: options.onState,
+    createWorker: () => new Worker(workerUrl),
   });
   app.start();
-  return { destroy: () => app.destroy() };
+  return {
+    destroy: () => {
+      app.destroy();
+      URL.revokeObjectURL(workerUrl);
+    },
+    go: (patch) => app.go(patch),
+  };
 }

@@ -57,6 +57,24 @@ def test_meta_spells_the_axis_types_and_op_groups_of_spec(client: TestClient) ->
     assert m["version"] == uopviz.__version__
 
 
+def test_meta_describes_the_opts_once_and_which_each_device_takes(client: TestClient) -> None:
+    """The UI's opt form is built from these (no OptOp is spelled in the JS): a split per AxisType a split makes,
+    then PADTO, SWAP, NOLOCALS; the CPU, which has no work-groups, is offered no LOCAL, GROUP_REDUCE or NOLOCALS."""
+    from uopviz.codegen.opt.scheduler import SPLIT_FROM
+    m = client.get("/api/meta").json()
+    splits = [c for c in m["opts"] if c["op"] == "SPLIT"]
+    assert {c["split_to"] for c in splits} == {t.name for t in SPLIT_FROM} and splits[0]["label"] == "UPCAST"
+    assert all(c["axis"] and c["amount"] == "factor" and c["top"] for c in splits)
+    others = {c["op"]: c for c in m["opts"] if c["op"] != "SPLIT"}
+    assert set(others) == {"PADTO", "SWAP", "NOLOCALS"}
+    assert others["PADTO"]["amount"] == "multiple" and others["SWAP"]["other_axis"]
+    assert not others["NOLOCALS"]["axis"] and others["NOLOCALS"]["amount"] is None
+    assert set(m["device_opts"]) == set(m["devices"])
+    cpu = m["device_opts"]["CPU"]
+    assert "UPCAST" in cpu and "THREAD" in cpu and not {"LOCAL", "GROUP_REDUCE", "NOLOCALS"} & set(cpu)
+    assert {"LOCAL", "GROUP_REDUCE"} <= set(m["device_opts"]["PYTHON"])  # the interpreter runs work-groups
+
+
 def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, store: TraceStore) -> None:
     listed = {t["id"]: t for t in client.get("/api/traces").json()}
     assert listed["gemm"] == {"id": "gemm", "name": "gemm", "source": "zoo", "contexts": 2}

@@ -133,6 +133,17 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
                 t._uop = out
         return self
 
+    def viz(self, **kwargs: Any) -> Any:
+        """Realize this tensor under the recorder and return the uopviz widget of it (uopviz.show)."""
+        from uopviz.widget import show
+        return show(self, **kwargs)
+
+    def beam(self, width: int = 4, **kwargs: Any) -> Any:
+        """BEAM-search the opts of every kernel this tensor's realize runs (uopviz.widget.search_tensor: live in a
+        notebook); returns each kernel's BeamResult. realize() then uses the opts found."""
+        from uopviz.widget import search_tensor
+        return search_tensor(self, width, **kwargs)
+
     def contiguous(self) -> Tensor:
         return self._new(UOp(Ops.CONTIGUOUS, (self._uop,)))
 

@@ -167,6 +167,17 @@ class Trace:
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.to_json())
 
+    def to_html(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> str:
+        """One self-contained HTML page showing this trace read-only, offline (uopviz.widget.to_html), written to
+        `path` when given."""
+        from uopviz.widget import to_html
+        return to_html(self, path, **kwargs)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """A trace that is a notebook cell's value shows itself as the uopviz widget."""
+        from uopviz.widget import show
+        return show(self)._repr_mimebundle_(**kwargs)
+
     @classmethod
     def from_dict(cls, doc: Any) -> Trace:
         """A trace from a document; TraceFormatError if it is malformed or of a newer version."""

@@ -3,7 +3,6 @@
 // the plot (they have no time); the winning path is a line through its candidates, the best one ringed, and the
 // unoptimized kernel's time a dashed line. A click on a candidate picks it.
 import { select } from "d3-selection";
-import { describeOpt } from "./kernel.js";
 
 const W = 440;
 const H = 290;
@@ -16,10 +15,6 @@ export function formatSeconds(s) {
   if (s < 1e-3) return `${(s * 1e6).toFixed(s < 1e-5 ? 2 : 1)} µs`;
   if (s < 1) return `${(s * 1e3).toFixed(2)} ms`;
   return `${s.toFixed(3)} s`;
-}
-
-export function describeOpts(opts) {
-  return Array.isArray(opts) && opts.length ? opts.map(describeOpt).join(", ") : "no opts";
 }
 
 // Round numbers (1, 2, 5 × 10^k) inside [lo, hi]; the ends and their geometric middle when the range holds none.
@@ -35,8 +30,8 @@ function logTicks(lo, hi) {
 }
 
 // search: {candidates, best_id, winning_path, unoptimized_s}; rounds: how many rounds to make room for
-// (a live search's current round may have no candidate yet). Returns the <svg>.
-export function beamChart(search, { rounds = 0, picked = null, onPick }) {
+// (a live search's current round may have no candidate yet); describe(opts): their text. Returns the <svg>.
+export function beamChart(search, { rounds = 0, picked = null, onPick, describe }) {
   const svg = select(document.createElementNS("http://www.w3.org/2000/svg", "svg"))
     .attr("class", "uv-beam-chart")
     .attr("viewBox", `0 0 ${W} ${H}`)
@@ -103,7 +98,7 @@ export function beamChart(search, { rounds = 0, picked = null, onPick }) {
       mark = dots.append("circle").attr("class", cls("uv-beam-dot")).attr("cx", x.get(c.id)).attr("cy", y(c.median_s)).attr("r", c.id === search.best_id ? 6 : onPath.has(c.id) ? 5 : 3.5);
     }
     mark.attr("data-id", c.id).attr("data-round", c.round);
-    mark.append("title").text(`#${c.id} round ${c.round}: ${describeOpts(c.opts)}\n${c.error ?? (c.median_s == null ? "same program as an earlier candidate" : formatSeconds(c.median_s))}`);
+    mark.append("title").text(`#${c.id} round ${c.round}: ${describe(c.opts)}\n${c.error ?? (c.median_s == null ? "same program as an earlier candidate" : formatSeconds(c.median_s))}`);
   }
   svg.on("click", (event) => {
     const el = event.target.closest("[data-id]");

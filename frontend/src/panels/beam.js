@@ -3,20 +3,20 @@
 // path, whose opts are listed step by step and can be opened in the Kernel tab.
 import { fill, h } from "../dom.js";
 import { kernelName } from "../names.js";
-import { beamChart, describeOpts, formatSeconds } from "./beam-chart.js";
-import { describeOpt } from "./kernel.js";
+import { describeOpt, describeOpts } from "../opts.js";
+import { beamChart, formatSeconds } from "./beam-chart.js";
 
 const LIMITS = { width: [1, 16], rounds: [1, 16] }; // as the server checks them
 
 // The chain of candidates from the unoptimized kernel to `bestId`, each the parent of the next.
-function pathTo(candidates, bestId) {
+export function pathTo(candidates, bestId) {
   const byId = new Map(candidates.map((c) => [c.id, c]));
   const path = [];
   for (let c = byId.get(bestId); c && !path.includes(c.id); c = byId.get(c.parent)) path.unshift(c.id);
   return path;
 }
 
-const timed = (c) => c.error == null && c.median_s != null;
+export const timed = (c) => c.error == null && c.median_s != null;
 
 function ago(t) {
   const s = Date.now() / 1000 - t;
@@ -26,13 +26,20 @@ function ago(t) {
   return new Date(t * 1000).toLocaleDateString();
 }
 
-export class BeamPanel {
-  // go(patch, push) changes the view state (the search shown, or the Kernel tab with opts).
-  constructor(el, source, axisColors, go) {
+export const beamPanel = {
+  id: "beam",
+  title: "BEAM",
+  create: (el, ctx) => new BeamPanel(el, ctx),
+};
+
+class BeamPanel {
+  constructor(el, ctx) {
     this.el = el;
-    this.source = source;
-    this.axisColors = axisColors;
-    this.go = go;
+    this.ctx = ctx;
+    this.source = ctx.source;
+    this.meta = ctx.meta;
+    this.axisColors = ctx.axisColors;
+    this.go = ctx.go;
     this.form = { width: 2, rounds: 8 };
     this.all = false; // list every kernel's searches, not only this kernel's
     this.key = null; // trace/context/all whose list is loaded
@@ -57,9 +64,9 @@ export class BeamPanel {
   }
 
   // Called whenever the app renders with this tab open; reloads only what the kernel or search changed.
-  show(trace, ctx, state) {
+  update({ trace, context, state }) {
     this.tid = trace.id;
-    this.ctx = ctx;
+    this.context = context;
     const changed = this.listKey() !== this.key || state.search !== this.sid;
     if (this.listKey() !== this.key) this.loadList();
     if (state.search !== this.sid) {
@@ -71,11 +78,11 @@ export class BeamPanel {
   }
 
   listKey() {
-    return `${this.tid}/${this.ctx.index}/${this.all}`;
+    return `${this.tid}/${this.context.index}/${this.all}`;
   }
 
   kernelHash() {
-    return this.ctx.kind === "kernel" ? this.ctx.kernel_hash : null;
+    return this.context.kind === "kernel" ? this.context.kernel_hash : null;
   }
 
   async loadList() {
@@ -128,7 +135,7 @@ export class BeamPanel {
     [this.starting, this.startError] = [true, null];
     this.render();
     try {
-      const { job, search_id: sid } = await this.source.startBeam(this.tid, this.ctx.index, this.form.width, this.form.rounds);
+      const { job, search_id: sid } = await this.source.startBeam(this.tid, this.context.index, this.form.width, this.form.rounds);
       this.follow(job, sid);
       this.go({ search: sid }, true);
       this.loadList(); // with the new search in it
@@ -196,12 +203,12 @@ export class BeamPanel {
   }
 
   render() {
-    if (!this.ctx) return;
-    const isKernel = this.ctx.kind === "kernel";
+    if (!this.context) return;
+    const isKernel = this.context.kind === "kernel";
     fill(
       this.el,
-      h("div", { class: "uv-section-title" }, "BEAM search", isKernel && kernelName(this.ctx.name, this.axisColors)),
-      isKernel ? this.renderForm() : h("p", { class: "uv-hint" }, "BEAM searches are per kernel: pick a kernel context to search it. Every search in the database is listed below."),
+      h("div", { class: "uv-section-title" }, "BEAM search", isKernel && kernelName(this.context.name, this.axisColors)),
+      this.ctx.readOnly ? null : isKernel ? this.renderForm() : h("p", { class: "uv-hint" }, "BEAM searches are per kernel: pick a kernel context to search it. Every search in the database is listed below."),
       this.renderLive(),
       this.renderSearch(),
       this.renderList(),
@@ -273,7 +280,7 @@ export class BeamPanel {
         h("span", { class: `uv-beam-pill uv-pill-${s.status}` }, s.status),
         h("span", { class: "uv-dim" }, ` ${[s.kernel_name, s.device, s.width && `width ${s.width}`].filter(Boolean).join(" · ")}`),
       ),
-      h("div", { class: "uv-beam-chart-box" }, beamChart(s, { rounds: live?.round ?? 0, picked: this.picked, onPick: (id) => ((this.picked = id), this.render()) })),
+      h("div", { class: "uv-beam-chart-box" }, beamChart(s, { rounds: live?.round ?? 0, picked: this.picked, describe: (opts) => describeOpts(this.meta, opts), onPick: (id) => ((this.picked = id), this.render()) })),
       h(
         "div",
         { class: "uv-beam-key" },
@@ -305,7 +312,7 @@ export class BeamPanel {
         { class: "uv-beam-path-list" },
         s.winning_path.map((id) => {
           const c = byId.get(id);
-          const added = c.opts.length ? describeOpt(c.opts[c.opts.length - 1]) : "unoptimized";
+          const added = c.opts.length ? describeOpt(this.meta, c.opts[c.opts.length - 1]) : "unoptimized";
           return h(
             "li",
             { class: `uv-beam-step${id === this.picked ? " uv-active" : ""}`, dataset: { id }, onclick: () => ((this.picked = id), this.render()) },
@@ -330,7 +337,7 @@ export class BeamPanel {
       "div",
       { class: "uv-beam-picked" },
       h("div", { class: "uv-label" }, `Candidate #${c.id} `, h("span", { class: "uv-dim" }, `round ${c.round}${c.parent != null ? `, from #${c.parent}` : ""}`)),
-      h("div", { class: "uv-applied" }, c.opts.length ? c.opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(o))) : h("span", { class: "uv-dim" }, "no opts (the unoptimized kernel)")),
+      h("div", { class: "uv-applied" }, c.opts.length ? c.opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(this.meta, o))) : h("span", { class: "uv-dim" }, "no opts (the unoptimized kernel)")),
       h("dl", { class: "uv-beam-facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "error" ? "uv-error" : "" }, String(v))])),
       this.openButton(s, c.opts, "Open in the Kernel tab"),
     );
@@ -339,7 +346,7 @@ export class BeamPanel {
   // Opts of the kernel shown can be opened in the Kernel tab (a search of another kernel's cannot).
   openButton(s, opts, label) {
     if (this.kernelHash() == null || s.kernel_hash !== this.kernelHash()) return null;
-    return h("button", { class: "uv-button uv-beam-open", title: describeOpts(opts), onclick: () => this.go({ opts, tab: "kernel" }, true) }, label);
+    return h("button", { class: "uv-button uv-beam-open", title: describeOpts(this.meta, opts), onclick: () => this.go({ opts, tab: "kernel" }, true) }, label);
   }
 
   renderList() {
@@ -370,7 +377,7 @@ export class BeamPanel {
           "p",
           { class: "uv-beam-result uv-hint" },
           `Tuned on ${r.target.device_name || r.target.device}: ${formatSeconds(r.median_s)} with `,
-          h("span", { class: "uv-chip uv-opt-chip" }, describeOpts(r.opts)),
+          h("span", { class: "uv-chip uv-opt-chip" }, describeOpts(this.meta, r.opts)),
           r.search_id != null && [" (", h("a", { href: "#", onclick: (e) => (e.preventDefault(), this.go({ search: r.search_id }, true)) }, `search #${r.search_id}`), ")"],
         ),
       ),

@@ -1,42 +1,76 @@
 // The Kernel tab: the kernel's name in axis colours, its axes (click one to pick it), a form to apply an
-// OptOp to that axis, the opts applied so far, and the C source or the Linear listing.
+// opt to that axis (the choices the data source's meta offers for the kernel's device), the opts applied so far,
+// and the C source or the Linear listing. With opts in the view state it shows the kernel lowered again with
+// exactly those opts (the data source records that lowering as a new trace).
 import { fill, h, textOn } from "../dom.js";
 import { highlight, highlightListing } from "../highlight.js";
 import { kernelName } from "../names.js";
+import { choicesFor, describeOpt, formatOpts, makeOpt } from "../opts.js";
 
-// The ops a person picks; the split ones become SPLIT opts with that target AxisType.
-const CHOICES = [
-  { label: "UPCAST", split: "UPCAST" },
-  { label: "UNROLL", split: "UNROLL" },
-  { label: "LOCAL", split: "LOCAL" },
-  { label: "GROUP_REDUCE", split: "GROUP_REDUCE" },
-  { label: "THREAD", split: "THREAD" },
-  { label: "PADTO", op: "PADTO" },
-  { label: "SWAP", op: "SWAP" },
-  { label: "NOLOCALS", op: "NOLOCALS" },
-];
+export const kernelPanel = {
+  id: "kernel",
+  title: "Kernel",
+  create: (el, ctx) => new KernelPanel(el, ctx),
+};
 
-export function describeOpt(o) {
-  if (o.op === "SPLIT") return `${o.arg[1]} a${o.axis} ×${o.arg[0]}${o.arg[2] ? " top" : ""}`;
-  if (o.op === "PADTO") return `PADTO a${o.axis} to ${o.arg}`;
-  if (o.op === "SWAP") return `SWAP a${o.axis} ↔ a${o.arg}`;
-  return o.op;
-}
-
-export class KernelPanel {
-  // apply(opts) asks for the kernel lowered with exactly these opts (null: as compiled); it rejects with the
-  // reason when they are illegal.
-  // openTrace(id) shows the trace of the kernel's lowering with opts (the server records one per opt set).
-  constructor(el, meta, axisColors, apply, openTrace) {
+class KernelPanel {
+  constructor(el, ctx) {
     this.el = el;
-    this.axisColors = axisColors;
-    this.apply = apply;
-    this.openTrace = openTrace;
-    this.opColors = new Map(meta.op_groups.flatMap((g) => g.ops.map((op) => [op, g.color])));
+    this.ctx = ctx;
+    this.axisColors = ctx.axisColors;
+    this.opColors = new Map(ctx.meta.op_groups.flatMap((g) => g.ops.map((op) => [op, g.color])));
     this.form = { axis: 0, choice: 0, amount: 4, top: false, other: 1 };
     this.listing = "source";
     this.error = null;
     this.busy = false;
+    this.key = null; // trace/context/opts of the kernel shown
+  }
+
+  destroy() {}
+
+  async update({ trace, context, state }) {
+    const { ci, opts } = state;
+    const tid = trace.id;
+    const key = `${tid}/${ci}/${opts ? formatOpts(opts) : ""}`;
+    if (key === this.key) return;
+    const sameKernel = this.key?.startsWith(`${tid}/${ci}/`);
+    this.key = key;
+    if (context.kind !== "kernel") return this.showMessage(`${context.name} is a ${context.kind} context: pick a kernel to see its source and opts.`);
+    if (!sameKernel) this.showMessage("Loading the kernel…");
+    let view;
+    let error = null;
+    try {
+      view = await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.ctx.source.kernel(tid, ci));
+      if (opts) view = await this.optsView(tid, ci, opts);
+    } catch (err) {
+      if (!view) return this.key === key && this.showMessage(err.message, true);
+      error = `The opts in this view do not apply: ${err.message}`;
+    }
+    if (this.key === key) this.show(view, opts !== null && !error, error);
+  }
+
+  // The kernel lowered again with exactly `opts`: the data source records that lowering as a new trace whose one
+  // context is the new kernel; its kernel view adds the device and the Linear listing to the opts answer.
+  optsView(tid, ci, opts) {
+    const { source } = this.ctx;
+    return this.ctx.fetch(`opts/${tid}/${ci}/${formatOpts(opts)}`, async () => {
+      const applied = await source.applyOpts(tid, ci, opts);
+      // without it the panel still has the name, source and axes, and says the listing is missing
+      const lowered = applied.trace_id == null ? {} : await source.kernel(applied.trace_id, 0).catch(() => ({}));
+      return { ...lowered, ...applied };
+    });
+  }
+
+  // Apply and Undo (a list of opts) and Reset (null: the kernel as compiled). On success the opts go into the
+  // view state; an illegal list rejects with the reason.
+  async apply(opts) {
+    const { tid, ci } = this.ctx.state();
+    if (opts) await this.optsView(tid, ci, opts);
+    this.ctx.go({ opts }, true);
+  }
+
+  openTrace(tid) {
+    this.ctx.go({ tid, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite" }, true);
   }
 
   // A context that is not a kernel (the schedule), or a kernel that could not be loaded.
@@ -57,9 +91,11 @@ export class KernelPanel {
 
   render() {
     const { view, form } = this;
+    const { meta, readOnly } = this.ctx;
     const opts = view.opts;
-    const choice = CHOICES[form.choice];
-    const needsAmount = choice.split || choice.op === "PADTO";
+    const choices = choicesFor(meta, view.device);
+    if (form.choice >= choices.length) form.choice = 0;
+    const choice = choices[form.choice];
     // On success the app shows the new kernel (show()); on failure the reason shows under the form.
     const submit = async (next) => {
       this.error = null;
@@ -99,34 +135,35 @@ export class KernelPanel {
           ),
         ),
       ),
+      !readOnly &&
       h(
         "form",
         {
           class: "uv-opt-form",
           onsubmit: (event) => {
             event.preventDefault();
-            submit([...opts, this.opt()]);
+            submit([...opts, makeOpt(choice, form)]);
           },
         },
         h(
           "select",
           { class: "uv-opt-op", "aria-label": "opt", onchange: (e) => ((form.choice = Number(e.target.value)), this.render()) },
-          CHOICES.map((c, i) => h("option", { value: i, selected: i === form.choice }, c.label)),
+          choices.map((c, i) => h("option", { value: i, selected: i === form.choice, title: c.doc }, c.label)),
         ),
-        choice.op !== "NOLOCALS" && h("span", { class: "uv-dim" }, `a${form.axis}`),
-        needsAmount &&
+        choice.axis && h("span", { class: "uv-dim" }, `a${form.axis}`),
+        choice.amount &&
           h("input", {
             class: "uv-opt-amount",
             type: "number",
             min: 1,
             value: form.amount,
-            "aria-label": choice.split ? "factor" : "multiple",
-            title: choice.split ? "split factor" : "pad to a multiple of",
+            "aria-label": choice.amount,
+            title: choice.doc,
             oninput: (e) => (form.amount = Number(e.target.value)),
           }),
-        choice.split &&
+        choice.top &&
           h("label", { class: "uv-opt-top", title: "split as (k, n/k) instead of (n/k, k)" }, h("input", { type: "checkbox", checked: form.top, onchange: (e) => (form.top = e.target.checked) }), "top"),
-        choice.op === "SWAP" && ["with ", h("select", { class: "uv-opt-other", onchange: (e) => (form.other = Number(e.target.value)) }, axisOptions(form.other))],
+        choice.other_axis && ["with ", h("select", { class: "uv-opt-other", onchange: (e) => (form.other = Number(e.target.value)) }, axisOptions(form.other))],
         h("button", { class: "uv-button uv-primary uv-opt-apply", type: "submit", disabled: this.busy }, "Apply"),
       ),
       this.error && h("div", { class: "uv-error uv-opt-error" }, this.error),
@@ -134,9 +171,9 @@ export class KernelPanel {
         "div",
         { class: "uv-applied" },
         h("span", { class: "uv-label" }, this.custom ? "Opts" : "Opts as compiled"),
-        opts.length ? opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(o))) : h("span", { class: "uv-dim" }, "none"),
-        opts.length > 0 && h("button", { class: "uv-button uv-opt-undo", title: "lower the kernel without the last opt", onclick: () => submit(opts.slice(0, -1)) }, "Undo"),
-        this.custom && h("button", { class: "uv-button uv-opt-reset", title: "back to the kernel as compiled", onclick: () => submit(null) }, "Reset"),
+        opts.length ? opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(meta, o))) : h("span", { class: "uv-dim" }, "none"),
+        !readOnly && opts.length > 0 && h("button", { class: "uv-button uv-opt-undo", title: "lower the kernel without the last opt", onclick: () => submit(opts.slice(0, -1)) }, "Undo"),
+        !readOnly && this.custom && h("button", { class: "uv-button uv-opt-reset", title: "back to the kernel as compiled", onclick: () => submit(null) }, "Reset"),
       ),
       view.trace_id &&
         h(
@@ -165,14 +202,5 @@ export class KernelPanel {
     } else if (view.linear) pre.innerHTML = highlightListing(view.linear, (op) => this.opColors.get(op));
     else pre.textContent = "No Linear listing was returned for these opts.";
     return pre;
-  }
-
-  opt() {
-    const { form } = this;
-    const choice = CHOICES[form.choice];
-    if (choice.split) return { op: "SPLIT", axis: form.axis, arg: [form.amount, choice.split, form.top] };
-    if (choice.op === "PADTO") return { op: "PADTO", axis: form.axis, arg: form.amount };
-    if (choice.op === "SWAP") return { op: "SWAP", axis: form.axis, arg: form.other };
-    return { op: "NOLOCALS", axis: null, arg: null };
   }
 }

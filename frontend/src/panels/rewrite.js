@@ -3,7 +3,16 @@
 import { fill, h } from "../dom.js";
 import { highlight, highlightDiff } from "../highlight.js";
 
-export function renderRewrite(el, pass, step, k, reveal) {
+export const rewritePanel = {
+  id: "rewrite",
+  title: "Rewrite",
+  create: (el, ctx) => ({
+    update: ({ pass, step, state }) => pass && step && renderRewrite(el, pass, step, state.k, ctx.selectNode),
+    destroy: () => {},
+  }),
+};
+
+function renderRewrite(el, pass, step, k, reveal) {
   const code = (html, cls) => {
     const pre = h("pre", { class: `uv-code ${cls}` });
     pre.innerHTML = html;

@@ -1,0 +1,18 @@
+// The loader of a static view (dist/loader.js): a classic script placed last in the view's box, which also holds
+// the bundle (script.uopviz-bundle, text), the answers (script.uopviz-data) and the view to open
+// (script.uopviz-view, JSON). It imports the bundle from a Blob URL, so one HTML file (or a notebook's saved
+// output) holds everything, and several views on one page each load their own.
+(async (script) => {
+  const box = script.parentElement;
+  const root = box.querySelector(".uopviz-root");
+  const text = (cls) => box.querySelector(`script.${cls}`).textContent;
+  const url = URL.createObjectURL(new Blob([text("uopviz-bundle")], { type: "text/javascript" }));
+  try {
+    const { mount, staticSource } = await import(url);
+    mount(root, await staticSource(text("uopviz-data")), { hash: false, readOnly: true, initial: JSON.parse(text("uopviz-view")) });
+  } catch (err) {
+    root.textContent = `uopviz: this page cannot show the trace (${err.message}).`;
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+})(document.currentScript);

@@ -1,0 +1,49 @@
+"""A static export (`uopviz export`) opens from a file in Chromium with the network off: the graph draws, the
+keyboard steps it, the kernel's source is there, and nothing is asked of any server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from backend.store import TraceStore
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: Path, shots: Path) -> None:
+    trace = tmp_path / "gemm.uopviz-trace.json"
+    TraceStore("CPU").record_zoo("gemm").trace.save(trace)
+    out = tmp_path / "gemm.html"
+    run = subprocess.run([sys.executable, "-m", "uopviz.cli", "export", str(trace), "-o", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert f"wrote {out}" in run.stdout
+
+    context = browser.new_context(offline=True, viewport={"width": 1600, "height": 950})
+    page = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(out.as_uri())
+    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/1/0/0'")
+    assert page.locator(".uv-node[data-op='Range']").count() > 0
+    page.click(".uv-graph-tools .uv-fit")  # focus the view (a button inside it), then step with the keyboard
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('.uv-app').dataset.drawn === 'gemm/1/0/1'")
+    assert page.inner_text(".uv-rewrite .uv-location")  # the rule of step 1
+    page.click(".uv-tab[data-tab='kernel']")
+    assert "void r_" in page.inner_text(".uv-kernel-source")
+    assert page.locator(".uv-opt-form").count() == 0  # read-only: no opts to apply
+    page.screenshot(path=shots / "export-gemm.png")
+    assert all(u.startswith(("file:", "blob:", "data:")) for u in requests), requests
+    assert not errors, errors
+    context.close()

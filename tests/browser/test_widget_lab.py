@@ -1,0 +1,123 @@
+"""The notebook widget in a real JupyterLab (token-less, 127.0.0.1, a free port; no `uopviz serve`, no network):
+a cell shows the zoo gemm's kernel; the graph draws with AxisType-filled Range nodes; the keyboard steps it while
+the widget has focus, and no key reaches JupyterLab; an UPCAST opt applied from the panel changes the source and
+the widget's `opts` traitlet. A screenshot is saved under test-artifacts/browser/."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from backend.child import jupyterlab
+from uopviz.uop.ops import AxisType
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+pytestmark = pytest.mark.slow
+SHOW_GEMM = """import uopviz
+from kernels import get
+z = get("gemm")
+gemm, _ = z.build(z.sizes(small=True), "CPU")
+w = uopviz.show(gemm)
+w"""
+DRAWN = ".uv-app[data-drawn]"
+
+
+def notebook(path: Path, *sources: str) -> None:
+    cells = [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+             for s in sources]
+    path.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": {"name": "python3", "language": "python",
+                                                                              "display_name": "Python 3"}},
+                                "nbformat": 4, "nbformat_minor": 5}))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    root = tmp_path_factory.mktemp("lab")
+    with jupyterlab(root) as base:
+        yield base, root
+
+
+def run_cell(page: Page, index: int) -> None:
+    """Run the index-th cell as a person does: click its editor, Shift+Enter."""
+    page.locator(".jp-Notebook .jp-Cell .cm-content").nth(index).click()
+    page.keyboard.press("Shift+Enter")
+
+
+def open_notebook(browser: Browser, base: str, name: str) -> Page:
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    page.goto(f"{base}lab/tree/{name}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=60_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)  # the kernel is up and connected
+    return page
+
+
+def test_the_widget_draws_steps_and_applies_an_opt_in_jupyterlab(browser: Browser, lab: tuple[str, Path],
+                                                                 shots: Path) -> None:
+    base, root = lab
+    notebook(root / "gemm.ipynb", SHOW_GEMM, "print(w.opts, w.step)")
+    page = open_notebook(browser, base, "gemm.ipynb")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    run_cell(page, 0)
+    page.wait_for_selector(DRAWN, timeout=120_000)
+    app = page.locator(".uv-app")
+    first = app.get_attribute("data-drawn")
+    tid, ci, pi, k = first.split("/")
+    assert k == "0"
+
+    # Range nodes filled with their AxisType colours, and the legend that says so
+    fills = page.eval_on_selector_all(".uv-app .uv-node[data-op='Range']",
+                                      "els => els.map(e => [e.dataset.axisType, getComputedStyle(e.firstChild).fill])")
+    assert fills
+    for axis_type, fill in fills:
+        n = int(AxisType[axis_type].colour.lstrip("#"), 16)
+        assert fill == f"rgb({n >> 16}, {(n >> 8) & 255}, {n & 255})", (axis_type, fill)
+    assert "GLOBAL" in page.inner_text(".uv-app .uv-legend")
+
+    # the keyboard steps the view while it has focus; no key reaches JupyterLab (no cell added or selected)
+    page.click(".uv-app .uv-graph")  # JupyterLab makes the widget's cell the active one; the widget takes the keys
+    cells = page.locator(".jp-Notebook .jp-Cell").count()
+    active = page.eval_on_selector(".jp-Notebook", "nb => [...nb.querySelectorAll('.jp-Cell')]"
+                                                   ".findIndex(c => c.classList.contains('jp-mod-active'))")
+    for key in ("ArrowRight", "ArrowRight"):
+        page.keyboard.press(key)
+    page.wait_for_function("v => document.querySelector('.uv-app').dataset.drawn === v", arg=f"{tid}/{ci}/{pi}/2")
+    assert page.inner_text(".uv-app .uv-step-label").startswith("step 2 /")
+    for key in ("ArrowDown", "b", "a", "j"):
+        page.keyboard.press(key)
+    page.wait_for_function("v => document.querySelector('.uv-app').dataset.drawn === v",
+                           arg=f"{tid}/{ci}/{int(pi) + 1}/0")
+    assert page.locator(".jp-Notebook .jp-Cell").count() == cells
+    assert page.eval_on_selector(".jp-Notebook", "nb => [...nb.querySelectorAll('.jp-Cell')]"
+                                                 ".findIndex(c => c.classList.contains('jp-mod-active'))") == active
+
+    # an UPCAST opt from the Kernel tab: lowered again in the kernel, the source changes, w.opts follows
+    page.click(".uv-app .uv-tab[data-tab='kernel']")
+    page.wait_for_selector(".uv-app .uv-kernel-source")
+    before = page.inner_text(".uv-app .uv-kernel-source")
+    axis = page.eval_on_selector_all(
+        ".uv-app .uv-axis", "els => els.find(e => e.dataset.type === 'LOOP' && Number(e.dataset.size) % 2 === 0)"
+                            "?.dataset.axis")
+    assert axis is not None
+    page.click(f".uv-app .uv-axis[data-axis='{axis}']")
+    page.select_option(".uv-app .uv-opt-op", label="UPCAST")
+    page.fill(".uv-app .uv-opt-amount", "2")
+    page.click(".uv-app .uv-opt-apply")
+    page.wait_for_selector(".uv-app .uv-opt-reset", timeout=60_000)
+    page.wait_for_function("b => document.querySelector('.uv-app .uv-kernel-source')?.innerText !== b", arg=before)
+    assert page.locator(".uv-app .uv-opt-error").count() == 0
+    assert page.locator(".uv-app .uv-applied .uv-opt-chip").last.inner_text() == f"UPCAST a{axis} ×2"
+    page.screenshot(path=shots / "jupyterlab-widget.png")
+
+    run_cell(page, 1)
+    printed = page.locator(".jp-OutputArea-output pre").filter(has_text="SPLIT")
+    printed.wait_for(timeout=60_000)
+    assert f"'axis': {axis}, 'arg': [2, 'UPCAST', False]" in printed.inner_text()
+    assert not errors, errors
+    page.close()
