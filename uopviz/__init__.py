@@ -10,7 +10,7 @@ from uopviz.uop.variable import Variable
 from uopviz.version import __version__
 
 __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "Variable", "__version__", "dtypes",
-           "function", "show", "trace"]
+           "function", "jit", "show", "trace"]
 
 
 def show(x: object, **kwargs: object) -> object:
@@ -21,9 +21,9 @@ def show(x: object, **kwargs: object) -> object:
 
 
 def __getattr__(name: str) -> object:
-    """`uopviz.Tensor` and `uopviz.function` are imported on first use: they bring NumPy, which `import uopviz`
-    must not load."""
-    if name in ("Tensor", "function"):
+    """`uopviz.Tensor`, `uopviz.function` and `uopviz.jit` are imported on first use: they bring NumPy, which
+    `import uopviz` must not load."""
+    if name in ("Tensor", "function", "jit"):
         import uopviz.tensor
         return getattr(uopviz.tensor, name)
     raise AttributeError(f"module 'uopviz' has no attribute {name!r}")

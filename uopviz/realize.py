@@ -7,15 +7,18 @@ on its device (uopviz.search.policy: tuned, searched with UOPVIZ_BEAM, or the he
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 from uopviz.compiler import compile_kernel
 from uopviz.pipeline import calls_of, schedule
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
+from uopviz.runtime.device import Program
 from uopviz.schedule.split import largest_size, unbind
 from uopviz.search.policy import default_opts
+from uopviz.target import Kernel
 from uopviz.uop.alu import evaluate, size_value
 from uopviz.uop.ops import Ops, UOp, prod
 
@@ -23,6 +26,30 @@ from uopviz.uop.ops import Ops, UOp, prod
 def is_realized(u: UOp) -> bool:
     """Data in a buffer, row-major: Reshape(Buffer, shape)."""
     return u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER
+
+
+class Launch(NamedTuple):
+    """One kernel run as it happened: the kernel, its program, its buffers and its variables' values (what a JIT
+    replays)."""
+
+    kernel: Kernel
+    prog: Program
+    buffers: list[UOp]
+    vals: dict[str, int]
+
+
+_captures: list[list[Launch]] = []  # open capture() blocks, innermost last
+
+
+@contextmanager
+def capture() -> Iterator[list[Launch]]:
+    """Record every kernel run inside the block, in order (uopviz.tensor.jit replays them)."""
+    launches: list[Launch] = []
+    _captures.append(launches)
+    try:
+        yield launches
+    finally:
+        _captures.remove(launches)
 
 
 def run_schedule(graph: UOp, timed: bool = False) -> float:
@@ -34,6 +61,8 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
         kernel, prog = compile_kernel(call.ast, device, default_opts(call.ast, device))
         vals = tuple(call.vals[v] for v in kernel.vars)
         total += prog([buffers.handle(b) for b in call.buffers], vals, wait=timed) or 0.0
+        for launches in _captures:
+            launches.append(Launch(kernel, prog, call.buffers, call.vals))
     return total
 
 

@@ -3,10 +3,12 @@
 tensor.py holds the class; its methods live in topic modules mixed into it: create.py (constants, arange, random
 numbers), movement.py (reshape, permute, pad, indexing, ...), elementwise.py (math, comparisons, casts),
 reduce.py (sum, max, softmax, cumsum, ...), nn.py (matmul, conv2d, gather, ...), and util.py (shape and dtype
-helpers shared by them); function.py holds `@function`. A new method goes in the module of its topic.
+helpers shared by them); function.py holds `@function`, jit.py `@jit`. A new method goes in the module of its topic.
 """
 
 from uopviz.tensor.function import FunctionTraceError, function
+from uopviz.tensor.jit import JitError, jit
 from uopviz.tensor.tensor import AxisError, DeviceMismatchError, ShapeError, Tensor
 
-__all__ = ["AxisError", "DeviceMismatchError", "FunctionTraceError", "ShapeError", "Tensor", "function"]
+__all__ = ["AxisError", "DeviceMismatchError", "FunctionTraceError", "JitError", "ShapeError", "Tensor", "function",
+           "jit"]

@@ -17,6 +17,7 @@ from uopviz.runtime.device import DeviceMismatchError
 from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
 from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
+from uopviz.tensor.jit import JitError, capturing
 from uopviz.tensor.movement import MovementMixin
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
@@ -177,6 +178,9 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def numpy(self) -> Any:
         """A NumPy copy of the values (realizing first). bfloat16 comes back as float32 (NumPy has none)."""
         import numpy as np
+        if (name := capturing()) is not None:
+            raise JitError(f"@jit {name} reads a value (numpy, item, tolist): a replay runs only its kernels, so "
+                           "whatever it decides from the value would not be replayed; read values outside the function")
         if self.dtype == dtypes.bfloat16:
             return self.cast(dtypes.float32).numpy()
         shape = concrete(self.shape)

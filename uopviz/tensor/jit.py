@@ -1,0 +1,179 @@
+"""`@uopviz.jit`: capture the kernels a function runs, then replay them without scheduling, lowering or looking
+anything up.
+
+The first call of a signature runs the function as it is (one-time work such as realizing weights happens
+there); the second runs it again and records every kernel launch (program, buffers, variable values); every
+later call checks only that the inputs' shapes, dtypes and devices match, puts the inputs' buffers in place of
+the recorded ones, and calls the programs. Symbolic sizes replay too: a launch's variables take the values the
+inputs are bound to now, and buffers were made for the largest values.
+
+    @uopviz.jit
+    def step(x):
+        return (x @ w + b).relu()
+
+    for batch in data:
+        y = step(batch)          # from the third call: the recorded kernels, nothing else
+
+As in other JITs, the outputs of a replay are the same buffers every call: read (or copy) them before the next
+call. A function whose kernels depend on Python values other than the inputs (a value read with .numpy(), a
+counter) cannot be replayed: reading a value while capturing is a JitError.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from uopviz.runtime import buffer as buffers
+from uopviz.uop.ops import Ops, UOp
+
+if TYPE_CHECKING:
+    from uopviz.realize import Launch
+    from uopviz.tensor.tensor import Tensor
+
+_capturing: list[str] = []  # the jitted functions being captured, innermost last
+
+
+class JitError(RuntimeError):
+    """A function that cannot be captured and replayed as it is (the message says why)."""
+
+
+def capturing() -> str | None:
+    """The name of the @jit function being captured now, if any (a value read then would not be replayed)."""
+    return _capturing[-1] if _capturing else None
+
+
+@dataclass
+class _Replay:
+    """A captured call, ready to replay: each launch's program and argument handles, where the inputs' handles
+    go, each launch's variables, and the outputs (buffers, shapes with variables, how they were returned)."""
+
+    progs: list[Any]
+    handles: list[list[Any]]
+    slots: list[list[tuple[int, int]]]  # input k -> (launch, argument) places it fills
+    variables: list[tuple[str, ...]]
+    fixed: list[dict[str, int]]  # each launch's variable values that no input's size gives
+    outputs: list[tuple[UOp, tuple[int | UOp, ...], str]]
+    single: bool
+
+    def run(self, inputs: Sequence[Tensor], values: dict[str, int]) -> Any:
+        for k, t in enumerate(inputs):
+            h = buffers.handle(t.uop.src[0])
+            for launch, arg in self.slots[k]:
+                self.handles[launch][arg] = h
+        for prog, handles, names, fixed in zip(self.progs, self.handles, self.variables, self.fixed, strict=True):
+            prog(handles, tuple(values[v] if v in values else fixed[v] for v in names))
+        outs = tuple(_tensor(buf.reshape(tuple(_rebind(d, values) for d in shape)), device)
+                     for buf, shape, device in self.outputs)
+        return outs[0] if self.single else outs
+
+
+def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Capture `fn`'s kernels (Tensors in, a Tensor or a tuple of Tensors out) on its second call per signature
+    and replay them on later calls; the wrapper's `captures` counts the signatures captured, `replays` holds
+    them."""
+    calls: dict[Any, int] = {}
+    replays: dict[Any, _Replay] = {}
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        from uopviz.tensor.tensor import Tensor
+        inputs = [a for a in args if isinstance(a, Tensor)]
+        if len(inputs) != len(args) or len({id(t) for t in inputs}) != len(inputs):
+            raise JitError(f"@jit {fn.__name__} takes distinct Tensors as positional arguments only (its kernels are "
+                           "replayed on new Tensors, not on new Python values)")
+        key = tuple(_signature(t) for t in inputs)
+        for t in inputs:
+            t.realize()
+        if (replay := replays.get(key)) is not None:
+            return replay.run(inputs, _values(inputs))
+        calls[key] = calls.get(key, 0) + 1
+        if calls[key] == 1:
+            return _realized(fn(*inputs), fn.__name__)
+        replays[key], result = _capture(fn, inputs)
+        call.captures += 1  # type: ignore[attr-defined]
+        return result
+
+    call.captures = 0  # type: ignore[attr-defined]
+    call.replays = replays  # type: ignore[attr-defined]  (by signature: what a replay runs, for inspection)
+    return call
+
+
+def _capture(fn: Callable[..., Any], inputs: list[Tensor]) -> tuple[_Replay, Any]:
+    """Run fn once more, recording its launches, and make the replay of them."""
+    from uopviz.realize import capture
+    _capturing.append(fn.__name__)
+    try:
+        with capture() as launches:
+            result = _realized(fn(*inputs), fn.__name__)
+    finally:
+        _capturing.pop()
+    if not launches:
+        raise JitError(f"@jit {fn.__name__} ran no kernel on its second call (its outputs were computed before, or "
+                       "are its inputs): there is nothing to replay; call it without @jit")
+    single = not isinstance(result, tuple)
+    outs = (result,) if single else result
+    positions = {t.uop.src[0]: k for k, t in enumerate(inputs)}
+    slots: list[list[tuple[int, int]]] = [[] for _ in inputs]
+    for i, launch in enumerate(launches):
+        for j, b in enumerate(launch.buffers):
+            if b in positions:
+                slots[positions[b]].append((i, j))
+    given = _values(inputs)
+    replay = _Replay([launch.prog for launch in launches],
+                     [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
+                     [launch.kernel.vars for launch in launches],
+                     [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
+                     [(o.uop.src[0], tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
+    _check_outputs(launches, outs, inputs, fn.__name__)
+    return replay, result
+
+
+def _check_outputs(launches: list[Launch], outs: Sequence[Tensor], inputs: list[Tensor], name: str) -> None:
+    """Every output must be written by a captured launch: one computed before the capture (a closed-over
+    Tensor, an input returned as it is) would not change on replay."""
+    written = {launch.buffers[0] for launch in launches}
+    for k, o in enumerate(outs):
+        if o.uop.src[0] not in written:
+            raise JitError(f"@jit {name}: output {k} is not computed by the function's kernels (it is an input or a "
+                           "Tensor computed before the call), so a replay would not update it; return a new Tensor "
+                           "(e.g. x + 0 or x.contiguous())")
+
+
+def _realized(result: Any, name: str) -> Any:
+    from uopviz.tensor.tensor import Tensor
+    outs = (result,) if isinstance(result, Tensor) else result
+    if not isinstance(outs, tuple) or not outs or not all(isinstance(o, Tensor) for o in outs):
+        raise JitError(f"@jit {name} returned {type(result).__name__}; it must return a Tensor or a tuple of Tensors")
+    outs[0].realize(*outs[1:])
+    return result
+
+
+def _tensor(u: UOp, device: str) -> Tensor:
+    from uopviz.tensor.tensor import Tensor
+    t = object.__new__(Tensor)
+    t._uop, t._device = u, device
+    return t
+
+
+def _signature(t: Tensor) -> tuple[Any, ...]:
+    return (tuple(_unbound(d) for d in t.shape), t.dtype, t.device)
+
+
+def _unbound(d: int | UOp) -> int | UOp:
+    return d if isinstance(d, int) else d.substitute({u: u.src[0] for u in d.toposort() if u.op is Ops.BIND})
+
+
+def _values(inputs: Sequence[Tensor]) -> dict[str, int]:
+    """The values the inputs' symbolic sizes are bound to."""
+    dims = [d for t in inputs for d in t.shape if not isinstance(d, int)]
+    return {u.src[0].arg.name: u.src[1].arg.value for d in dims for u in d.toposort() if u.op is Ops.BIND}
+
+
+def _rebind(d: int | UOp, values: dict[str, int]) -> int | UOp:
+    """A dim with its variables bound to this call's values."""
+    if isinstance(d, int):
+        return d
+    return d.substitute({u: u.bind(values[u.arg.name]) for u in d.toposort() if u.op is Ops.DEFINE_VAR})
