@@ -226,6 +226,7 @@ export class App {
     }
     if (token !== this.token) return;
     const ctxs = trace.contexts;
+    this.contexts = ctxs;
     if (!ctxs.length) return this.status(`Trace ${trace.name} has no contexts.`);
     if (s.ci == null || !ctxs[s.ci]) s.ci = Math.max(0, ctxs.findIndex((c) => c.kind === "kernel"));
     const ctx = ctxs[s.ci];
@@ -308,7 +309,15 @@ export class App {
   selectNode(ref, reveal) {
     this.selected = ref;
     this.view.select(ref, reveal);
-    renderInspector(this.els.inspector, ref && this.table?.get(ref), this.table, (id) => this.selectNode(id, true));
+    renderInspector(this.els.inspector, ref && this.table?.get(ref), this.table, (id) => this.selectNode(id, true), (n) => this.functionOf(n));
+  }
+
+  // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in.
+  functionOf(node) {
+    const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
+    if (fn?.op !== "Function" || !fn.arg) return null;
+    const ci = (this.contexts ?? []).findIndex((c) => c.kind === "function" && c.name === `function ${fn.arg}`);
+    return ci < 0 ? null : { label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0 }, true) };
   }
 
   // Step k of the current pass (clamped to its steps); nothing happens at either end.

@@ -1,8 +1,9 @@
-// The node inspector: the selected node's op, id, dtype, shape, arg, sources and users, over the graph.
+// The node inspector: the selected node's op, id, dtype, shape, arg, sources and users, over the graph; a node that
+// stands for more than itself (a call of a function) links to where that is shown (`opener(node)`: {label, open}).
 import { fill, h } from "../dom.js";
 import { argText } from "./display.js";
 
-export function renderInspector(el, node, table, select) {
+export function renderInspector(el, node, table, select, opener = () => null) {
   if (!node) {
     el.hidden = true;
     return;
@@ -13,6 +14,7 @@ export function renderInspector(el, node, table, select) {
     return h("button", { class: "uv-chip", title: id, onclick: () => select(id) }, n ? `${n.op}${argText(n, table)}` : id.slice(0, 8));
   };
   const users = [...table.values()].filter((n) => n.src.includes(node.id)).map((n) => n.id);
+  const target = opener(node);
   fill(
     el,
     h("div", { class: "uv-inspector-head" }, h("b", {}, node.op), h("button", { class: "uv-close", title: "close (Esc)", onclick: () => select(null) }, "×")),
@@ -34,5 +36,6 @@ export function renderInspector(el, node, table, select) {
       h("dt", {}, "users"),
       h("dd", {}, users.length ? users.map(link) : "—"),
     ),
+    target && h("button", { class: "uv-open", onclick: target.open }, target.label),
   );
 }
