@@ -101,23 +101,24 @@ def test_the_widget_draws_steps_and_applies_an_opt_in_jupyterlab(browser: Browse
     page.click(".uv-app .uv-tab[data-tab='kernel']")
     page.wait_for_selector(".uv-app .uv-kernel-source")
     before = page.inner_text(".uv-app .uv-kernel-source")
-    axis = page.eval_on_selector_all(
-        ".uv-app .uv-axis", "els => els.find(e => e.dataset.type === 'LOOP' && Number(e.dataset.size) % 2 === 0)"
-                            "?.dataset.axis")
-    assert axis is not None
+    loops = page.eval_on_selector_all(
+        ".uv-app .uv-axis", "els => els.filter(e => e.dataset.type === 'LOOP').map(e => [e.dataset.axis, "
+                            "Number(e.dataset.size)])")
+    axis, size = next((a, n) for a, n in loops if n > 1)
+    factor = next(f for f in range(2, size + 1) if size % f == 0)  # the smallest split that divides the axis
     page.click(f".uv-app .uv-axis[data-axis='{axis}']")
     page.select_option(".uv-app .uv-opt-op", label="UPCAST")
-    page.fill(".uv-app .uv-opt-amount", "2")
+    page.fill(".uv-app .uv-opt-amount", str(factor))
     page.click(".uv-app .uv-opt-apply")
     page.wait_for_selector(".uv-app .uv-opt-reset", timeout=60_000)
     page.wait_for_function("b => document.querySelector('.uv-app .uv-kernel-source')?.innerText !== b", arg=before)
     assert page.locator(".uv-app .uv-opt-error").count() == 0
-    assert page.locator(".uv-app .uv-applied .uv-opt-chip").last.inner_text() == f"UPCAST a{axis} ×2"
+    assert page.locator(".uv-app .uv-applied .uv-opt-chip").last.inner_text() == f"UPCAST a{axis} ×{factor}"
     page.screenshot(path=shots / "jupyterlab-widget.png")
 
     run_cell(page, 1)
     printed = page.locator(".jp-OutputArea-output pre").filter(has_text="SPLIT")
     printed.wait_for(timeout=60_000)
-    assert f"'axis': {axis}, 'arg': [2, 'UPCAST', False]" in printed.inner_text()
+    assert f"'axis': {axis}, 'arg': [{factor}, 'UPCAST', False]" in printed.inner_text()
     assert not errors, errors
     page.close()
