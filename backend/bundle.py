@@ -1,12 +1,13 @@
-"""Where the built web UI is (frontend/dist, committed) and its files as text: the server serves them, the notebook
-widget and static exports (uopviz.widget) inline them. No web framework here."""
+"""Where the built web UI is (backend/ui: committed, and installed with the backend package) and its files as
+text: the server serves them, the notebook widget and static exports (uopviz.widget) inline them. No web framework
+here."""
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
 
-DIST = Path(__file__).resolve().parents[1] / "frontend" / "dist"
+DIST = Path(__file__).resolve().parent / "ui"
 BUILD = "cd frontend && npm ci && npm run build"
 
 

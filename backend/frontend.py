@@ -1,4 +1,4 @@
-"""Serving the built web UI (frontend/dist), or a page that says how to build it when it is missing."""
+"""Serving the built web UI (backend/ui), or a page that says how to build it when it is missing."""
 
 from __future__ import annotations
 

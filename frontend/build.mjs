@@ -1,4 +1,5 @@
-// Builds the UI into frontend/dist (or the directory given as the first argument): app.js (the one ES module the
+// Builds the UI into backend/ui (package data of the installed backend; or the directory given as the first
+// argument): app.js (the one ES module the
 // web page, the notebook widget and static exports load; the layout worker is inside it), app.css, index.html,
 // and loader.js (the classic script that starts a static export's view).
 // The output depends on the sources only: no timestamps, no source maps, no absolute paths,
@@ -9,7 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const out = resolve(process.argv[2] ?? join(here, "dist"));
+const out = resolve(process.argv[2] ?? join(here, "..", "backend", "ui"));
 const common = { bundle: true, minify: true, legalComments: "eof", target: "es2020", logLevel: "warning", absWorkingDir: here };
 
 // The worker's bundle, made first and handed to the app as the text of the module "uopviz:worker-source".

@@ -1,4 +1,4 @@
-"""The committed web UI bundle (frontend/dist) is exactly what the committed sources build: `npm ci` and
+"""The committed web UI bundle (backend/ui) is exactly what the committed sources build: `npm ci` and
 `npm run build` in a copy of frontend/, then a byte-for-byte comparison. Python users never run node, so a
 source change without a rebuild would otherwise ship a stale UI."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 FRONTEND = Path(__file__).resolve().parents[2] / "frontend"
-STALE = "frontend/dist is stale: run npm run build in frontend/"
+STALE = "backend/ui is stale: run npm run build in frontend/"
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -27,6 +27,6 @@ def test_committed_bundle_is_what_the_sources_build(tmp_path: Path) -> None:
     for cmd in ([npm, "ci", "--no-audit", "--no-fund"], [npm, "run", "build", "--", str(tmp_path / "dist")]):
         run = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, f"{' '.join(cmd)} failed:\n{run.stdout}\n{run.stderr}"
-    built, committed = files(tmp_path / "dist"), files(FRONTEND / "dist")
+    built, committed = files(tmp_path / "dist"), files(FRONTEND.parent / "backend" / "ui")
     differ = sorted(name for name in built.keys() | committed.keys() if built.get(name) != committed.get(name))
     assert not differ, f"{STALE} (these differ: {', '.join(differ)})"

@@ -1,4 +1,4 @@
-"""`TraceView`: the web UI as a Jupyter widget (anywidget). Its JS is the committed bundle (frontend/dist/app.js,
+"""`TraceView`: the web UI as a Jupyter widget (anywidget). Its JS is the committed bundle (backend/ui/app.js,
 the same app the web page runs), and all of its data comes over the widget's comm, answered in this kernel by
 the server's own answer code: no `uopviz serve`, no HTTP port, no network.
 
