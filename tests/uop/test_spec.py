@@ -293,6 +293,7 @@ ERRORS: list[tuple[str, Callable[[], UOp], str, str]] = [
     # load / store / ordering
     ("load-gate", lambda: F().load(G(), fc()), "Load: gate must be bool, got float32 (src[2] Const)", "load-gate"),
     ("load-alt", lambda: F().load(I(), bc()), "Load: alt has dtype int32, buf float32 (src[1] Buffer)", "load-alt"),
+    ("load-lone-gate", lambda: F().load(I()), "Load: gate must be bool, got int32 (src[1] Buffer)", "load-gate"),
     ("store-gate", lambda: F().store(G(), fc()), "Store: gate must be bool, got float32 (src[2] Const)", "bool-src"),
     ("store-shape", lambda: F().store(X()), "Store: buf.shape (12,) != val.shape (3, 4) (src[1] Reshape)",
      "store-shape"),
@@ -306,6 +307,9 @@ ERRORS: list[tuple[str, Callable[[], UOp], str, str]] = [
     ("range-negative", lambda: UOp.range(-1, 0), "Range: bound -1 is negative (src[0] Const)", "range-bound"),
     ("end-range", lambda: UOp(Ops.END, (F().store(G()), UOp.const(idx, 4))),
      "End: source 1 must be a Range, got Const (src[1] Const)", "src-op"),
+    ("linear-order", lambda: UOp(Ops.LINEAR, (UOp.range(4, 0),)),
+     "Linear: instruction 0 (Range) reads a Const that no instruction before it computes (src[0] Range)",
+     "linear-order"),
     ("group-value", lambda: UOp(Ops.GROUP, (_store(), F())),
      "Group: merges side effects only, but source 1 is a float32 value (src[1] Buffer)", "group-void"),
     ("after-void", lambda: UOp(Ops.AFTER, (_store(), F())), "After: source must be a value, not void (src[0] End)",
@@ -431,6 +435,7 @@ def test_gated_codegen_kernel() -> None:
     cond = g < 12
     st = F().index(g).store(G().index(g).load(UOp.const(f32, 0.0), cond) * 2.0, cond)
     iff = UOp(Ops.IF, (cond,))
-    lin = UOp(Ops.LINEAR, (g, cond, iff, st, UOp(Ops.ENDIF, (iff,))))
+    body = [u for u in st.toposort() if u not in cond.sparents()]  # every instruction, constants included
+    lin = UOp(Ops.LINEAR, (*cond.toposort(), iff, *body, UOp(Ops.ENDIF, (iff,))))
     prog = UOp(Ops.PROGRAM, (lin, UOp(Ops.SOURCE, (), "...")), "E_16")
     assert validate(prog) is prog

@@ -181,6 +181,8 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
         return w.d.select(w.value_type(u), w.vector(MASKS[u.dtype.itemsize], int(u.shape[0])), x, y, m)
     if u.src[0].dtype.is_bool:  # logic on lane masks: a scalar bool joins them as all ones (-1) or zeros
         s = [e if x.shape else f"(-({e}))" for x, e in zip(u.src, s)]
+    if op in (Ops.SHL, Ops.SHR):  # OpenCL C shifts no scalar by a vector: the scalar is repeated first
+        s = [w.splat(u.src[0], s[0], u), s[1]]
     if op is Ops.CAST:
         return w.d.convert(s[0], w.value_type(u))
     return _alu(w, u, s)

@@ -4,7 +4,12 @@ A kernel starts as `Store(out.index(flat(ranges)), Index(T, *ranges))`. The rule
 through T's ops until only scalar arithmetic over Loads of buffers is left: movement ops become index
 arithmetic (Reshape: flatten and unflatten; Permute: reorder; Expand: 0 on broadcast axes; Shrink: offset;
 Flip: n-1-i; Pad: a validity mask, with the index clamped so the masked read stays in bounds), elementwise ops
-apply to indexed sources, and a Reduce over axes becomes a Reduce over fresh REDUCE ranges.
+apply to indexed sources, and a Reduce over axes becomes a Reduce over fresh REDUCE ranges. Index by tensors
+reads its index values and masks those out of range, Stack selects over its leading index, a size-changing
+Bitcast regroups the bytes of the last axis with integer shifts, Slice is a Reshape, Shrink and Bitcast of its
+source, and a Tensor-level Load is its buffer's value, selected against alt where a gate is false. Every read
+stays in bounds, so no gate reaches memory. An op with no rule here is refused when its kernel is made
+(`check_lowerable`), naming the op, before any kernel pass runs.
 
 `collapse` then removes reductions whose closed form is known: a range the reduced value does not use, and a
 sum of a value masked to an interval of the range (what SPEC's prefix_sum makes of arange), so arange costs
@@ -14,11 +19,12 @@ body that then runs once: a reduction over one is its identity, a loop over one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from uopviz.dtype import DType, dtypes
-from uopviz.uop.ops import AxisType, GroupOp, Ops, UOp, prod
+from uopviz.uop.ops import AddrSpace, AxisType, GroupOp, Ops, SliceArg, SpecError, UOp, prod
 from uopviz.uop.pattern import PatternMatcher, UPat
+from uopviz.uop.spec import load_slots
 
 BUFFERS = frozenset({Ops.PARAM, Ops.BUFFER})
 
@@ -149,22 +155,199 @@ def _passthrough(ix: UOp, x: UOp) -> UOp:
     return _index(x.src[0], ix.src[1:])
 
 
+def _in_axis(v: UOp, n: int | UOp) -> tuple[UOp, UOp]:
+    """(valid, index) of an index value v into an axis of n: -n..-1 wrap, and a value outside [-n, n) is not
+    valid and its index is 0, so that the masked read stays in bounds. Compared as int64 (uint64 as it is), wide
+    enough for every index value and every size, before the index narrows to the kernel's index type."""
+    v = v if v.dtype == dtypes.uint64 else v.cast(dtypes.int64)
+    size = UOp.const(v.dtype, n) if isinstance(n, int) else n.cast(v.dtype)
+    if v.dtype.is_unsigned:
+        ok, at = v < size, v
+    else:
+        ok, at = (v < -size).logical_not() & (v < size), (v < 0).where(v + size, v)
+    return ok, ok.where(at, 0).cast(dtypes.index)
+
+
+def _gather(ix: UOp, x: UOp) -> UOp:
+    """Index(T, i0, i1, ...) by index tensors: each is read at the output's ranges (a ()-shaped one at none, a
+    (k,)-shaped one at the range of the axis it makes) and its value indexes T's axis (_in_axis: as in the Tensor
+    front-end's indexing, negatives wrap and a value out of range reads 0); T's remaining axes take the remaining
+    ranges."""
+    src, outer = x.src[0], list(ix.src[1:])
+    new: list[UOp] = []
+    valid: UOp | None = None
+    for i, n in zip(x.src[1:], src.shape):
+        if isinstance(n, int) and n == 0:  # no element to read, and none to clamp the read to
+            return x.const_like(0)
+        ok, at = _in_axis(_index(i, [outer.pop(0)] if i.shape else []), n)
+        new.append(at)
+        valid = ok if valid is None else valid & ok
+    inner = _index(src, [*new, *outer])
+    return inner if valid is None else valid.where(inner, inner.const_like(0))
+
+
+def _stack(ix: UOp, x: UOp) -> UOp:
+    """Stack(T0, T1, ...) at (k, *rest) is T_k at rest: a select over k (each T_j is read in bounds, so none
+    needs a gate); a constant k picks its source."""
+    k, rest = ix.src[1], ix.src[2:]
+    if k.op is Ops.CONST:
+        return _index(x.src[k.arg.value], rest)
+    out = _index(x.src[-1], rest)
+    for j in range(len(x.src) - 2, -1, -1):
+        out = k.eq(j).where(_index(x.src[j], rest), out)
+    return out
+
+
+_UINT = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+
+
+def _bits(v: UOp) -> UOp:
+    """v's bit pattern as the unsigned integer of its size (a bool is stored as 0 or 1)."""
+    u = _UINT[v.dtype.itemsize]
+    return v.cast(u) if v.dtype.is_bool else v if v.dtype == u else v.bitcast(u)
+
+
+def _from_bits(b: UOp, dt: DType) -> UOp:
+    """Unsigned bits read as dt; a byte read as a bool is true where it is not 0."""
+    return b.ne(0) if dt.is_bool else b if b.dtype == dt else b.bitcast(dt)
+
+
+def _widen(ix: UOp, x: UOp) -> UOp:
+    """A Bitcast to n times wider elements: element j of the last axis is source elements jn..jn+n-1, the first
+    in the lowest bytes (little-endian, the byte order of every runtime and of NumPy's views on them)."""
+    src, idx = x.src[0], ix.src[1:]
+    n, step, wide = x.dtype.itemsize // src.dtype.itemsize, 8 * src.dtype.itemsize, _UINT[x.dtype.itemsize]
+
+    def part(m: int) -> UOp:
+        return _bits(_index(src, [*idx[:-1], idx[-1] * n + m])).cast(wide)
+
+    word = part(0)
+    for m in range(1, n):
+        word = word | (part(m) << (step * m))
+    return _from_bits(word, x.dtype)
+
+
+def _narrow(ix: UOp, x: UOp) -> UOp:
+    """A Bitcast to n times narrower elements: element j of the last axis is bytes of source element j // n,
+    from byte (j % n) * size on (little-endian, as in _widen)."""
+    src, idx = x.src[0], ix.src[1:]
+    n, size = src.dtype.itemsize // x.dtype.itemsize, x.dtype.itemsize
+    word = _bits(_index(src, [*idx[:-1], idx[-1] // n]))
+    shift = (idx[-1] % n).cast(word.dtype) * (8 * size)
+    return _from_bits((word >> shift).cast(_UINT[size]), x.dtype)
+
+
+def _bitcast(ix: UOp, x: UOp) -> UOp:
+    """A Bitcast that keeps the element size reinterprets each element; one that changes it regroups the bytes
+    of the last axis. Integer shifts of bit patterns, not a reinterpreting read of memory: that works on values
+    computed in the kernel too, and C forbids reading memory through a pointer of another type (aliasing,
+    alignment)."""
+    old, new = x.src[0].dtype.itemsize, x.dtype.itemsize
+    if old == new:
+        return _elementwise(ix, x)
+    return _widen(ix, x) if old < new else _narrow(ix, x)
+
+
+def _slice(ix: UOp, x: UOp) -> UOp:
+    """Slice(T, offset) of `size` elements of a dtype: T's elements in row-major order from offset on, read as that
+    dtype: a Reshape to one axis, a Shrink to the elements the slice covers and a Bitcast (then a Shrink to `size`
+    where one element of T holds several of the new dtype)."""
+    t, off = x.src
+    a: SliceArg = x.arg
+    covered = -(-a.size * a.dtype.itemsize // t.dtype.itemsize)  # elements of T, rounded up
+    view = t.reshape((prod(t.shape),)).shrink((off,), (covered,))
+    if a.dtype != t.dtype:
+        view = view.bitcast(a.dtype)
+    if view.shape[0] != a.size:
+        view = view.shrink((0,), (a.size,))
+    return _index(view, ix.src[1:])
+
+
+def _load(ix: UOp, x: UOp) -> UOp:
+    """A Tensor-level Load(buf, alt?, gate?) copies buf: its value, or alt's where the gate is false. buf is read in
+    bounds everywhere, so the gate is a select."""
+    idx = ix.src[1:]
+    a, g = load_slots(x)
+    value = _index(x.src[0], idx)
+    if g is None:
+        return value
+    alt = _index(x.src[a], idx) if a is not None else value.const_like(0)
+    return _index(x.src[g], idx).where(value, alt)
+
+
+def explicit_alt(x: UOp) -> UOp | None:
+    """A gated Load with no alt reads 0 where the gate is false: the 0 is made a source, so that later passes and
+    the runtimes see a gated Load in one form, (buf, alt, gate)."""
+    a, g = load_slots(x)
+    return x.replace(src=(x.src[0], x.const_like(0), x.src[g])) if g is not None and a is None else None
+
+
+class _Ranged(UPat):
+    """An Index by the kernel's own indices: index-typed (ranges and their arithmetic). A Tensor-level Index is
+    by integer tensors (kernel_ast gives index-typed ones int64), so it is left alone until an Index of this kind
+    reaches it (_gather)."""
+
+    __slots__ = ()
+
+    def _extra(self, u: UOp) -> bool:
+        return all(i.dtype == dtypes.index for i in u.src[1:])
+
+
 def _on(op: Ops | frozenset[Ops]) -> UPat:
-    return UPat(Ops.INDEX, src=(UPat(op, name="x"),), allow_any_len=True, name="ix")
+    return _Ranged(Ops.INDEX, src=(UPat(op, name="x"),), allow_any_len=True, name="ix")
 
 
+_LOWERINGS: tuple[tuple[Ops | frozenset[Ops], Callable[..., UOp]], ...] = (
+    (Ops.RESHAPE, _reshape),
+    (Ops.PERMUTE, _permute),
+    (Ops.EXPAND, _expand),
+    (Ops.SHRINK, _shrink),
+    (Ops.FLIP, _flip),
+    (Ops.PAD, _pad),
+    (Ops.REDUCE, _reduce),
+    (GroupOp.Elementwise, _elementwise),
+    (Ops.BITCAST, _bitcast),
+    (frozenset({Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD, Ops.COPY}), _passthrough),
+    (Ops.INDEX, _gather),
+    (Ops.STACK, _stack),
+    (Ops.SLICE, _slice),
+    (Ops.LOAD, _load),
+)
 pushdown = PatternMatcher([
-    (_on(Ops.RESHAPE), _reshape),
-    (_on(Ops.PERMUTE), _permute),
-    (_on(Ops.EXPAND), _expand),
-    (_on(Ops.SHRINK), _shrink),
-    (_on(Ops.FLIP), _flip),
-    (_on(Ops.PAD), _pad),
-    (_on(Ops.REDUCE), _reduce),
-    (_on(GroupOp.Elementwise | {Ops.BITCAST}), _elementwise),
-    (_on(frozenset({Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD})), _passthrough),
+    (UPat(Ops.LOAD, name="x"), explicit_alt),
+    *((_on(op), fn) for op, fn in _LOWERINGS),
     (UPat(Ops.INDEX, src=(UPat(_SCALARS, name="x"),)), lambda x: x),
 ], name="rangeify")
+
+LOWERED: frozenset[Ops] = frozenset().union(*({op} if isinstance(op, Ops) else op for op, _ in _LOWERINGS),
+                                            _SCALARS, BUFFERS)
+"""The ops a kernel's Tensor-level value may hold: those a rule above lowers, and the leaves."""
+
+_NOT_LOWERED = {
+    Ops.COPY: "it moves data to another device, and a kernel runs on one device",
+    Ops.REPLICATED: "it marks a value held on several devices, and a kernel runs on one device",
+    Ops.LOAD: "it reads into another device or address space, and a kernel computes into global memory of one device",
+}
+
+
+def _moves(u: UOp) -> bool:
+    """A Copy to another device, or a Load to a device or address space other than its buffer's (global memory):
+    on its own device, each is the value it reads."""
+    if u.op is Ops.COPY:
+        return u.arg != u.src[0].device
+    a = u.arg
+    return u.op is Ops.LOAD and a is not None and (a.device not in (None, u.src[0].device) or
+                                                   a.addrspace not in (None, AddrSpace.GLOBAL))
+
+
+def check_lowerable(value: UOp) -> None:
+    """Refuse a kernel's Tensor-level value that holds an op rangeify cannot lower, with a SpecError naming the op
+    and why, when the kernel is made: not later, where a pass or a renderer meets the op."""
+    for u in value.toposort():
+        if u.op not in LOWERED or _moves(u):
+            why = _NOT_LOWERED.get(u.op, "no rule of rangeify lowers it (a kernel computes movement, elementwise, "
+                                         "reduce, marker and Load ops of buffers and constants)")
+            raise SpecError(u, f"cannot be lowered in a kernel: {why}", rule="lowerable")
 
 
 # ---------------------------------------------------------------- closed forms of reductions
@@ -273,8 +456,23 @@ def output_ranges(shape: Sequence[int | UOp]) -> list[UOp]:
             for k, s in enumerate(shape)]
 
 
+def _data_indices(value: UOp) -> UOp:
+    """value with the index-typed indices of its Tensor-level Index ops cast to int64: a Tensor's indices are data
+    (negatives wrap, values out of range read 0), and index-typed ones are the kernel's own (_Ranged)."""
+    new: dict[UOp, UOp] = {}
+    for u in value.toposort():
+        src = tuple(new[s] for s in u.src)
+        if u.op is Ops.INDEX:
+            src = (src[0], *(i.cast(dtypes.int64) if i.dtype == dtypes.index else i for i in src[1:]))
+        new[u] = u.replace(src=src)
+    return new[value]
+
+
 def kernel_ast(value: UOp, out: UOp) -> UOp:
-    """The kernel that computes Tensor-level `value` into buffer param `out`, before rangeify."""
+    """The kernel that computes Tensor-level `value` into buffer param `out`, before rangeify (SpecError for a
+    value it could not lower: check_lowerable)."""
+    check_lowerable(value)
+    value = _data_indices(value)
     ranges = output_ranges(value.shape)
     store = out.index(flatten(ranges, value.shape)).store(_index(value, ranges))
     return UOp.sink(store.end(*[r for r in ranges if r.op is Ops.RANGE]))

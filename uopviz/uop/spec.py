@@ -36,7 +36,8 @@ from uopviz.uop.ops import (
 )
 from uopviz.uop.props import fmt_shape
 
-__all__ = ["ARGS", "ARITY", "SPECIAL_NAME", "ArgError", "SpecError", "check", "check_arg", "is_identifier", "validate"]
+__all__ = ["ARGS", "ARITY", "SPECIAL_NAME", "ArgError", "SpecError", "check", "check_arg", "is_identifier",
+           "load_slots", "validate"]
 
 # ---------------------------------------------------------------- arity: (min, max) sources; None = unbounded
 _O = Ops
@@ -376,19 +377,24 @@ def _slice(u: UOp) -> None:
                                f"but the source has {have}", rule="slice-bounds")
 
 
+def load_slots(u: UOp) -> tuple[int | None, int | None]:
+    """Which sources of a Load (buf, alt?, gate?) are its alt and its gate (None: absent). A lone extra source is
+    the alt if it has buf's dtype, else the gate."""
+    if len(u.src) == 3:
+        return 1, 2
+    if len(u.src) == 2:
+        return (1, None) if u.src[1].dtype == u.src[0].dtype else (None, 1)
+    return None, None
+
+
 @_rule(_O.LOAD)
 def _load(u: UOp) -> None:
     buf = u.src[0]
-    # (buf, alt, gate); a lone extra source is the alt if it has buf's dtype, else it must be the gate
-    extra = list(enumerate(u.src[1:], 1))
-    if len(extra) == 2 or (len(extra) == 1 and extra[0][1].dtype == buf.dtype):
-        i, alt = extra[0]
-        if alt.dtype != buf.dtype:
-            raise SpecError(u, f"alt has dtype {alt.dtype.name}, buf {buf.dtype.name}", i, rule="load-alt")
-        extra = extra[1:]
-    for i, s in extra:
-        if s.dtype != dtypes.bool:
-            raise SpecError(u, f"gate must be bool, got {s.dtype.name}", i, rule="load-gate")
+    a, g = load_slots(u)
+    if a is not None and u.src[a].dtype != buf.dtype:
+        raise SpecError(u, f"alt has dtype {u.src[a].dtype.name}, buf {buf.dtype.name}", a, rule="load-alt")
+    if g is not None and u.src[g].dtype != dtypes.bool:
+        raise SpecError(u, f"gate must be bool, got {u.src[g].dtype.name}", g, rule="load-gate")
     for i, s in enumerate(u.src[1:], 1):
         if s.shape not in (buf.shape, ()):
             raise SpecError(u, f"{fmt_shape(s.shape)} must be () or buf's {fmt_shape(buf.shape)}", i,
@@ -410,6 +416,19 @@ def _store(u: UOp) -> None:
     if len(u.src) > 2 and u.src[2].shape not in (buf.shape, ()):
         raise SpecError(u, f"gate {fmt_shape(u.src[2].shape)} must be () or buf's {fmt_shape(buf.shape)}", 2,
                         rule="store-shape")
+
+
+@_rule(_O.LINEAR)
+def _linear(u: UOp) -> None:
+    """An instruction list in execution order: each instruction after every one it reads, constants included (a
+    runtime runs the list as it is). An instruction may be listed twice: equal instructions are one node."""
+    done: set[UOp] = set()
+    for k, x in enumerate(u.src):
+        for s in x.src:
+            if s not in done:
+                raise SpecError(u, f"instruction {k} ({x.op.value}) reads a {s.op.value} that no instruction before "
+                                   "it computes", k, rule="linear-order")
+        done.add(x)
 
 
 @_rule(_O.GROUP)
