@@ -3,7 +3,7 @@
 `import uopviz` stays light: it loads the IR and the trace recorder, not NumPy, FastAPI or any runtime.
 """
 
-from uopviz import trace
+from uopviz import hooks, trace
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
 from uopviz.uop.variable import Variable
@@ -18,6 +18,21 @@ def show(x: object, **kwargs: object) -> object:
     uopviz.widget.show (imported here on use: it brings anywidget)."""
     from uopviz.widget import show as show_widget
     return show_widget(x, **kwargs)  # type: ignore[arg-type]
+
+
+def _beam_display(kernel_name: str, device: str, width: int) -> object | None:
+    """The notebook's live display of a BEAM search (hooks.beam_display), when running in an IPython kernel; the
+    widget (and anywidget) is imported only then."""
+    import sys
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return None
+    from uopviz.widget.beam import kernel_display
+    return kernel_display(kernel_name, device, width)
+
+
+hooks.beam_display = _beam_display
 
 
 def __getattr__(name: str) -> object:

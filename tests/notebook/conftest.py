@@ -62,13 +62,15 @@ class Comm:
                 return c["data"]["content"]
 
 
-def execute(name: str, work: Path, talk: Any = None) -> Ran:
-    """Run examples/NAME in `work` (a copy, with its own tuning database and kernel cache), top to bottom; then
-    `talk(comm, widgets)` (a coroutine) may send requests over the widgets' comms while the kernel still runs."""
+def execute(name: str, work: Path, talk: Any = None, folder: Path = EXAMPLES) -> Ran:
+    """Run folder/NAME (examples/ by default) in `work` (a copy, with its own tuning database and kernel cache),
+    top to bottom; then `talk(comm, widgets)` (a coroutine) may send requests over the widgets' comms while the
+    kernel still runs."""
     import nbformat
     from nbclient import NotebookClient
 
-    shutil.copy(EXAMPLES / name, work / name)
+    if folder != work:
+        shutil.copy(folder / name, work / name)
     nb = nbformat.read(work / name, as_version=4)
     env = {**os.environ, "UOPVIZ_CACHE_DIR": str(work / "cache")}
     client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",

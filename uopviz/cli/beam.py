@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from uopviz.search.db import TuningDBError
+from uopviz.search.report import VARIANTS
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,6 +67,7 @@ def cmd_beam(args: argparse.Namespace) -> int:
     from uopviz.runtime.device import DeviceError, UnknownDeviceError
     from uopviz.search.beam import BeamError, beam
     from uopviz.search.db import TuningDB
+    from uopviz.search.report import report
     try:
         device = devices.canonical(args.device)
         program = _program(args, device)
@@ -84,7 +86,7 @@ def cmd_beam(args: argparse.Namespace) -> int:
         print("uopviz: interrupted; the candidates measured so far are stored: run the same command to resume",
               file=sys.stderr)
         return 130
-    doc = _document(program, device, args.beam, results, wall)
+    doc = report(program.label, device, args.beam, results, wall, program.flops, program.bytes)
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -145,40 +147,6 @@ def _function_program(spec: str, shapes: dict[str, int], device: str) -> Program
         raise UsageError(f"{spec} returned {type(out).__name__}, not a Tensor")
     label = spec + (f" ({', '.join(f'{k}={v}' for k, v in shapes.items())})" if shapes else "")
     return Program(label, out, None, None)
-
-
-VARIANTS = ("unoptimized", "heuristic", "beam")
-
-
-def _document(program: Program, device: str, width: int, results: list[Any], wall_s: float) -> dict[str, Any]:
-    """The machine-readable result; the table is drawn from it."""
-    kernels = [{"kernel": r.kernel_name, "name": r.name, "opts": [o.to_json() for o in r.opts],
-                "unoptimized_s": r.unoptimized_s, "heuristic_s": r.heuristic_s, "beam_s": r.time_s,
-                "heuristic_opts": [o.to_json() for o in r.heuristic_opts], "search_id": r.search_id,
-                "from_db": r.from_db, "rounds": r.rounds, "candidates": r.candidates, "compiled": r.compiled,
-                "opts_text": [str(o) for o in r.opts]} for r in results]
-    total: dict[str, Any] = {}
-    base = _sum([k["unoptimized_s"] for k in kernels])
-    heur = _sum([k["heuristic_s"] for k in kernels])
-    for v in VARIANTS:
-        t = _sum([k[f"{v}_s"] for k in kernels])
-        total[v] = {"time_s": t,
-                    "gflops": program.flops / t / 1e9 if t and program.flops is not None else None,
-                    "gbs": program.bytes / t / 1e9 if t and program.bytes is not None else None,
-                    "vs_unoptimized": base / t if t and base else None,
-                    "vs_heuristic": heur / t if t and heur else None}
-    return {"program": program.label, "device": device, "beam": width, "flops": program.flops,
-            "bytes": program.bytes, "search_s": wall_s, "kernels": kernels, "total": total}
-
-
-def _sum(xs: list[float | None]) -> float | None:
-    """The total, unknown if a part is."""
-    total = 0.0
-    for x in xs:
-        if x is None:
-            return None
-        total += x
-    return total
 
 
 def _table(doc: dict[str, Any], colour: bool) -> str:

@@ -46,6 +46,7 @@ from multiprocessing import get_context, parent_process
 from multiprocessing.connection import wait
 from typing import Any, TextIO
 
+from uopviz import hooks
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import KernelOptError, Opt, Scheduler
 from uopviz.codegen.opt.actions import legal_actions
@@ -136,10 +137,32 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
                     hit = None if force else tdb.lookup(key)
                     if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
                         return answer
-            return search.run(width, max_rounds, threshold)
+            display = _notebook_display(search.name, device, width) if progress is True else None
+            if display is not None:
+                shown.enabled, shown.hook = False, display.hook
+            try:
+                result = search.run(width, max_rounds, threshold)
+            except KeyboardInterrupt:
+                if display is not None:
+                    display.end(None, "interrupted", "interrupted: the candidates measured so far are stored; the same "
+                                "call resumes")
+                raise
+            except Exception as e:
+                if display is not None:
+                    display.end(None, "failed", f"{type(e).__name__}: {e}")
+                raise
+            if display is not None:
+                display.end(result, "done")
+            return result
     finally:
         if owned:
             tdb.close()
+
+
+def _notebook_display(name: str, device: str, width: int) -> Any:
+    """The notebook's live view of this search, where uopviz runs in a notebook (hooks.beam_display), else None:
+    the default progress is then the status line."""
+    return hooks.beam_display(name, device, width) if hooks.beam_display is not None else None
 
 
 def format_seconds(s: float | None) -> str:

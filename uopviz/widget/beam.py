@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anywidget
@@ -21,6 +22,47 @@ from backend import bundle
 from uopviz.search.beam import BeamResult, ProgressHook
 
 Results = Callable[[list[BeamResult], float], dict[str, Any]]
+
+
+@dataclass
+class KernelSearch:
+    """One kernel's BEAM search shown live in a notebook: what `hooks.beam_display` gives uopviz.search.beam when
+    a search with the default progress runs in an IPython kernel."""
+
+    view: BeamView
+    device: str
+    width: int
+    start: float
+
+    def hook(self, event: dict[str, Any]) -> None:
+        self.view.add({**event, "kernel": 0})
+
+    def end(self, result: BeamResult | None, status: str, detail: str = "") -> None:
+        """The search ended: done with its result (the view then shows the results table), or interrupted or
+        failed (detail says why)."""
+        from uopviz.search.report import report
+        if result is None:
+            self.view.add({"event": "error", "kind": status, "kernel": 0, "detail": detail})
+            self.view.end(status)
+            return
+        self.view.add(_done(result, 0))
+        self.view.end("done", report(result.kernel_name, self.device, self.width, [result],
+                                     time.perf_counter() - self.start))
+
+
+def kernel_display(kernel_name: str, device: str, width: int) -> KernelSearch:
+    """A BeamView of one kernel's search, displayed now."""
+    from IPython.display import display
+    view = BeamView(label=f"{kernel_name} on {device}", kernels=[kernel_name])
+    display(view)
+    return KernelSearch(view, device, width, time.perf_counter())
+
+
+def _done(r: BeamResult, kernel: int) -> dict[str, Any]:
+    """A kernel's last event: what its search chose."""
+    return {"event": "done", "kernel": kernel, "search_id": r.search_id, "name": r.name,
+            "opts": [o.to_json() for o in r.opts], "time_s": r.time_s, "unoptimized_s": r.unoptimized_s,
+            "heuristic_s": r.heuristic_s, "rounds": r.rounds, "candidates": r.candidates, "from_db": r.from_db}
 
 
 def in_notebook() -> bool:
@@ -76,10 +118,10 @@ def search_tensor(t: Any, width: int = 4, *, db: str | os.PathLike[str] | None =
     (`realize()` then uses them). In a notebook a BeamView shows it live and ends with the results table
     (unoptimized, heuristic and BEAM times, GFLOP/s when `flops` is given, GB/s, the opts). Ctrl-C (interrupt the
     kernel) stops it: the candidates measured so far stay in the database, and the same call resumes."""
-    from uopviz.cli.beam import Program, _document
     from uopviz.pipeline import kernels_of, schedule
     from uopviz.search.beam import beam
     from uopviz.search.db import TuningDB
+    from uopviz.search.report import report
 
     kernels = kernels_of(schedule([t.uop]))
     name = label or f"{t.dtype.name}{list(t.shape)} on {t.device}"
@@ -97,10 +139,7 @@ def search_tensor(t: Any, width: int = 4, *, db: str | os.PathLike[str] | None =
                          progress=view.hook(i) if view else True)
                 results.append(r)
                 if view:
-                    view.add({"event": "done", "kernel": i, "search_id": r.search_id, "name": r.name,
-                              "opts": [o.to_json() for o in r.opts], "time_s": r.time_s,
-                              "unoptimized_s": r.unoptimized_s, "heuristic_s": r.heuristic_s, "rounds": r.rounds,
-                              "candidates": r.candidates, "from_db": r.from_db})
+                    view.add(_done(r, i))
     except KeyboardInterrupt:
         if view:
             view.add({"event": "error", "kind": "interrupted", "kernel": len(results),
@@ -114,8 +153,7 @@ def search_tensor(t: Any, width: int = 4, *, db: str | os.PathLike[str] | None =
         raise
     if view:
         nbytes = sum(b.arg.size * b.arg.dtype.itemsize for _, bufs in kernels for b in bufs)
-        view.end("done", _document(Program(name, t, flops, nbytes), t.device, width, results,
-                                   time.perf_counter() - t0))
+        view.end("done", report(name, t.device, width, results, time.perf_counter() - t0, flops, nbytes))
     return results
 
 
