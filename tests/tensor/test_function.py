@@ -3,7 +3,6 @@ returns, nesting, closures, symbolic sizes; what cannot be traced says why. Chec
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -11,28 +10,12 @@ import pytest
 
 import uopviz
 from uopviz import Tensor
-from uopviz.runtime import device as devices
 from uopviz.tensor import FunctionTraceError
 from uopviz.uop.ops import Ops
 
 RNG = np.random.default_rng(11)
 W = RNG.random((5, 3), dtype=np.float32)
 B = RNG.random(3, dtype=np.float32)
-
-
-@pytest.fixture
-def compiles(device: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The names of the kernels the device's runtime compiles while the test runs."""
-    rt = devices.get(device)
-    seen: list[str] = []
-    real = rt.compile
-
-    def counted(kernel: Any) -> Any:
-        seen.append(kernel.name)
-        return real(kernel)
-
-    monkeypatch.setattr(rt, "compile", counted)
-    yield seen
 
 
 def test_a_function_compiles_once_for_three_inputs(device: str, compiles: list[str]) -> None:

@@ -3,7 +3,7 @@ for every bound value, on every device, checked against NumPy."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,6 @@ import pytest
 import uopviz
 from uopviz import Tensor
 from uopviz.realize import KernelArgumentError, run_kernel
-from uopviz.runtime import device as devices
 from uopviz.tensor import ShapeError
 from uopviz.uop.ops import Ops, UOp
 
@@ -20,21 +19,6 @@ RNG = np.random.default_rng(7)
 A = RNG.random((40, 12), dtype=np.float32)
 B = RNG.random((12, 7), dtype=np.float32)
 SIZES = (3, 5, 11, 17, 40)  # not powers of two, smallest to the whole range
-
-
-@pytest.fixture
-def compiles(device: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The names of the kernels the device's runtime compiles while the test runs."""
-    rt = devices.get(device)
-    seen: list[str] = []
-    real = rt.compile
-
-    def counted(kernel: Any) -> Any:
-        seen.append(kernel.name)
-        return real(kernel)
-
-    monkeypatch.setattr(rt, "compile", counted)
-    yield seen
 
 
 PROGRAMS: dict[str, tuple[Callable[[Tensor, Tensor, UOp], Tensor], Callable[[np.ndarray, np.ndarray, int], Any]]] = {
