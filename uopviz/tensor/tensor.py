@@ -14,6 +14,7 @@ from uopviz.dtype import DType, dtypes, exact_array, values_dtype
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
+from uopviz.tensor.autograd import AutogradMixin
 from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
 from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
@@ -27,7 +28,7 @@ from uopviz.uop.ops import Ops, UOp
 __all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
 
 
-class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin):
+class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, AutogradMixin):
     """A lazy n-dimensional array. Build it from Python scalars, nested lists or NumPy arrays:
     `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names.
 
@@ -39,10 +40,10 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     dtype; given another, they are cast as `astype` does (which wraps, as C casts do).
     """
 
-    __slots__ = ("_device", "_uop")
+    __slots__ = ("__weakref__", "_device", "_grad", "_requires_grad", "_uop")
     __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
 
-    def __init__(self, data: Any, device: str | None = None, dtype: Any = None) -> None:
+    def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool = False) -> None:
         dt = None if dtype is None else to_dtype(dtype)
         if isinstance(data, UOp):
             self._uop, self._device = data, data.device or devices.canonical(device)
@@ -53,6 +54,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
             self._uop = _from_python(data, dt, self._device)
         if dt is not None and dt != self.dtype:
             self._uop = self._uop.cast(dt)
+        if requires_grad:
+            self.requires_grad = True
 
     def _new(self, uop: UOp) -> Tensor:
         """A Tensor of uop on self's device."""
