@@ -8,6 +8,7 @@ The ops themselves live in topic modules (creation, movement, elementwise, reduc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from uopviz.dtype import DType, dtypes, exact_array, values_dtype
@@ -157,15 +158,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def assign(self, x: Any) -> Tensor:
         """Write x (broadcast and cast to self's shape and dtype) into self's buffer, in place. Lazy tensors
         built from self before the assign read the new values when they are realized."""
-        from uopviz.realize import assign
         value = x if isinstance(x, Tensor) else Tensor(x, device=self._device, dtype=self.dtype)
-        self._same_device(value)
-        value = value.cast(self.dtype).expand(self.shape)
-        if self._size() == 0:
-            return self
-        self.realize()
-        if value._uop is not self._uop:
-            assign(self._uop, value._uop)
+        assign_all([self], [value])
         return self
 
     def to(self, device: str | None) -> Tensor:
@@ -205,6 +199,22 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
+
+
+def assign_all(targets: Sequence[Tensor], values: Sequence[Tensor]) -> None:
+    """Write each value (broadcast and cast to its target) into its target's buffer, in place, every target of a
+    device in one schedule (an optimizer's step updates all its parameters and state at once this way). Values may
+    read any of the targets: they then see the old contents."""
+    from uopviz.realize import assign
+    pairs = []
+    for t, v in zip(targets, values, strict=True):
+        t._same_device(v)
+        v = v.cast(t.dtype).expand(t.shape)
+        if t._size() and v.uop is not t.uop:
+            pairs.append((t.realize(), v))
+    for dev in dict.fromkeys(t.device for t, _ in pairs):
+        group = [(t, v) for t, v in pairs if t.device == dev]
+        assign([t.uop for t, _ in group], [v.uop for _, v in group])
 
 
 class TensorBoolError(TypeError):
