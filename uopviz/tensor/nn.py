@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from uopviz.dtype import least_upper_dtype
-from uopviz.tensor.util import ShapeError, broadcast_shapes, fmt
+from uopviz.dtype import dtypes, least_upper_dtype
+from uopviz.tensor.util import ShapeError, broadcast_shapes, concrete, fmt
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -64,7 +64,7 @@ class NNMixin:
             raise ShapeError(f"matmul {fmt(a.shape)} @ {fmt(b.shape)}: the contracted dims differ ({k} vs {k2}); "
                              "the last axis of the left operand must match the second-to-last of the right")
         broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-        out = a2.reshape(*a2.shape, 1).mul(b2.reshape(*b2.shape[:-2], 1, k, n)).sum(-2)
+        out = a2.reshape(*a2.shape, 1).mul(b2.reshape(*b2.shape[:-2], 1, k, n)).sum(-2).cast(dt)  # ints wrap as NumPy's
         if a.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if b.ndim == 1 else out
@@ -295,3 +295,131 @@ class NNMixin:
         lo = float("-inf") if self.dtype.is_float else self.dtype.min
         picked = hit.where(vals, lo).max(-2)  # overlapping windows may pick one element twice: it is put once
         return hit.any(-2).where(picked, 0).cast(self.dtype).reshape(*lead, *hw)
+
+    # ---------------------------------------------------------------- layers as functions
+    def dropout(self: Tensor, p: float = 0.5) -> Tensor:
+        """Each element zeroed with probability p, the rest scaled by 1/(1 − p) (always: nn.Dropout applies it only
+        while training). The mask is drawn from rand, so manual_seed makes it repeatable."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        if p == 0:
+            return self
+        keep = type(self).rand(*concrete(self.shape), device=self.device).ge(p)
+        return keep.where(self._float().div(1 - p), 0.0) if p < 1 else self._float().mul(0)
+
+    def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
+        """(x − mean) / √(var + eps) over the axes, with the biased variance (as LayerNorm)."""
+        x = self._float()
+        centred = x.sub(x.mean(axis, keepdim=True))
+        return centred.mul(centred.square().mean(axis, keepdim=True).add(eps).rsqrt())
+
+    def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        """x / max(‖x‖_p, eps) along dim (torch.nn.functional.normalize)."""
+        x = self._float()
+        norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
+        return x.div(norm.maximum(eps))
+
+    def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False,
+                                     scale: float | None = None) -> Tensor:
+        """softmax(q·kᵀ·scale + mask)·v over (..., L, E) queries and (..., S, E) keys: a bool mask keeps where true
+        (−inf elsewhere), a float mask is added; is_causal keeps key j <= query i. scale defaults to 1/√E."""
+        if attn_mask is not None and is_causal:
+            raise ValueError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+        q = self._float()
+        scores = q.matmul(key.transpose(-2, -1)).mul(scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        if is_causal:
+            n, m = scores.shape[-2:]
+            attn_mask = type(self).ones(n, m, dtype="bool", device=self.device).tril()
+        if attn_mask is not None:
+            scores = attn_mask.where(scores, float("-inf")) if attn_mask.dtype.is_bool else scores.add(attn_mask)
+        weights = scores.softmax(-1)
+        return weights.dropout(dropout_p).matmul(value)
+
+    @staticmethod
+    def einsum(formula: str, *operands: Any) -> Tensor:
+        """Einstein summation (`Tensor.einsum("ij,jk->ik", a, b)`): every operand's axes are lined up by letter
+        (a repeated letter in one operand takes its diagonal; "..." stands for the leading axes), multiplied with
+        broadcasting, and summed over the letters not in the output (implicit output: the letters used once,
+        sorted)."""
+        ops = list(operands)
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = list(ops[0])
+        formula = formula.replace(" ", "")
+        lhs, arrow, rhs = formula.partition("->")
+        terms = lhs.split(",")
+        if len(terms) != len(ops):
+            raise ValueError(f"einsum {formula!r} names {len(terms)} operands, got {len(ops)}")
+        spare = iter(sorted(set("ABCDEFGHIJKLMNOPQRSTUVWXYZ") - set(formula)))
+        nell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, ops) if "..." in term), default=0)
+        ell = "".join(next(spare) for _ in range(nell))
+        terms = [term.replace("...", ell[nell - (t.ndim - len(term.replace("...", ""))):]) for term, t in zip(terms, ops)]
+        if not arrow:
+            counts = {c: "".join(terms).count(c) for c in "".join(terms)}
+            rhs = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+        rhs = rhs.replace("...", ell)
+        letters = list(dict.fromkeys("".join(terms) + rhs))
+        aligned = []
+        for term, t in zip(terms, ops):
+            if len(term) != t.ndim:
+                raise ShapeError(f"einsum term {term!r} has {len(term)} letters for an operand of shape {fmt(t.shape)}")
+            while len(set(term)) < len(term):  # a repeated letter: the diagonal of its two axes
+                c = next(c for c in term if term.count(c) > 1)
+                i, j = term.index(c), term.index(c, term.index(c) + 1)
+                t = t.diagonal(0, i, j)
+                term = term[:i] + term[i + 1:j] + term[j + 1:] + c
+            order = sorted(range(len(term)), key=lambda k: letters.index(term[k]))
+            t = t.permute(order)
+            present = [term[k] for k in order]
+            aligned.append(t.reshape(*(t.shape[present.index(c)] if c in present else 1 for c in letters)))
+        out = aligned[0]
+        for t in aligned[1:]:
+            out = out.mul(t)
+        summed = tuple(k for k, c in enumerate(letters) if c not in rhs)
+        out = out.sum(summed) if summed else out
+        kept = [c for c in letters if c in rhs]
+        return out.permute([kept.index(c) for c in rhs]) if kept else out
+
+    def interpolate(self: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                    align_corners: bool | None = None) -> Tensor:
+        """Resize the spatial axes (all after (N, C)) as torch.nn.functional.interpolate: mode "nearest" (source
+        index floor(out·in/out_size)), or "linear"/"bilinear"/"trilinear" (separable linear interpolation, with
+        align_corners mapping the corner pixels' centres onto each other)."""
+        nd = self.ndim - 2
+        if nd < 1:
+            raise ShapeError(f"interpolate needs an (N, C, *spatial) input, got {fmt(self.shape)}")
+        if (size is None) == (scale_factor is None):
+            raise ValueError("interpolate takes size or scale_factor, one of them")
+        ins = concrete(self.shape[2:])
+        if size is not None:
+            outs = _tuple(size, nd, "size")
+        else:
+            sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+            outs = tuple(int(math.floor(i * f)) for i, f in zip(ins, sf))
+        linear = {"linear": 1, "bilinear": 2, "trilinear": 3}
+        if mode != "nearest" and linear.get(mode) != nd:
+            raise ValueError(f"interpolate mode {mode!r} does not fit {nd} spatial dims (nearest, linear for 1, "
+                             "bilinear for 2, trilinear for 3)")
+        if mode == "nearest" and align_corners is not None:
+            raise ValueError("align_corners is for the linear modes only")
+        import numpy as np
+        x = self if mode == "nearest" else self._float()
+        for j, (i, o) in enumerate(zip(ins, outs)):
+            ax = 2 + j
+            if size is None:
+                ratio = 1 / sf[j]
+            else:
+                ratio = i / o
+            if mode == "nearest":
+                x = x.gather(np.minimum(np.floor(np.arange(o) * ratio).astype(np.int64), i - 1), ax)
+                continue
+            if align_corners:
+                src = np.arange(o) * ((i - 1) / (o - 1) if o > 1 else 0.0)
+            else:
+                src = np.maximum((np.arange(o) + 0.5) * ratio - 0.5, 0)
+            lo = np.minimum(np.floor(src).astype(np.int64), i - 1)
+            hi = np.minimum(lo + 1, i - 1)
+            w = type(self)((src - lo).astype(dtypes.to_numpy(x.dtype)), device=self.device)
+            w = w.reshape(o, *(1,) * (x.ndim - ax - 1))
+            x = x.gather(lo, ax).mul(w.sub(1, reverse=True)).add(x.gather(hi, ax).mul(w))
+        return x

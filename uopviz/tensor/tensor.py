@@ -20,6 +20,7 @@ from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
 from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
 from uopviz.tensor.jit import JitError, capturing
+from uopviz.tensor.loss import LossMixin
 from uopviz.tensor.movement import MovementMixin
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
@@ -29,7 +30,7 @@ from uopviz.uop.ops import Ops, UOp
 __all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
 
 
-class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, AutogradMixin):
+class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, LossMixin, AutogradMixin):
     """A lazy n-dimensional array. Build it from Python scalars, nested lists or NumPy arrays:
     `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names.
 

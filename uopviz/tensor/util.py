@@ -22,8 +22,9 @@ Dim = int | UOp
 Shape = tuple[Dim, ...]
 
 
-class ShapeError(ValueError):
-    """Shapes that do not fit together: broadcasting, reshape sizes, matmul dims, concatenation."""
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit together: broadcasting, reshape sizes, matmul dims, concatenation (a RuntimeError too,
+    as PyTorch raises for them)."""
 
 
 class AxisError(ValueError, IndexError):
