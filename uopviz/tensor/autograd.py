@@ -21,7 +21,8 @@ from uopviz.uop.ops import Ops, UOp, toposort
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
 
-_requiring: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# id -> tensor, held weakly (a WeakSet would compare Tensors with their elementwise ==)
+_requiring: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
 
 def _key(t: Tensor) -> UOp:
@@ -46,9 +47,9 @@ class AutogradMixin:
             raise GradientError(f"only float tensors can require gradients, this one is {self.dtype.name}")
         self._requires_grad = bool(value)
         if value:
-            _requiring.add(self)
+            _requiring[id(self)] = self
         else:
-            _requiring.discard(self)
+            _requiring.pop(id(self), None)
 
     def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
         self.requires_grad = requires_grad
@@ -96,7 +97,7 @@ class AutogradMixin:
         """Add d self / d t to t.grad for every tensor t with requires_grad that self depends on, and realize the
         gradients together with self. Returns self."""
         nodes = set(toposort([self.uop]))
-        leaves = [t for t in list(_requiring) if _key(t) in nodes]
+        leaves = [t for t in list(_requiring.values()) if _key(t) in nodes]
         if not leaves:
             raise GradientError("backward: no tensor this output depends on requires a gradient "
                                 "(set requires_grad=True on the parameters)")
