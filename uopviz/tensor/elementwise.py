@@ -307,7 +307,14 @@ class ElementwiseMixin:
         return self._float()._alu(Ops.SIN)
 
     def cos(self: Tensor) -> Tensor:
-        return self._math(lambda x: x.sub(math.pi / 2, reverse=True).sin())
+        """sin(2x) / (2·sin x): both sines are accurate over the whole range (x·2 is exact), so the quotient is
+        too, where sin(π/2 − x) would lose every digit of a large x in the subtraction. 1 below |x| = 1e-18 (where
+        cos rounds to 1 and 1/sin x could overflow); beyond 2^126, where 2x overflows, 1 − 2·sin²(x/2)."""
+        def f(x: Tensor) -> Tensor:
+            ratio = x.mul(2).sin().div(x.sin().mul(2))
+            huge = x.mul(0.5).sin().square().mul(-2).add(1)
+            return x.abs().lt(1e-18).where(1.0, x.abs().gt(2.0 ** 126).where(huge, ratio))
+        return self._math(f)
 
     def tan(self: Tensor) -> Tensor:
         return self._math(lambda x: x.sin().div(x.cos()))

@@ -144,18 +144,49 @@ class MovementMixin:
     def broadcast_to(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         return self.expand(*shape)
 
-    def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0) -> Tensor:
-        """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad);
-        the new elements are `value` (OverflowError where it does not fit self's dtype)."""
+    def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0, mode: str = "constant") -> Tensor:
+        """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad).
+        mode "constant" fills with `value` (OverflowError where it does not fit self's dtype); "reflect" mirrors
+        without repeating the edge, "replicate" (NumPy's "edge") repeats it, "circular" ("wrap") wraps around."""
         pairs = self._pad_pairs(pad_width)
         if all(p == (0, 0) for p in pairs):
             return self
+        if mode != "constant":
+            return self._pad_mode(pairs, {"edge": "replicate", "wrap": "circular"}.get(mode, mode))
         new = tuple(b + d + a for (b, a), d in zip(pairs, self.shape))
         out = self._new(self.uop.pad(tuple(b for b, _ in pairs), new))
         if value == 0:
             return out
         inside = self._new(const_uop(True, dtypes.bool, self.shape).pad(tuple(b for b, _ in pairs), new))
         return inside.where(out, out._const_like(value, dtypes.from_py(value, out.dtype)))
+
+    def _pad_mode(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
+        """Padding copied from the tensor itself, one axis at a time: the pieces are slices of it, concatenated."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+        x = self
+        for k, (b, a) in enumerate(pairs):
+            if not b and not a:
+                continue
+            n = x.shape[k]
+            limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
+            if limit is not None and (b > limit or a > limit):
+                raise ShapeError(f"{mode} padding of ({b}, {a}) on axis {k} of size {n} must be at most {limit}")
+            if mode == "replicate" and n == 0:
+                raise ShapeError(f"replicate padding needs a non-empty axis {k}")
+
+            def part(start: int, stop: int, step: int = 1, k: int = k, x: Tensor = x) -> Tensor:
+                return x[(slice(None),) * k + (slice(start, stop if stop >= 0 else None, step),)]
+            if mode == "reflect":
+                before, after = part(b, 0, -1), part(n - 2, n - 2 - a, -1)
+            elif mode == "circular":
+                before, after = part(n - b, n), part(0, a)
+            else:
+                edge = [1] * x.ndim
+                before, after = part(0, 1).repeat(*(edge[:k] + [b] + edge[k + 1:])), \
+                    part(n - 1, n).repeat(*(edge[:k] + [a] + edge[k + 1:]))
+            x = type(self).cat(*(p for p, w in ((before, b), (x, 1), (after, a)) if w), dim=k)
+        return x
 
     def _pad_pairs(self: Tensor, pad_width: Any) -> list[tuple[int, int]]:
         def pair(p: Any) -> tuple[int, int]:
