@@ -96,7 +96,9 @@ class ReduceMixin:
 
     def _first_max(self: Tensor, axis: int | None, keepdim: bool, name: str) -> Tensor:
         """argmax of self, for argmax and argmin (`name` is the one the error names)."""
-        if axis is None:
+        if axis is None or self.ndim == 0:
+            if self.ndim == 0:
+                normalize_axes(axis, 0)
             out = self.flatten()._first_max(0, False, name)
             return out.reshape((1,) * self.ndim) if keepdim else out
         ax = normalize_axis(axis, self.ndim)

@@ -99,9 +99,12 @@ def normalize_axis(axis: int, ndim: int) -> int:
 
 
 def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ...]:
-    """None means every axis; an int or a tuple of ints, negatives allowed, each at most once; sorted."""
+    """None means every axis; an int or a tuple of ints, negatives allowed, each at most once; sorted. A 0-d
+    tensor takes axis 0 or -1 as PyTorch does (naming no axis: its one element)."""
     if axis is None:
         return tuple(range(ndim))
+    if ndim == 0 and all(a in (0, -1) and not isinstance(a, bool) for a in ((axis,) if isinstance(axis, int) else axis)):
+        return ()
     axes = [normalize_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis)]
     if len(set(axes)) != len(axes):
         raise AxisError(f"axis {tuple(axis)} names an axis twice")  # type: ignore[arg-type]
