@@ -99,9 +99,10 @@ def train(name: str, device: str = "CPU", epochs: int = 12, batch: int = 64, lr:
         log(f"{name} epoch {epoch + 1}: loss {loss.item():.4f}")
     seconds = time.perf_counter() - start
     acc = accuracy(model, xte, yte, device)
+    per_step = seconds / max(steps, 1) * 1e3
     log(f"{name}: test accuracy {acc:.1%} after {epochs} epochs ({steps} steps) in {seconds:.1f} s "
-        f"({seconds / steps * 1e3:.2f} ms per step)")
-    return {"accuracy": acc, "seconds": seconds, "step_ms": seconds / steps * 1e3}
+        f"({per_step:.2f} ms per step)")
+    return {"accuracy": acc, "seconds": seconds, "step_ms": per_step}
 
 
 def main() -> None:

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tensor"))
-from tensor_testing import DEVICES, HAS_CL, check  # noqa: E402
+from tensor_testing import DEVICES, HAS_CL, check
 
-from uopviz import Tensor, nn  # noqa: E402
+from uopviz import Tensor, nn
 
 
 @pytest.fixture(params=DEVICES)

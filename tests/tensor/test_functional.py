@@ -72,7 +72,7 @@ def pool_ref(x: np.ndarray, k: int, s: int, p: int, ceil: bool, op: str, include
     out = (-(-span // s) if ceil else span // s) + 1
     if ceil and (out - 1) * s >= n + p:
         out -= 1
-    res = np.zeros(x.shape[:-1] + (out,))
+    res = np.zeros((*x.shape[:-1], out))
     for o in range(out):
         lo, hi = o * s - p, o * s - p + k
         seg = x[..., max(lo, 0):min(hi, n)]
@@ -162,7 +162,8 @@ def test_scaled_dot_product_attention(device: str) -> None:
 
 
 @pytest.mark.parametrize("formula,shapes", [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk", [(2, 3, 4), (2, 4, 3)]),
-                                            ("ii->i", [(4, 4)]), ("ij->", [(3, 4)]), ("...j,kj->...k", [(2, 3, 4), (5, 4)]),
+                                            ("ii->i", [(4, 4)]), ("ij->", [(3, 4)]),
+                                            ("...j,kj->...k", [(2, 3, 4), (5, 4)]),
                                             ("i,j->ij", [(3,), (4,)])])
 def test_einsum(formula: str, shapes: list[tuple[int, ...]], device: str) -> None:
     ops = [RNG.standard_normal(s).astype(np.float32) for s in shapes]

@@ -40,7 +40,8 @@ def save(state: Mapping[str, Tensor | Any], path: str | Path) -> None:
         for k, a in arrays.items():
             if a.dtype not in _ST_NAMES:
                 raise StateError(f"safetensors cannot hold {k} of dtype {a.dtype}")
-            header[k] = {"dtype": _ST_NAMES[a.dtype], "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+            header[k] = {"dtype": _ST_NAMES[a.dtype], "shape": list(a.shape),
+                         "data_offsets": [offset, offset + a.nbytes]}
             offset += a.nbytes
         head = json.dumps(header, separators=(",", ":")).encode()
         head += b" " * (-len(head) % 8)
@@ -74,7 +75,8 @@ def load(path: str | Path) -> dict[str, np.ndarray]:
             continue
         begin, end = info["data_offsets"]
         dt = np.dtype(_ST_DTYPES[info["dtype"]]).newbyteorder("<")
-        out[k] = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=dt).reshape(info["shape"]).astype(dt.newbyteorder("="))
+        raw = np.frombuffer(data[8 + n + begin:8 + n + end], dtype=dt)
+        out[k] = raw.reshape(info["shape"]).astype(dt.newbyteorder("="))
     return out
 
 

@@ -152,7 +152,7 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp]) -> dict[UOp, Tens
         grads[u] = g if u not in grads else grads[u].add(g)
 
     for u in reversed(order):
-        if u not in on_path or (u.op is not Ops.FUNCTION and u not in grads) or u in targets and not u.src:
+        if u not in on_path or (u.op is not Ops.FUNCTION and u not in grads) or (u in targets and not u.src):
             continue
         if u.op is Ops.GETTUPLE:
             outs = called.setdefault(u.src[0], {})

@@ -42,7 +42,8 @@ class LossMixin:
                              f"{fmt(target.shape)}")
         c = self.shape[1] if self.ndim > 1 else self.shape[0]
         axis = 1 if self.ndim > 1 else 0
-        classes = type(self).arange(c, dtype=target.dtype, device=self.device).reshape(c, *(1,) * (self.ndim - 1 - axis))
+        classes = type(self).arange(c, dtype=target.dtype, device=self.device)
+        classes = classes.reshape(c, *(1,) * (self.ndim - 1 - axis))
         return target.unsqueeze(axis).eq(classes), target.ne(ignore_index)
 
     def nll_loss(self: Tensor, target: Any, weight: Tensor | None = None, ignore_index: int = -100,

@@ -183,8 +183,8 @@ class MovementMixin:
                 before, after = part(n - b, n), part(0, a)
             else:
                 edge = [1] * x.ndim
-                before, after = part(0, 1).repeat(*(edge[:k] + [b] + edge[k + 1:])), \
-                    part(n - 1, n).repeat(*(edge[:k] + [a] + edge[k + 1:]))
+                before, after = part(0, 1).repeat(*([*edge[:k], b, *edge[k + 1:]])), \
+                    part(n - 1, n).repeat(*([*edge[:k], a, *edge[k + 1:]]))
             x = type(self).cat(*(p for p, w in ((before, b), (x, 1), (after, a)) if w), dim=k)
         return x
 

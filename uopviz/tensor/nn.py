@@ -229,7 +229,7 @@ class NNMixin:
         is, as an index into the flattened spatial input (PyTorch's, for max_unpool)."""
         self._pool_input(nd)
         lo = float("-inf") if self.dtype.is_float else self.dtype.min
-        win, pads, k = self._windows(nd, kernel_size, stride, padding, dilation, ceil_mode, lo)
+        win, _, k = self._windows(nd, kernel_size, stride, padding, dilation, ceil_mode, lo)
         axes = tuple(range(-nd, 0))
         out = win.max(axes)
         if not return_indices:
@@ -283,7 +283,8 @@ class NNMixin:
         """The inverse of max_pool2d(return_indices=True): each value put at its index in a zero (H, W) plane (of
         output_size, else the size the pooling came from)."""
         if indices.shape != self.shape:
-            raise ShapeError(f"max_unpool2d: indices {fmt(indices.shape)} must have the input's shape {fmt(self.shape)}")
+            raise ShapeError(f"max_unpool2d: indices {fmt(indices.shape)} must have the input's shape "
+                             f"{fmt(self.shape)}")
         k = _tuple(kernel_size, 2, "kernel_size")
         st = _tuple(stride if stride is not None else k, 2, "stride")
         pads = _padding(padding, 2)
@@ -353,7 +354,8 @@ class NNMixin:
         spare = iter(sorted(set("ABCDEFGHIJKLMNOPQRSTUVWXYZ") - set(formula)))
         nell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, ops) if "..." in term), default=0)
         ell = "".join(next(spare) for _ in range(nell))
-        terms = [term.replace("...", ell[nell - (t.ndim - len(term.replace("...", ""))):]) for term, t in zip(terms, ops)]
+        terms = [term.replace("...", ell[nell - (t.ndim - len(term.replace("...", ""))):])
+                 for term, t in zip(terms, ops)]
         if not arrow:
             counts = {c: "".join(terms).count(c) for c in "".join(terms)}
             rhs = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
@@ -395,7 +397,7 @@ class NNMixin:
             outs = _tuple(size, nd, "size")
         else:
             sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
-            outs = tuple(int(math.floor(i * f)) for i, f in zip(ins, sf))
+            outs = tuple(math.floor(i * f) for i, f in zip(ins, sf))
         linear = {"linear": 1, "bilinear": 2, "trilinear": 3}
         if mode != "nearest" and linear.get(mode) != nd:
             raise ValueError(f"interpolate mode {mode!r} does not fit {nd} spatial dims (nearest, linear for 1, "

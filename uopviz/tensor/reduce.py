@@ -231,7 +231,10 @@ class ReduceMixin:
         slots = type(self).arange(n, dtype=dtypes.int32, device=self.device)
         at = rank.unsqueeze(-1).eq(slots)                           # (..., n_i, n_place)
         x = self.transpose(ax, -1).unsqueeze(-1)
-        values = at.where(x, x.zeros_like()).sum(-2).cast(self.dtype) if not self.dtype.is_bool else at.bitwise_and(x).any(-2)
+        if self.dtype.is_bool:
+            values = at.bitwise_and(x).any(-2)
+        else:
+            values = at.where(x, x.zeros_like()).sum(-2).cast(self.dtype)
         order = at.where(slots.cast(dtypes.int64).reshape(n, 1), 0).sum(-2)
         return values.transpose(ax, -1), order.transpose(ax, -1)
 

@@ -103,9 +103,10 @@ def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ..
     tensor takes axis 0 or -1 as PyTorch does (naming no axis: its one element)."""
     if axis is None:
         return tuple(range(ndim))
-    if ndim == 0 and all(a in (0, -1) and not isinstance(a, bool) for a in ((axis,) if isinstance(axis, int) else axis)):
+    given = (axis,) if isinstance(axis, int) else tuple(axis)
+    if ndim == 0 and all(a in (0, -1) and not isinstance(a, bool) for a in given):
         return ()
-    axes = [normalize_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis)]
+    axes = [normalize_axis(a, ndim) for a in given]
     if len(set(axes)) != len(axes):
         raise AxisError(f"axis {tuple(axis)} names an axis twice")  # type: ignore[arg-type]
     return tuple(sorted(axes))
