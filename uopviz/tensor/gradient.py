@@ -115,7 +115,7 @@ RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
     Ops.POW: _pow_grad,
     Ops.WHERE: lambda g, u: (None, _src(g, u, 0).where(g, 0.0), _src(g, u, 0).where(0.0, g)),
     Ops.CAST: _cast_grad,
-    # piecewise constant: zero almost everywhere
+    # piecewise constant (zero almost everywhere), and reinterpreted bits (no derivative): no gradient
     Ops.TRUNC: lambda g, u: (None,),
     Ops.BITCAST: lambda g, u: (None,),
     Ops.REDUCE: _reduce_grad,
@@ -128,6 +128,7 @@ RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
     Ops.CONTIGUOUS: lambda g, u: (g,),
     # SPEC: the gradient flowing through ContiguousBackward is made contiguous
     Ops.CONTIGUOUS_BACKWARD: lambda g, u: (g.contiguous(),),
+    # Detach: the gradient stops here
     Ops.DETACH: lambda g, u: (None,),
 }
 
