@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 
-class DTypeError(TypeError):
-    """A dtype was asked for something it cannot do (unknown name, no NumPy equivalent, no promotion)."""
+class DTypeError(TypeError, RuntimeError):
+    """A dtype was asked for something it cannot do (unknown name, no NumPy equivalent, no promotion); a TypeError
+    as in NumPy and a RuntimeError as in PyTorch."""
 
 
 @dataclass(frozen=True, eq=True, order=False)

@@ -84,16 +84,19 @@ def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, devi
     return out
 
 
-def assign(target: UOp, value: UOp) -> None:
-    """Compute value into target's buffer (target: Reshape(Buffer, shape) of value's shape and dtype)."""
-    if not is_realized(target):
-        raise ValueError("assign needs a realized target (Reshape of a Buffer)")
-    if target.shape != value.shape or target.dtype != value.dtype:
-        raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
-    buf = target.src[0]
-    if buf in value.sparents():  # reading what is written: compute into new memory first, then copy
-        value = realize([value], device=buf.arg.device)[0]
-    realize([value], outputs={0: buf}, device=buf.arg.device)
+def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
+    """Compute each value into its target's buffer (a target: Reshape(Buffer, shape) of its value's shape and dtype,
+    all on one device), in one schedule."""
+    for target, value in zip(targets, values, strict=True):
+        if not is_realized(target):
+            raise ValueError("assign needs a realized target (Reshape of a Buffer)")
+        if target.shape != value.shape or target.dtype != value.dtype:
+            raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
+    bufs = [t.src[0] for t in targets]
+    device = bufs[0].arg.device
+    if set(bufs) & UOp.sink(*values).sparents():  # reading what is written: compute into new memory first, then copy
+        values = realize(values, device=device)
+    realize(values, outputs=dict(enumerate(bufs)), device=device)
 
 
 def to_host(u: UOp) -> Any:

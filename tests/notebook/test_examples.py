@@ -107,3 +107,21 @@ def test_compare_opts_keeps_two_widgets_apart(work: Path) -> None:
     assert left["name"] != right["name"] and {left["name"][-3:], right["name"][-3:]} == {"_u4", "_r4"}
     text = "".join(o.get("text", "") for c in ran.nb.cells for o in c.get("outputs", []))
     assert text.count("correct") == 3
+
+
+def test_train_digits_notebook_trains_both_models_and_shows_a_step(work: Path) -> None:
+    """examples/train_digits.ipynb: both models reach 95% on the digits' test split; the recorded training step
+    holds forward, backward and update kernels."""
+    import json
+    import shutil
+
+    from tests.notebook.conftest import EXAMPLES
+    shutil.copy(EXAMPLES / "train_digits.py", work / "train_digits.py")
+    ran = execute("train_digits.ipynb", work)
+    text = "".join(o.get("text", "") for c in ran.nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    accs = [float(line.split(": ")[1].split("%")[0]) for line in text.splitlines()
+            if line.startswith(("MLP:", "conv:"))]
+    assert len(accs) == 2 and min(accs) >= 95, text
+    trace = json.loads((work / "mlp-step.uopviz-trace.json").read_text())
+    assert len(trace["contexts"]) > 5
+    assert ran.of("TraceView")

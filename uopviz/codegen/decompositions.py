@@ -14,10 +14,14 @@ The float algorithms (float32 and float64; float16/bfloat16 are computed in floa
   [√½, √2); ln m = 2·atanh(s), s = f/(2+f), written as f − (h − s·(h + R)) with h = f²/2 and R the atanh series
   beyond its first term (as fdlibm does), so the rounding of the division only touches a small correction.
   Measured ≤ 1.5 ulp (float32), ≤ 1 ulp (float64) for all finite x > 0, subnormals included.
-- Sin: Cody–Waite reduction r = x − k·π/2 with π/2 split into parts short enough that k·part is exact;
-  Taylor sin/cos on |r| ≤ π/4; the quadrant k mod 4 picks sin/cos and the sign. Measured ≤ 2.1 ulp (float32,
-  |x| ≤ 1e4) and ≤ 1 ulp (float64, |x| ≤ 1e6). The reduction is exact for |x| < 2^16·π/2 ≈ 1.0e5 (float32)
-  and |x| < 2^26·π/2 ≈ 1.05e8 (float64); beyond, k·part is rounded and the result degrades. inf, nan → nan.
+- Sin: r = x − k·π/2, |r| ≤ π/4; Taylor sin/cos on r; the quadrant k mod 4 picks sin/cos and the sign.
+  float32 (and the halves) reduce over the whole float range, in float64: 2/π is split into 26-bit parts, so
+  x·part is exact (24 + 26 bits), and each product is taken mod 4 exactly into [−2, 2] (t − 4·round(t/4), which
+  keeps a small t whole, so tiny x lose nothing); their sum is
+  x·2/π mod 4 with float64's precision even at 3.4e38 (the parts reach 2^-234, beyond the 2^128 of the largest
+  float32 plus 53 bits). float64 uses Cody–Waite (π/2 in 27-bit parts, k·part exact), which holds for
+  |x| < 2^26·π/2 ≈ 1.05e8; beyond, k·part is rounded and the result degrades. Measured ≤ 1 ulp (float32, whole
+  range), ≤ 1 ulp (float64, |x| ≤ 1e6). inf, nan → nan.
 - Sqrt: SPEC's Exp2(½·Log2(A)), then one Newton step y + (x/y − y)/2, which squares the relative error of the
   estimate: measured ≤ 1.2 ulp (float32), ≤ 1 ulp (float64). ±0, +inf and nan are returned as they are;
   x < 0 gives nan.
@@ -39,8 +43,8 @@ from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import Ops, SpecError, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat
 
-# π to 50 decimals: enough for the split of π/2 into float64 parts below (about 135 bits are used)
-_PI = Fraction("3.14159265358979323846264338327950288419716939937510")
+# π to 100 decimals (about 330 bits): enough for the splits of π/2 and 2/π below (at most about 240 bits are used)
+_PI = Fraction("3.1415926535897932384626433832795028841971693993751058209749445923078164062862089986280348253421170679")
 
 
 # ---------------------------------------------------------------- per-format constants
@@ -163,6 +167,8 @@ def _log2(x: UOp) -> UOp:
 
 
 def _sin(x: UOp) -> UOp:
+    if x.dtype == dtypes.float32:
+        return _sin_wide(x.cast(dtypes.float64)).cast(dtypes.float32)
     fm = _FORMATS[x.dtype]
     bad = (x * 0.0).ne(0.0)  # inf or nan
     xc = bad.where(0.0, x)
@@ -170,13 +176,33 @@ def _sin(x: UOp) -> UOp:
     r = xc
     for part in fm.pio2:
         r = r + k * -part
+    return bad.where(math.nan, _sin_quadrant(r, k, fm))
+
+
+# 2/π in 26-bit parts: a float32 value (24 bits) times a part is exact in float64
+_TWO_OVER_PI_PARTS = _split(2 / _PI, 26, 9)
+
+
+def _sin_wide(x: UOp) -> UOp:
+    """sin of a float32 value held in float64, for every float32 (see the module docstring)."""
+    bad = (x * 0.0).ne(0.0)
+    xc = bad.where(0.0, x)
+    f = x.const_like(0.0)
+    for part in _TWO_OVER_PI_PARTS:
+        t = xc * part
+        f = f + (t - _floor(t * 0.25 + 0.5) * 4.0)  # t mod 4 in [-2, 2], exact; a small t is kept as it is
+    k = _floor(f + 0.5)
+    return bad.where(math.nan, _sin_quadrant((f - k) * (math.pi / 2), k, _FORMATS[dtypes.float64]))
+
+
+def _sin_quadrant(r: UOp, k: UOp, fm: _Format) -> UOp:
+    """sin(r + k·π/2) for |r| ≤ π/4: the Taylor sin or cos of r, by the quadrant k mod 4, with its sign."""
     r2 = r * r
     sin_r = r + r * r2 * _poly(r2, fm.sin_poly)
     cos_r = r2 * _poly(r2, fm.cos_poly) + 1.0
     q = k.cast(fm.sint)
     out = (q & 1).ne(0).where(cos_r, sin_r)
-    out = (q & 2).ne(0).where(-out, out)
-    return bad.where(math.nan, out)
+    return (q & 2).ne(0).where(-out, out)
 
 
 def _sqrt(x: UOp) -> UOp:

@@ -190,3 +190,58 @@ class CreationMixin:
         u1, u2 = u[0], u[1]
         r = u1.sub(1, reverse=True).log().mul(-2).sqrt()
         return r.mul(u2.mul(2 * math.pi).cos()).cast(dt).reshape(dims)
+
+    @classmethod
+    def uniform(cls, *shape: int | tuple[int, ...], low: float = 0.0, high: float = 1.0, seed: int | None = None,
+                dtype: Any = None, device: str | None = None) -> Tensor:
+        """Uniform in [low, high): rand scaled and shifted."""
+        dt = _float_dtype(dtype, "uniform")
+        return cls.rand(*shape, seed=seed, dtype=dt, device=device).mul(high - low).add(low).cast(dt)
+
+    @classmethod
+    def normal(cls, *shape: int | tuple[int, ...], mean: float = 0.0, std: float = 1.0, seed: int | None = None,
+               dtype: Any = None, device: str | None = None) -> Tensor:
+        """Normal with the given mean and standard deviation: randn scaled and shifted."""
+        dt = _float_dtype(dtype, "normal")
+        return cls.randn(*shape, seed=seed, dtype=dt, device=device).mul(std).add(mean).cast(dt)
+
+    @classmethod
+    def randint(cls, *shape: int | tuple[int, ...], low: int = 0, high: int = 10, seed: int | None = None,
+                dtype: Any = None, device: str | None = None) -> Tensor:
+        """Uniform integers in [low, high) (int32 unless given): floor of a float64 uniform, so every value of a
+        range up to 2^52 is reachable."""
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)) or high <= low:
+            raise ValueError(f"randint needs ints low < high, got low={low!r}, high={high!r}")
+        dt = dtypes.from_py([low, high - 1], None if dtype is None else to_dtype(dtype))
+        if not dt.is_int:
+            raise DTypeError(f"randint makes ints; {dt.name} is not an int dtype")
+        u = cls.rand(*shape, seed=seed, dtype=dtypes.float64, device=device)
+        return u.mul(high - low).floor().cast(dt).add(low)
+
+    @classmethod
+    def kaiming_uniform(cls, *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
+                        dtype: Any = None, device: str | None = None) -> Tensor:
+        """He initialisation (PyTorch's kaiming_uniform_, fan_in mode, leaky_relu gain with slope a): uniform in
+        ±√(6 / ((1 + a²)·fan_in)), fan_in being the product of the dims after the first."""
+        dims = concrete_shape(shape, "kaiming_uniform")
+        bound = math.sqrt(6 / ((1 + a * a) * max(math.prod(dims[1:]), 1)))
+        return cls.uniform(dims, low=-bound, high=bound, seed=seed, dtype=dtype, device=device)
+
+    @classmethod
+    def kaiming_normal(cls, *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
+                       dtype: Any = None, device: str | None = None) -> Tensor:
+        """He initialisation, normal: standard deviation √(2 / ((1 + a²)·fan_in))."""
+        dims = concrete_shape(shape, "kaiming_normal")
+        std = math.sqrt(2 / ((1 + a * a) * max(math.prod(dims[1:]), 1)))
+        return cls.normal(dims, std=std, seed=seed, dtype=dtype, device=device)
+
+    @classmethod
+    def glorot_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+                       device: str | None = None) -> Tensor:
+        """Xavier/Glorot initialisation: uniform in ±√(6 / (fan_in + fan_out)), fan_out = dims[0]·receptive field,
+        fan_in = dims[1]·receptive field."""
+        dims = concrete_shape(shape, "glorot_uniform")
+        field = math.prod(dims[2:])
+        fan_out, fan_in = dims[0] * field, (dims[1] if len(dims) > 1 else 1) * field
+        bound = math.sqrt(6 / max(fan_in + fan_out, 1))
+        return cls.uniform(dims, low=-bound, high=bound, seed=seed, dtype=dtype, device=device)

@@ -96,8 +96,19 @@ class ElementwiseMixin:
         a, b = self._pair(x, reverse)
         return a._alu(Ops.AND if a.dtype.is_bool else Ops.MUL, b)
 
-    def div(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-        """True division (ints give the default float, as in NumPy): a · recip(b)."""
+    def div(self: Tensor, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+        """True division (ints give the default float, as in NumPy): a · recip(b). rounding_mode "trunc" rounds
+        the quotient toward zero, "floor" down (PyTorch's; ints then stay ints)."""
+        if rounding_mode == "floor":
+            return self.floordiv(x, reverse)
+        if rounding_mode == "trunc":
+            a, b = self._pair(x, reverse)
+            if a.dtype.is_float:
+                return a.div(b).trunc()
+            q = a.floordiv(b)
+            return q.add(a.fmod(b).ne(0).bitwise_and(a.lt(0).ne(b.lt(0))).cast(q.dtype))
+        if rounding_mode is not None:
+            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         a, b = self._pair(x, reverse)
         a, b = a._float(), b._float()
         return a._alu(Ops.MUL, b.reciprocal())
@@ -296,7 +307,14 @@ class ElementwiseMixin:
         return self._float()._alu(Ops.SIN)
 
     def cos(self: Tensor) -> Tensor:
-        return self._math(lambda x: x.sub(math.pi / 2, reverse=True).sin())
+        """sin(2x) / (2·sin x): both sines are accurate over the whole range (x·2 is exact), so the quotient is
+        too, where sin(π/2 − x) would lose every digit of a large x in the subtraction. 1 below |x| = 1e-18 (where
+        cos rounds to 1 and 1/sin x could overflow); beyond 2^126, where 2x overflows, 1 − 2·sin²(x/2)."""
+        def f(x: Tensor) -> Tensor:
+            ratio = x.mul(2).sin().div(x.sin().mul(2))
+            huge = x.mul(0.5).sin().square().mul(-2).add(1)
+            return x.abs().lt(1e-18).where(1.0, x.abs().gt(2.0 ** 126).where(huge, ratio))
+        return self._math(f)
 
     def tan(self: Tensor) -> Tensor:
         return self._math(lambda x: x.sin().div(x.cos()))
@@ -347,16 +365,224 @@ class ElementwiseMixin:
         """2·sigmoid(2x) − 1."""
         return self._math(lambda x: x.mul(2).sigmoid().mul(2).sub(1))
 
-    def gelu(self: Tensor) -> Tensor:
-        """The tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    def gelu(self: Tensor, approximate: str = "none") -> Tensor:
+        """PyTorch's GELU: x·Φ(x) = 0.5·x·(1 + erf(x/√2)); approximate="tanh" gives the tanh approximation
+        0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+        if approximate == "none":
+            return self._math(lambda x: x.mul(0.5).mul(x.mul(math.sqrt(0.5)).erf().add(1)))
+        if approximate != "tanh":
+            raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
+
         def f(x: Tensor) -> Tensor:
             inner = x.add(x.mul(x).mul(x).mul(0.044715)).mul(math.sqrt(2 / math.pi))
             return x.mul(0.5).mul(inner.tanh().add(1))
         return self._math(f)
 
+    def quick_gelu(self: Tensor) -> Tensor:
+        """x·sigmoid(1.702·x)."""
+        return self._math(lambda x: x.mul(x.mul(1.702).sigmoid()))
+
     def silu(self: Tensor) -> Tensor:
         """x · sigmoid(x)."""
         return self._math(lambda x: x.mul(x.sigmoid()))
+
+    def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
+        """x for x > 0, else alpha·(e^x − 1)."""
+        return self._math(lambda x: x.gt(0).where(x, x.exp().sub(1).mul(alpha)))
+
+    def selu(self: Tensor) -> Tensor:
+        """scale·elu(x, alpha) with the self-normalising constants of Klambauer et al."""
+        return self.elu(1.6732632423543772848170429916717).mul(1.0507009873554804934193349852946)
+
+    def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
+        """max(0, x) + min(0, alpha·(e^(x/alpha) − 1))."""
+        return self._math(lambda x: x.relu().add(x.div(alpha).exp().sub(1).mul(alpha).minimum(0)))
+
+    def relu6(self: Tensor) -> Tensor:
+        return self.clip(0, 6)
+
+    def leaky_relu(self: Tensor, negative_slope: float = 0.01) -> Tensor:
+        return self._float().gt(0).where(self._float(), self._float().mul(negative_slope))
+
+    def hardsigmoid(self: Tensor) -> Tensor:
+        """relu6(x + 3) / 6."""
+        return self._float().add(3).relu6().div(6)
+
+    def hardswish(self: Tensor) -> Tensor:
+        """x · relu6(x + 3) / 6."""
+        return self._float().mul(self.hardsigmoid())
+
+    def hardtanh(self: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+        return self._float().clip(min_val, max_val)
+
+    def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+        """log(1 + e^(βx))/β, computed as max(βx, 0) + log(1 + e^(−|βx|)) so it cannot overflow; x itself where
+        βx > threshold (PyTorch's switch to the linear function)."""
+        def f(x: Tensor) -> Tensor:
+            bx = x.mul(beta)
+            soft = bx.relu().add(bx.abs().neg().exp().add(1).log()).div(beta)
+            return bx.gt(threshold).where(x, soft)
+        return self._math(f)
+
+    def mish(self: Tensor) -> Tensor:
+        """x · tanh(softplus(x))."""
+        return self._math(lambda x: x.mul(x.softplus().tanh()))
+
+    def softsign(self: Tensor) -> Tensor:
+        """x / (1 + |x|)."""
+        return self._math(lambda x: x.div(x.abs().add(1)))
+
+    def logsigmoid(self: Tensor) -> Tensor:
+        """log(sigmoid(x)) = −softplus(−x), without overflow."""
+        return self._float().neg().softplus().neg()
+
+    # ---------------------------------------------------------------- more math
+    def square(self: Tensor) -> Tensor:
+        return self.mul(self)
+
+    def clip(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
+        """Each value limited to [min_, max_] (either may be None; scalars or tensors, broadcast)."""
+        if min_ is None and max_ is None:
+            raise ValueError("clip needs min_ or max_ (or both)")
+        out = self if min_ is None else self.maximum(min_)
+        return out if max_ is None else out.minimum(max_)
+
+    clamp = clip
+
+    def log10(self: Tensor) -> Tensor:
+        return self._math(lambda x: x.log2().mul(math.log10(2)))
+
+    def isinf(self: Tensor) -> Tensor:
+        if not self.dtype.is_float:
+            return self._const_like(False, dtypes.bool)
+        return self.abs().eq(math.inf)
+
+    def isfinite(self: Tensor) -> Tensor:
+        """Neither inf nor nan."""
+        if not self.dtype.is_float:
+            return self._const_like(True, dtypes.bool)
+        return self.abs().lt(math.inf)
+
+    def is_floating_point(self: Tensor) -> bool:
+        return self.dtype.is_float
+
+    def round(self: Tensor) -> Tensor:
+        """To the nearest integer, halves to even (NumPy's and PyTorch's rule): exact, from trunc and the fraction."""
+        if not self.dtype.is_float:
+            return self
+        t = self.trunc()
+        frac, sign = self.sub(t).abs(), self.sign()
+        odd = t.sub(t.div(2).floor().mul(2)).ne(0)
+        up = frac.gt(0.5).add(frac.eq(0.5).mul(odd))
+        return up.where(t.add(sign), t)
+
+    def _sign_bit(self: Tensor) -> Tensor:
+        """Whether the sign bit is set (true for −0.0 and negative nan too)."""
+        ints = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]
+        return self.bitcast(ints).lt(0)
+
+    def copysign(self: Tensor, x: Any) -> Tensor:
+        """|self| with the sign of x (of its sign bit: −0.0 counts as negative), in a float dtype."""
+        a, b = self._pair(x)
+        a, b = a._float(), b._float().cast(a._float().dtype)
+        return b._sign_bit().where(a.abs().neg(), a.abs())
+
+    def fmod(self: Tensor, x: Any) -> Tensor:
+        """C's fmod: the remainder of division truncated toward zero, with the dividend's sign (NumPy's % has the
+        divisor's)."""
+        a, b = self._pair(x)
+        if a.dtype.is_float:
+            return a.sub(b.mul(a.div(b).trunc()))
+        m = a.mod(b)
+        return m.ne(0).bitwise_and(a.lt(0).ne(b.lt(0))).where(m.sub(b), m)
+
+    def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:
+        """self + weight·(end − self)."""
+        return self.add(self._coerce(end).sub(self).mul(weight))
+
+    def logaddexp(self: Tensor, x: Any) -> Tensor:
+        """log(e^a + e^b) = m + log(e^(a−m) + e^(b−m)), m = max(a, b), so it cannot overflow; m where m is ±inf."""
+        a, b = self._pair(x)
+        a, b = a._float(), b._float()
+        m = a.maximum(b)
+        out = m.add(a.sub(m).exp().add(b.sub(m).exp()).log())
+        return m.isinf().where(m, out)
+
+    def erf(self: Tensor) -> Tensor:
+        """The error function, by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7): odd, so computed
+        for |x| and given x's sign."""
+        def f(x: Tensor) -> Tensor:
+            ax = x.abs()
+            t = ax.mul(0.3275911).add(1).reciprocal()
+            poly = t._const_like(1.061405429)
+            for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+                poly = poly.mul(t).add(c)
+            y = poly.mul(t).mul(ax.square().neg().exp()).sub(1, reverse=True)
+            return x.sign().mul(y)
+        return self._math(f)
+
+    def atan(self: Tensor) -> Tensor:
+        """Arc tangent: |x| > 1 reflected by atan(x) = π/2 − atan(1/x), then halved twice with atan(x) =
+        2·atan(x / (1 + √(1 + x²))) to |x| <= tan(π/16), where the Taylor series converges fast (enough terms for
+        the dtype); odd, so computed for |x|."""
+        def f(x: Tensor) -> Tensor:
+            ax = x.abs()
+            big = ax.gt(1)
+            y = big.where(ax.reciprocal(), ax)
+            for _ in range(2):
+                y = y.div(y.square().add(1).sqrt().add(1))
+            y2, terms = y.square(), 12 if x.dtype == dtypes.float64 else 6
+            series = y._const_like((-1) ** terms / (2 * terms + 1))
+            for k in range(terms - 1, -1, -1):
+                series = series.mul(y2).add((-1) ** k / (2 * k + 1))
+            r = series.mul(y).mul(4)
+            return x.sign().mul(big.where(r.sub(math.pi / 2, reverse=True), r))
+        return self._math(f)
+
+    def asin(self: Tensor) -> Tensor:
+        """atan(x / √((1 − x)(1 + x))); ±π/2 at ±1, nan outside [−1, 1]."""
+        return self._math(lambda x: x.div(x.sub(1, reverse=True).mul(x.add(1)).sqrt()).atan())
+
+    def acos(self: Tensor) -> Tensor:
+        """π/2 − asin(x)."""
+        return self._math(lambda x: x.asin().sub(math.pi / 2, reverse=True))
+
+    def sinh(self: Tensor) -> Tensor:
+        return self._math(lambda x: x.exp().sub(x.neg().exp()).mul(0.5))
+
+    def cosh(self: Tensor) -> Tensor:
+        return self._math(lambda x: x.exp().add(x.neg().exp()).mul(0.5))
+
+    def asinh(self: Tensor) -> Tensor:
+        """sign(x)·log(|x| + √(x² + 1)) (odd, so no cancellation for negative x)."""
+        return self._math(lambda x: x.sign().mul(x.abs().add(x.square().add(1).sqrt()).log()))
+
+    def acosh(self: Tensor) -> Tensor:
+        """log(x + √((x − 1)(x + 1))); nan below 1."""
+        return self._math(lambda x: x.add(x.sub(1).mul(x.add(1)).sqrt()).log())
+
+    def atanh(self: Tensor) -> Tensor:
+        """0.5·log((1 + x) / (1 − x))."""
+        return self._math(lambda x: x.add(1).div(x.sub(1, reverse=True)).log().mul(0.5))
+
+    def isclose(self: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+        """|a − b| <= atol + rtol·|b| (NumPy's and PyTorch's test), or a == b (equal infinities); nan is close to
+        nan only with equal_nan."""
+        a, b = self._pair(other)
+        close = a.eq(b)
+        if a.dtype.is_float:
+            close = close.bitwise_or(a.sub(b).abs().le(b.abs().mul(rtol).add(atol)))
+            if equal_nan:
+                close = close.bitwise_or(a.isnan().bitwise_and(b.isnan()))
+        return close
+
+    def masked_fill(self: Tensor, mask: Any, value: Any) -> Tensor:
+        """value where mask is true, else self (mask broadcast to self's shape); self's dtype is kept."""
+        m = self._coerce(mask)
+        if not m.dtype.is_bool:
+            raise DTypeError(f"masked_fill needs a bool mask, got {m.dtype.name}")
+        v = self._coerce(value) if not _is_scalar(value) else value
+        return m.where(v, self).cast(self.dtype)
 
     # ---------------------------------------------------------------- dtype changes
     def cast(self: Tensor, dtype: Any) -> Tensor:

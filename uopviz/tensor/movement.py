@@ -64,6 +64,19 @@ def _wrapped(t: Tensor, d: int) -> Tensor:
     return t if dt.is_unsigned else t.lt(0).where(t.add(d), t)
 
 
+def _is_scalar_value(x: Any) -> bool:
+    return type(x) in (bool, int, float)
+
+
+def _unpack(first: Any, others: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
+    """cat/stack's tensors, given as `Tensor.cat((a, b))` (a sequence first) or as `a.cat(b)`."""
+    if isinstance(first, (list, tuple)):
+        if not first:
+            raise ShapeError("cat/stack need at least one tensor")
+        return first[0], (*first[1:], *others)
+    return first, others
+
+
 def _count(n: Dim) -> str:
     return str(n) if isinstance(n, int) else n.render()
 
@@ -131,18 +144,49 @@ class MovementMixin:
     def broadcast_to(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         return self.expand(*shape)
 
-    def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0) -> Tensor:
-        """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad);
-        the new elements are `value` (OverflowError where it does not fit self's dtype)."""
+    def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0, mode: str = "constant") -> Tensor:
+        """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad).
+        mode "constant" fills with `value` (OverflowError where it does not fit self's dtype); "reflect" mirrors
+        without repeating the edge, "replicate" (NumPy's "edge") repeats it, "circular" ("wrap") wraps around."""
         pairs = self._pad_pairs(pad_width)
         if all(p == (0, 0) for p in pairs):
             return self
+        if mode != "constant":
+            return self._pad_mode(pairs, {"edge": "replicate", "wrap": "circular"}.get(mode, mode))
         new = tuple(b + d + a for (b, a), d in zip(pairs, self.shape))
         out = self._new(self.uop.pad(tuple(b for b, _ in pairs), new))
         if value == 0:
             return out
         inside = self._new(const_uop(True, dtypes.bool, self.shape).pad(tuple(b for b, _ in pairs), new))
         return inside.where(out, out._const_like(value, dtypes.from_py(value, out.dtype)))
+
+    def _pad_mode(self: Tensor, pairs: list[tuple[int, int]], mode: str) -> Tensor:
+        """Padding copied from the tensor itself, one axis at a time: the pieces are slices of it, concatenated."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f"pad mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+        x = self
+        for k, (b, a) in enumerate(pairs):
+            if not b and not a:
+                continue
+            n = x.shape[k]
+            limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
+            if limit is not None and (b > limit or a > limit):
+                raise ShapeError(f"{mode} padding of ({b}, {a}) on axis {k} of size {n} must be at most {limit}")
+            if mode == "replicate" and n == 0:
+                raise ShapeError(f"replicate padding needs a non-empty axis {k}")
+
+            def part(start: int, stop: int, step: int = 1, k: int = k, x: Tensor = x) -> Tensor:
+                return x[(slice(None),) * k + (slice(start, stop if stop >= 0 else None, step),)]
+            if mode == "reflect":
+                before, after = part(b, 0, -1), part(n - 2, n - 2 - a, -1)
+            elif mode == "circular":
+                before, after = part(n - b, n), part(0, a)
+            else:
+                edge = [1] * x.ndim
+                before, after = part(0, 1).repeat(*([*edge[:k], b, *edge[k + 1:]])), \
+                    part(n - 1, n).repeat(*([*edge[:k], a, *edge[k + 1:]]))
+            x = type(self).cat(*(p for p, w in ((before, b), (x, 1), (after, a)) if w), dim=k)
+        return x
 
     def _pad_pairs(self: Tensor, pad_width: Any) -> list[tuple[int, int]]:
         def pair(p: Any) -> tuple[int, int]:
@@ -227,6 +271,7 @@ class MovementMixin:
     def cat(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
         """Join tensors along an existing axis (`Tensor.cat(a, b, dim=1)` or `a.cat(b, dim=1)`): each is padded
         into place with zeros and the pieces are added (or-ed for bools)."""
+        self, others = _unpack(self, others)
         ts = (self, *others)
         if self.ndim == 0:
             raise ShapeError("0-d tensors cannot be concatenated; stack them instead")
@@ -248,7 +293,8 @@ class MovementMixin:
         return out
 
     def stack(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
-        """Join tensors of one shape along a new axis."""
+        """Join tensors of one shape along a new axis (`Tensor.stack((a, b), dim=1)` or `a.stack(b, dim=1)`)."""
+        self, others = _unpack(self, others)
         for t in others:
             if t.shape != self.shape:
                 raise ShapeError(f"stack needs tensors of one shape, got {fmt(self.shape)} and {fmt(t.shape)}")
@@ -423,3 +469,241 @@ class MovementMixin:
         v = val.cast(self.dtype).transpose(ax, -1).unsqueeze(-2)                  # (..., 1, D)
         added = mask.where(v, v._const_like(0))._reduce_op(Ops.ADD, (v.ndim - 1,), False)  # (..., K)
         return self.add(added.transpose(ax, -1))
+
+    # ---------------------------------------------------------------- splitting, windows, rearranging
+    def split(self: Tensor, split_size_or_sections: int | list[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Pieces along dim: of split_size each (the last smaller), or of the given sizes (which must add up)."""
+        d = normalize_axis(dim, self.ndim)
+        n = self.shape[d]
+        if isinstance(split_size_or_sections, int):
+            if split_size_or_sections <= 0:
+                raise ValueError(f"split size must be positive, got {split_size_or_sections}")
+            sizes = [min(split_size_or_sections, n - k) for k in range(0, n, split_size_or_sections)] or [0]
+        else:
+            sizes = list(split_size_or_sections)
+            if sum(sizes) != n or any(s < 0 for s in sizes):
+                raise ShapeError(f"split sizes {sizes} must be non-negative and add up to {n}, the size of axis {dim}")
+        starts = [sum(sizes[:k]) for k in range(len(sizes))]
+        return tuple(self.shrink([None] * d + [(s, s + z)] + [None] * (self.ndim - d - 1))
+                     for s, z in zip(starts, sizes))
+
+    def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """At most `chunks` pieces of ceil(size / chunks) along dim (PyTorch's chunk)."""
+        if not isinstance(chunks, int) or chunks <= 0:
+            raise ValueError(f"chunk needs a positive number of chunks, got {chunks!r}")
+        n = self.shape[normalize_axis(dim, self.ndim)]
+        return self.split(max(-(-n // chunks), 1), dim)
+
+    def unflatten(self: Tensor, dim: int, sizes: tuple[int, ...]) -> Tensor:
+        """Axis dim split into sizes (one may be -1)."""
+        d = normalize_axis(dim, self.ndim)
+        return self.reshape(*self.shape[:d], *sizes, *self.shape[d + 1:])
+
+    def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+        """Windows of `size` every `step` along dimension: that axis becomes the window count and a new last axis
+        holds each window (PyTorch's Tensor.unfold)."""
+        d = normalize_axis(dimension, max(self.ndim, 1))
+        if self.ndim == 0:
+            return self.reshape(1).unfold(0, size, step).reshape(1) if size == 1 else self.reshape(1).unfold(0, size,
+                                                                                                         step)
+        if not (isinstance(size, int) and isinstance(step, int)) or size < 0 or step <= 0 or size > self.shape[d]:
+            raise ShapeError(f"unfold of axis {dimension} (size {self.shape[d]}) into windows of {size} every {step}: "
+                             "need 0 <= size <= the axis' size and step > 0")
+        x = self.transpose(d, -1)._pool((size,), (step,), (1,))            # (..., windows, size), d and -1 swapped
+        return x.transpose(d, -2) if d != self.ndim - 1 else x
+
+    def roll(self: Tensor, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
+        """Shift elements along axes, those pushed off one end coming back at the other (None: the flattened
+        tensor)."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        sh = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        ds = (dims,) if isinstance(dims, int) else tuple(dims)
+        if len(sh) != len(ds):
+            raise ValueError(f"roll needs one shift per dim, got shifts {shifts} and dims {dims}")
+        x = self
+        for s, d in zip(sh, ds):
+            d = normalize_axis(d, self.ndim)
+            n = x.shape[d]
+            s = s % n if n else 0
+            if s:
+                lo, hi = x.split([n - s, s], d)
+                x = hi.cat(lo, dim=d)
+        return x
+
+    def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:
+        """Each element repeated `repeats` times in place along dim (None: the flattened tensor)."""
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 0:
+            raise ValueError(f"repeat_interleave takes a non-negative int count (per-element counts would make the "
+                             f"output's size depend on values), got {repeats!r}")
+        if dim is None:
+            return self.flatten().repeat_interleave(repeats, 0)
+        d = normalize_axis(dim, self.ndim)
+        x = self.unsqueeze(d + 1)
+        return x.expand(*x.shape[:d + 1], repeats, *x.shape[d + 2:]).flatten(d, d + 1)
+
+    def _triangle(self: Tensor, diagonal: int, lower: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f"tril/triu need at least 2 dims, got {fmt(self.shape)}")
+        r, c = self.shape[-2:]
+        rows = type(self).arange(r, device=self.device).reshape(r, 1)
+        cols = type(self).arange(c, device=self.device).reshape(1, c)
+        keep = cols.le(rows.add(diagonal)) if lower else cols.ge(rows.add(diagonal))
+        return keep.where(self, self.zeros_like())
+
+    def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two axes (elements on and below the given diagonal), zeros above."""
+        return self._triangle(diagonal, True)
+
+    def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two axes (elements on and above the given diagonal), zeros below."""
+        return self._triangle(diagonal, False)
+
+    def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The diagonal of axes dim1 and dim2 (above it for offset > 0), as a new last axis: every (b+1)-th
+        element of the two axes flattened."""
+        a1, a2 = normalize_axis(dim1, self.ndim), normalize_axis(dim2, self.ndim)
+        if a1 == a2:
+            raise AxisError(f"diagonal needs two different axes, got {dim1} and {dim2}")
+        rest = [k for k in range(self.ndim) if k not in (a1, a2)]
+        x = self.permute(*rest, a1, a2)
+        a, b = x.shape[-2:]
+        n = max(min(a, b - offset) if offset >= 0 else min(a + offset, b), 0)
+        start = offset if offset >= 0 else -offset * b
+        flat = x.flatten(-2)
+        if n == 0:
+            return flat.shrink([None] * (flat.ndim - 1) + [(0, 0)])
+        return flat[(..., slice(start, start + (n - 1) * (b + 1) + 1, b + 1))]
+
+    def diag(self: Tensor, diagonal: int = 0) -> Tensor:
+        """A 1-D tensor's square matrix with it on the given diagonal; a 2-D tensor's diagonal (torch.diag)."""
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        if self.ndim != 1:
+            raise ShapeError(f"diag takes a 1-D or 2-D tensor, got {fmt(self.shape)}")
+        n, k = self.shape[0], diagonal
+        m = n + abs(k)
+        rows = type(self).arange(m, device=self.device).reshape(m, 1)
+        cols = type(self).arange(m, device=self.device).reshape(1, m)
+        vals = self.pad(((max(-k, 0), max(k, 0)),)).reshape(m, 1) if k < 0 else self.pad(((0, k),)).reshape(m, 1)
+        return cols.sub(rows).eq(k).where(vals, vals.zeros_like())
+
+    @staticmethod
+    def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        """Coordinate grids of 1-D tensors: "ij" (matrix) indexing, or "xy" (the first two axes swapped)."""
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            tensors = tuple(tensors[0])
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+        if any(t.ndim != 1 for t in tensors):
+            raise ShapeError("meshgrid takes 1-D tensors")
+        ts = list(tensors)
+        shape = tuple(t.shape[0] for t in ts)
+        grids = [t.reshape(*(1,) * k, t.shape[0], *(1,) * (len(ts) - k - 1)).expand(shape) for k, t in enumerate(ts)]
+        if indexing == "xy" and len(ts) > 1:
+            grids = [g.transpose(0, 1) for g in grids]
+        return tuple(grids)
+
+    def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
+        """(..., num_classes) int64 one-hot rows of an int tensor's classes; -1 reads max + 1 from the values
+        (which computes them, so not inside a @function)."""
+        if not self.dtype.is_int:
+            raise DTypeError(f"one_hot takes an int tensor, got {self.dtype.name}")
+        if num_classes == -1:
+            num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        classes = type(self).arange(num_classes, dtype=self.dtype, device=self.device)
+        return self.unsqueeze(-1).eq(classes).cast(dtypes.int64)
+
+    def clone(self: Tensor) -> Tensor:
+        """A copy with a buffer of its own once realized (gradients flow through it)."""
+        return self.contiguous()
+
+    def masked_select(self: Tensor, mask: Any, size: int | None = None, fill_value: Any = 0) -> Tensor:
+        """The elements where mask (broadcast) is true, in order, as a 1-D tensor of `size` (padded with
+        fill_value, cut if more are selected). Without size, the count is read from the mask (which computes it,
+        so not inside a @function): a lazy graph needs its output size known."""
+        m = self._coerce(mask)
+        if not m.dtype.is_bool:
+            raise DTypeError(f"masked_select needs a bool mask, got {m.dtype.name}")
+        shape = broadcast_shapes(self.shape, m.shape)
+        x, m = self.expand(shape).flatten(), m.expand(shape).flatten()
+        if size is None:
+            size = int(m.cast(dtypes.int32).sum().item())
+        pos = m.cast(dtypes.int32).cumsum(0).sub(1)                                # slot of each selected element
+        slots = type(self).arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
+        hit = m.reshape(1, -1).bitwise_and(pos.reshape(1, -1).eq(slots))          # (size, n)
+        picked = hit.where(x.reshape(1, -1), x.zeros_like().reshape(1, -1)).sum(1).cast(self.dtype)
+        return hit.any(1).where(picked, fill_value)
+
+    def nonzero(self: Tensor, size: int | None = None, fill_value: int = -1) -> Tensor:
+        """(count, ndim) int64 indices of the non-zero elements in row-major order (torch.nonzero), padded with
+        fill_value or cut to `size`; without size the count is read from the values (see masked_select)."""
+        mask = self.ne(0)
+        flat = type(self).arange(max(self._size(), 1), dtype=dtypes.int64, device=self.device)
+        flat = flat.shrink([(0, self._size())]).reshape(self.shape) if self.ndim else flat.reshape(())
+        picked = flat.masked_select(mask, size, -1)
+        strides = [int(numel(self.shape[k + 1:])) for k in range(self.ndim)]
+        coords = [picked.floordiv(s).mod(d) for s, d in zip(strides, self.shape)]
+        out = type(self).stack(coords, dim=1) if coords else picked.reshape(-1, 0)
+        return picked.ge(0).unsqueeze(-1).where(out, fill_value) if self.ndim else out
+
+    def _scatter_parts(self: Tensor, dim: int, index: Any, src: Any) -> tuple[int, Tensor, Tensor]:
+        """(axis, hit, values) of a scatter along dim, with dim moved last: hit (..., m, n) says that index[..., i]
+        is n's target, values (..., m, 1) are src's values, both padded on the other axes to self's shape."""
+        d = normalize_axis(dim, self.ndim)
+        idx = self._index_tensor(index, d) if not isinstance(index, type(self)) else index
+        if not idx.dtype.is_int or idx.ndim != self.ndim:
+            raise IndexError(f"scatter index must be an int tensor of self's {self.ndim} dims, got "
+                             f"{idx.dtype.name} {fmt(idx.shape)}")
+        src_t = self._coerce(src).cast(self.dtype) if not _is_scalar_value(src) else \
+            self._const_like(src).shrink([(0, s) for s in idx.shape])
+        if any(a > b for k, (a, b) in enumerate(zip(idx.shape, self.shape)) if k != d) or \
+                any(a > b for a, b in zip(idx.shape, src_t.shape)):
+            raise ShapeError(f"scatter index {fmt(idx.shape)} must fit in self {fmt(self.shape)} (outside dim) and "
+                             f"in src {fmt(src_t.shape)}")
+        src_t = src_t.shrink([(0, s) for s in idx.shape])
+        n = self.shape[d]
+        idx_l, src_l = _wrapped(idx, n).transpose(d, -1), src_t.transpose(d, -1)
+        hit = idx_l.unsqueeze(-1).eq(type(self).arange(n, dtype=idx_l.dtype, device=self.device))   # (..., m, n)
+        lead = [(0, b - a) for a, b in zip(idx_l.shape[:-1], self.transpose(d, -1).shape[:-1])]
+        hit = hit.pad([*lead, (0, 0), (0, 0)])
+        vals = src_l.unsqueeze(-1).pad([*lead, (0, 0), (0, 0)])
+        return d, hit, vals
+
+    def scatter(self: Tensor, dim: int, index: Any, src: Any) -> Tensor:
+        """self with self[..., index[i], ...] = src[i] along dim (torch.scatter; index has self's dims, src at least
+        index's shape, or a scalar). Where an index repeats, the last write (highest position) wins."""
+        d, hit, vals = self._scatter_parts(dim, index, src)
+        m = hit.shape[-2]
+        order = type(self).arange(m, dtype=dtypes.int32, device=self.device).reshape(m, 1)
+        last = hit.where(order, -1).max(-2, keepdim=True)                                       # (..., 1, n)
+        pick = hit.bitwise_and(order.eq(last))
+        new = pick.where(vals, vals.zeros_like()).sum(-2).cast(self.dtype)
+        return hit.any(-2).where(new, self.transpose(d, -1)).transpose(d, -1)
+
+    def scatter_reduce(self: Tensor, dim: int, index: Any, src: Any, reduce: str, include_self: bool = True) -> Tensor:
+        """torch.scatter_reduce: the values scattered to each position reduced with "sum", "prod", "mean", "amax"
+        or "amin", together with self's value there when include_self; positions nothing is scattered to keep
+        self's value."""
+        d, hit, vals = self._scatter_parts(dim, index, src)
+        base = self.transpose(d, -1)
+        got = hit.any(-2)
+        if reduce in ("sum", "mean"):
+            acc = hit.where(vals, 0).sum(-2)
+            total = acc.add(base) if include_self else acc
+            if reduce == "sum":
+                return got.where(total.cast(self.dtype), base).transpose(d, -1)
+            count = hit.sum(-2).add(1 if include_self else 0)
+            mean = total.div(count.maximum(1)) if self.dtype.is_float else total.floordiv(count.maximum(1))
+            return got.where(mean.cast(self.dtype), base).transpose(d, -1)
+        if reduce == "prod":
+            acc = hit.where(vals, 1).prod(-2)
+            total = acc.mul(base) if include_self else acc
+        elif reduce in ("amax", "amin"):
+            lo = float("-inf") if self.dtype.is_float else self.dtype.min
+            hi = float("inf") if self.dtype.is_float else self.dtype.max
+            acc = hit.where(vals, lo).max(-2) if reduce == "amax" else hit.where(vals, hi).min(-2)
+            total = (acc.maximum(base) if reduce == "amax" else acc.minimum(base)) if include_self else acc
+        else:
+            raise ValueError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+        return got.where(total.cast(self.dtype), base).transpose(d, -1)

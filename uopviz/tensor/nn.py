@@ -10,28 +10,37 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from uopviz.dtype import least_upper_dtype
-from uopviz.tensor.util import ShapeError, broadcast_shapes, fmt
+from uopviz.dtype import dtypes, least_upper_dtype
+from uopviz.tensor.util import ShapeError, broadcast_shapes, concrete, fmt
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
 
 
-def _two(v: int | tuple[int, int], what: str) -> tuple[int, int]:
-    out = (v, v) if isinstance(v, int) else tuple(v)
-    if len(out) != 2 or not all(isinstance(x, int) and x >= 1 for x in out):
-        raise ShapeError(f"{what} must be a positive int or a pair of them, got {v!r}")
-    return out  # type: ignore[return-value]
+def _tuple(v: int | tuple[int, ...], nd: int, what: str, least: int = 1) -> tuple[int, ...]:
+    """An int for every spatial axis, or a tuple of nd of them, each >= least."""
+    out = (v,) * nd if isinstance(v, int) else tuple(v)
+    if len(out) != nd or not all(isinstance(x, int) and not isinstance(x, bool) and x >= least for x in out):
+        raise ShapeError(f"{what} must be an int >= {least} or {nd} of them, got {v!r}")
+    return out
 
 
-def _padding(p: Any) -> list[tuple[int, int]]:
-    """conv padding: an int, (ph, pw), or ((top, bottom), (left, right))."""
+def _padding(p: Any, nd: int) -> list[tuple[int, int]]:
+    """conv/pool padding: an int, one int per spatial axis, or one (before, after) pair per spatial axis."""
     if isinstance(p, int):
-        p = (p, p)
+        p = (p,) * nd
     pairs = [(q, q) if isinstance(q, int) else tuple(q) for q in p]
-    if len(pairs) != 2 or not all(len(q) == 2 and all(isinstance(x, int) and x >= 0 for x in q) for q in pairs):
-        raise ShapeError(f"padding must be an int, (ph, pw) or ((top, bottom), (left, right)), got {p!r}")
+    if len(pairs) != nd or not all(len(q) == 2 and all(isinstance(x, int) and x >= 0 for x in q) for q in pairs):
+        raise ShapeError(f"padding must be an int, {nd} ints or {nd} (before, after) pairs, got {p!r}")
     return pairs  # type: ignore[return-value]
+
+
+def _pool_out(i: int, k: int, s: int, d: int, pad: tuple[int, int], ceil_mode: bool) -> int:
+    """PyTorch's output size of a window axis; with ceil_mode the last partial window counts when it starts inside
+    the input or its left padding."""
+    span = i + pad[0] + pad[1] - d * (k - 1) - 1
+    out = (-(-span // s) if ceil_mode else span // s) + 1
+    return out - 1 if ceil_mode and (out - 1) * s >= i + pad[0] else out
 
 
 class NNMixin:
@@ -55,7 +64,7 @@ class NNMixin:
             raise ShapeError(f"matmul {fmt(a.shape)} @ {fmt(b.shape)}: the contracted dims differ ({k} vs {k2}); "
                              "the last axis of the left operand must match the second-to-last of the right")
         broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-        out = a2.reshape(*a2.shape, 1).mul(b2.reshape(*b2.shape[:-2], 1, k, n)).sum(-2)
+        out = a2.reshape(*a2.shape, 1).mul(b2.reshape(*b2.shape[:-2], 1, k, n)).sum(-2).cast(dt)  # ints wrap as NumPy's
         if a.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if b.ndim == 1 else out
@@ -94,42 +103,325 @@ class NNMixin:
         nl = len(lead)
         return x.permute(*range(nl), *(nl + 2 * j + 1 for j in range(nd)), *(nl + 2 * j for j in range(nd)))
 
-    def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | tuple[int, int] = 1,
-               padding: Any = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
-        """2-D cross-correlation of an (N, Cin, H, W) input with a (Cout, Cin/groups, kH, kW) weight."""
-        if self.ndim != 4 or weight.ndim != 4:
-            raise ShapeError(f"conv2d needs a 4-D (N, C, H, W) input and a 4-D (Cout, Cin/groups, kH, kW) weight, "
-                             f"got {fmt(self.shape)} and {fmt(weight.shape)}")
-        n, c, _, _ = self.shape
-        cout, cin_g, kh, kw = weight.shape
+    def conv(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+             dilation: Any = 1, groups: int = 1) -> Tensor:
+        """Cross-correlation over the last nd = weight.ndim − 2 axes of an (N, Cin, *spatial) input (or an unbatched
+        (Cin, *spatial) one) with a (Cout, Cin/groups, *kernel) weight: one broadcast multiply of the input's
+        windows by the weight and one sum. padding is an int, nd ints, nd (before, after) pairs, or "same"."""
+        nd = weight.ndim - 2
+        if nd < 1 or self.ndim not in (nd + 1, nd + 2):
+            raise ShapeError(f"conv with a weight of shape {fmt(weight.shape)} ({nd} spatial dims) needs an "
+                             f"(N, C, *spatial) or (C, *spatial) input of {nd + 2} or {nd + 1} dims, got "
+                             f"{fmt(self.shape)}")
+        if self.ndim == nd + 1:
+            return self.unsqueeze(0).conv(weight, bias, stride, padding, dilation, groups).squeeze(0)
+        n, c = self.shape[:2]
+        cout, cin_g, *ks = weight.shape
         if not isinstance(groups, int) or groups < 1 or c % groups or cout % groups or c // groups != cin_g:
-            raise ShapeError(f"conv2d: input channels {c}, weight {fmt(weight.shape)} and groups={groups} do not fit; "
+            raise ShapeError(f"conv: input channels {c}, weight {fmt(weight.shape)} and groups={groups} do not fit; "
                              "need Cin = groups · weight.shape[1] and Cout divisible by groups")
-        (pt, pb), (pl, pr) = _padding(padding)
-        x = self.pad([(0, 0), (0, 0), (pt, pb), (pl, pr)])
-        win = x._pool((kh, kw), _two(stride, "stride"), _two(dilation, "dilation"))   # (N, C, oh, ow, kh, kw)
-        oh, ow = win.shape[2:4]
-        win = win.reshape(n, groups, 1, cin_g, oh, ow, kh, kw)
-        w = weight.reshape(1, groups, cout // groups, cin_g, 1, 1, kh, kw)
-        out = win.mul(w).sum((3, 6, 7)).reshape(n, cout, oh, ow)
+        dil = _tuple(dilation, nd, "dilation")
+        if padding == "same":
+            padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(ks, dil)]
+        x = self.pad([(0, 0), (0, 0), *_padding(padding, nd)])
+        win = x._pool(tuple(ks), _tuple(stride, nd, "stride"), dil)             # (N, C, *out, *ks)
+        outs = win.shape[2:2 + nd]
+        win = win.reshape(n, groups, 1, cin_g, *outs, *ks)
+        w = weight.reshape(1, groups, cout // groups, cin_g, *(1,) * nd, *ks)
+        out = win.mul(w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *outs)
         if bias is None:
             return out
         if bias.shape != (cout,):
-            raise ShapeError(f"conv2d bias must have shape ({cout},), got {fmt(bias.shape)}")
-        return out.add(bias.reshape(1, cout, 1, 1))
+            raise ShapeError(f"conv bias must have shape ({cout},), got {fmt(bias.shape)}")
+        return out.add(bias.reshape(1, cout, *(1,) * nd))
 
-    def max_pool2d(self: Tensor, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
-                   padding: Any = 0, dilation: int | tuple[int, int] = 1) -> Tensor:
-        """Max over windows of the last two axes (padding counts as -inf)."""
-        k = _two(kernel_size, "kernel_size")
+    def conv1d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+               dilation: Any = 1, groups: int = 1) -> Tensor:
+        return self._conv_nd(1, weight, bias, stride, padding, dilation, groups)
+
+    def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+               dilation: Any = 1, groups: int = 1) -> Tensor:
+        """2-D cross-correlation of an (N, Cin, H, W) or (Cin, H, W) input with a (Cout, Cin/groups, kH, kW)
+        weight."""
+        return self._conv_nd(2, weight, bias, stride, padding, dilation, groups)
+
+    def conv3d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+               dilation: Any = 1, groups: int = 1) -> Tensor:
+        return self._conv_nd(3, weight, bias, stride, padding, dilation, groups)
+
+    def _conv_nd(self: Tensor, nd: int, weight: Tensor, *args: Any) -> Tensor:
+        if weight.ndim != nd + 2:
+            raise ShapeError(f"conv{nd}d needs a {nd + 2}-D weight (Cout, Cin/groups, {nd} kernel dims), got "
+                             f"{fmt(weight.shape)}")
+        return self.conv(weight, *args)
+
+    def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                         padding: Any = 0, output_padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+        """The gradient of conv2d with respect to its input: zeros inserted between the input's elements (stride),
+        padded by dilation·(k − 1) − padding (plus output_padding after), convolved with the flipped weight whose
+        in and out channels are swapped. weight: (Cin, Cout/groups, kH, kW)."""
+        return self.conv_transpose(weight, bias, stride, padding, output_padding, dilation, groups)
+
+    def conv_transpose(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+                       output_padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+        """conv_transpose2d over nd = weight.ndim − 2 spatial axes."""
+        nd = weight.ndim - 2
+        if nd < 1 or self.ndim != nd + 2:
+            raise ShapeError(f"conv_transpose needs an (N, C, *spatial) input of {nd + 2} dims for a weight of shape "
+                             f"{fmt(weight.shape)}, got {fmt(self.shape)}")
+        cin, cout_g, *ks = weight.shape
+        if not isinstance(groups, int) or groups < 1 or cin % groups or self.shape[1] != cin:
+            raise ShapeError(f"conv_transpose: input channels {self.shape[1]}, weight {fmt(weight.shape)} and "
+                             f"groups={groups} do not fit; need Cin = weight.shape[0], divisible by groups")
+        st, dil = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
+        pads, outp = _padding(padding, nd), _tuple(output_padding, nd, "output_padding", 0)
+        x = self
+        for j, s in enumerate(st):
+            if s > 1:
+                ax = 2 + j
+                n = x.shape[ax]
+                x = x.unsqueeze(ax + 1).pad([(0, 0)] * (ax + 1) + [(0, s - 1)] + [(0, 0)] * (x.ndim - ax - 1))
+                x = x.reshape(*x.shape[:ax], n * s, *x.shape[ax + 2:]).shrink(
+                    [None] * ax + [(0, (n - 1) * s + 1)] + [None] * (x.ndim - ax - 2))
+        full = [d * (k - 1) for k, d in zip(ks, dil)]
+        edges = [(f - b, f - a + o) for f, (b, a), o in zip(full, pads, outp)]
+        w = weight.reshape(groups, cin // groups, cout_g, *ks).transpose(1, 2).reshape(groups * cout_g, cin // groups,
+                                                                                      *ks)
+        out = x.conv(w.flip(tuple(range(2, 2 + nd))), bias, 1, [(max(b, 0), max(a, 0)) for b, a in edges], dil, groups)
+        if all(b >= 0 and a >= 0 for b, a in edges):
+            return out
+        # padding beyond the kernel's reach cuts the output instead
+        return out.shrink([None, None, *((max(-b, 0), d - max(-a, 0)) for (b, a), d in zip(edges, out.shape[2:]))])
+
+    def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """self @ weight + bias (weight of shape (in, out), as tinygrad; nn.Linear passes its (out, in) one
+        transposed)."""
+        out = self.matmul(weight)
+        return out if bias is None else out.add(bias)
+
+    # ---------------------------------------------------------------- pooling
+    def _pool_input(self: Tensor, nd: int) -> None:
+        if self.ndim < nd + 1:
+            raise ShapeError(f"{nd}-D pooling needs at least {nd + 1} dims ((C, *spatial) or (N, C, *spatial)), got "
+                             f"{fmt(self.shape)}")
+
+    def _windows(self: Tensor, nd: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+                 fill: bool | int | float) -> tuple[Tensor, list[tuple[int, int]], tuple[int, ...]]:
+        """The windows (..., *out, *kernel) of the last nd axes, padded with fill (and, for ceil_mode, past the
+        end with fill too); also the padding pairs (explicit + ceil) and the kernel."""
+        k = _tuple(kernel_size, nd, "kernel_size")
+        st = _tuple(stride if stride is not None else k, nd, "stride")
+        dil = _tuple(dilation, nd, "dilation")
+        pads = _padding(padding, nd)
+        if any(2 * b > kk or 2 * a > kk for (b, a), kk in zip(pads, k)):
+            raise ShapeError(f"pooling padding {padding} must be at most half the kernel {k}")
+        ins = self.shape[-nd:]
+        outs = [_pool_out(i, kk, s, d, p, ceil_mode) for i, kk, s, d, p in zip(ins, k, st, dil, pads)]
+        full = [(b, max((o - 1) * s + d * (kk - 1) + 1 - i - b, a))
+                for (b, a), o, s, d, kk, i in zip(pads, outs, st, dil, k, ins)]
+        x = self.pad([(0, 0)] * (self.ndim - nd) + full, value=fill)
+        win = x._pool(k, st, dil)
+        return win.shrink([None] * (self.ndim - nd) + [(0, o) for o in outs] + [None] * nd), full, k
+
+    def max_pool(self: Tensor, nd: int, kernel_size: Any = 2, stride: Any = None, padding: Any = 0,
+                 dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+        """Max over windows of the last nd axes (padding counts as -inf); with return_indices also where each max
+        is, as an index into the flattened spatial input (PyTorch's, for max_unpool)."""
+        self._pool_input(nd)
         lo = float("-inf") if self.dtype.is_float else self.dtype.min
-        x = self.pad([(0, 0)] * (self.ndim - 2) + _padding(padding), value=lo)
-        win = x._pool(k, _two(stride if stride is not None else k, "stride"), _two(dilation, "dilation"))
-        return win.max((-2, -1))
+        win, _, k = self._windows(nd, kernel_size, stride, padding, dilation, ceil_mode, lo)
+        axes = tuple(range(-nd, 0))
+        out = win.max(axes)
+        if not return_indices:
+            return out
+        ins = self.shape[-nd:]
+        flat = type(self).arange(math.prod(ins), dtype="int32", device=self.device).reshape(ins)
+        fwin = flat._windows(nd, kernel_size, stride, padding, dilation, ceil_mode, -1)[0]
+        first = win.flatten(-nd).argmax(-1)                                   # (..., *out)
+        picks = first.unsqueeze(-1).eq(type(self).arange(math.prod(k), device=self.device))
+        return out, picks.where(fwin.flatten(-nd), 0).sum(-1).cast("int64")
 
-    def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
-                   padding: Any = 0) -> Tensor:
-        """Mean over windows of the last two axes (padding counts as zeros in the mean)."""
-        k = _two(kernel_size, "kernel_size")
-        x = self.pad([(0, 0)] * (self.ndim - 2) + _padding(padding))
-        return x._pool(k, _two(stride if stride is not None else k, "stride"), (1, 1)).mean((-2, -1))
+    def avg_pool(self: Tensor, nd: int, kernel_size: Any = 2, stride: Any = None, padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+        """Mean over windows of the last nd axes; the divisor counts the input's elements in the window, and its
+        explicit padding with count_include_pad (never what ceil_mode adds), as PyTorch."""
+        self._pool_input(nd)
+        x = self._float()
+        win, _, _ = x._windows(nd, kernel_size, stride, padding, 1, ceil_mode, 0)
+        pads = _padding(padding, nd)
+        mask = type(self).ones(*self.shape[-nd:], dtype=x.dtype, device=self.device).pad(
+            pads, value=1.0 if count_include_pad else 0.0)
+        count = mask._windows(nd, kernel_size, stride, 0, 1, ceil_mode, 0)[0]
+        count = count.shrink([(0, o) for o in win.shape[-2 * nd:-nd]] + [None] * nd)
+        axes = tuple(range(-nd, 0))
+        return win.sum(axes).div(count.sum(axes))
+
+    def max_pool1d(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return self.max_pool(1, *args, **kwargs)
+
+    def max_pool2d(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        """max_pool over the last two axes (kernel_size=2, stride=kernel_size, padding, dilation, ceil_mode,
+        return_indices)."""
+        return self.max_pool(2, *args, **kwargs)
+
+    def max_pool3d(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return self.max_pool(3, *args, **kwargs)
+
+    def avg_pool1d(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self.avg_pool(1, *args, **kwargs)
+
+    def avg_pool2d(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """avg_pool over the last two axes (kernel_size=2, stride=kernel_size, padding, ceil_mode,
+        count_include_pad)."""
+        return self.avg_pool(2, *args, **kwargs)
+
+    def avg_pool3d(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self.avg_pool(3, *args, **kwargs)
+
+    def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Any = 2, stride: Any = None, padding: Any = 0,
+                     output_size: tuple[int, ...] | None = None) -> Tensor:
+        """The inverse of max_pool2d(return_indices=True): each value put at its index in a zero (H, W) plane (of
+        output_size, else the size the pooling came from)."""
+        if indices.shape != self.shape:
+            raise ShapeError(f"max_unpool2d: indices {fmt(indices.shape)} must have the input's shape "
+                             f"{fmt(self.shape)}")
+        k = _tuple(kernel_size, 2, "kernel_size")
+        st = _tuple(stride if stride is not None else k, 2, "stride")
+        pads = _padding(padding, 2)
+        hw = tuple(output_size[-2:]) if output_size is not None else tuple(
+            (i - 1) * s - b - a + kk for i, s, (b, a), kk in zip(self.shape[-2:], st, pads, k))
+        lead = self.shape[:-2]
+        vals, idx = self.flatten(-2).unsqueeze(-1), indices.flatten(-2).unsqueeze(-1)
+        hit = idx.eq(type(self).arange(math.prod(hw), dtype=idx.dtype, device=self.device))
+        lo = float("-inf") if self.dtype.is_float else self.dtype.min
+        picked = hit.where(vals, lo).max(-2)  # overlapping windows may pick one element twice: it is put once
+        return hit.any(-2).where(picked, 0).cast(self.dtype).reshape(*lead, *hw)
+
+    # ---------------------------------------------------------------- layers as functions
+    def dropout(self: Tensor, p: float = 0.5) -> Tensor:
+        """Each element zeroed with probability p, the rest scaled by 1/(1 − p) (always: nn.Dropout applies it only
+        while training). The mask is drawn from rand, so manual_seed makes it repeatable."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        if p == 0:
+            return self
+        keep = type(self).rand(*concrete(self.shape), device=self.device).ge(p)
+        return keep.where(self._float().div(1 - p), 0.0) if p < 1 else self._float().mul(0)
+
+    def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
+        """(x − mean) / √(var + eps) over the axes, with the biased variance (as LayerNorm)."""
+        x = self._float()
+        centred = x.sub(x.mean(axis, keepdim=True))
+        return centred.mul(centred.square().mean(axis, keepdim=True).add(eps).rsqrt())
+
+    def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        """x / max(‖x‖_p, eps) along dim (torch.nn.functional.normalize)."""
+        x = self._float()
+        norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
+        return x.div(norm.maximum(eps))
+
+    def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False,
+                                     scale: float | None = None) -> Tensor:
+        """softmax(q·kᵀ·scale + mask)·v over (..., L, E) queries and (..., S, E) keys: a bool mask keeps where true
+        (−inf elsewhere), a float mask is added; is_causal keeps key j <= query i. scale defaults to 1/√E."""
+        if attn_mask is not None and is_causal:
+            raise ValueError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+        q = self._float()
+        scores = q.matmul(key.transpose(-2, -1)).mul(scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        if is_causal:
+            n, m = scores.shape[-2:]
+            attn_mask = type(self).ones(n, m, dtype="bool", device=self.device).tril()
+        if attn_mask is not None:
+            scores = attn_mask.where(scores, float("-inf")) if attn_mask.dtype.is_bool else scores.add(attn_mask)
+        weights = scores.softmax(-1)
+        return weights.dropout(dropout_p).matmul(value)
+
+    @staticmethod
+    def einsum(formula: str, *operands: Any) -> Tensor:
+        """Einstein summation (`Tensor.einsum("ij,jk->ik", a, b)`): every operand's axes are lined up by letter
+        (a repeated letter in one operand takes its diagonal; "..." stands for the leading axes), multiplied with
+        broadcasting, and summed over the letters not in the output (implicit output: the letters used once,
+        sorted)."""
+        ops = list(operands)
+        if len(ops) == 1 and isinstance(ops[0], (list, tuple)):
+            ops = list(ops[0])
+        formula = formula.replace(" ", "")
+        lhs, arrow, rhs = formula.partition("->")
+        terms = lhs.split(",")
+        if len(terms) != len(ops):
+            raise ValueError(f"einsum {formula!r} names {len(terms)} operands, got {len(ops)}")
+        spare = iter(sorted(set("ABCDEFGHIJKLMNOPQRSTUVWXYZ") - set(formula)))
+        nell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, ops) if "..." in term), default=0)
+        ell = "".join(next(spare) for _ in range(nell))
+        terms = [term.replace("...", ell[nell - (t.ndim - len(term.replace("...", ""))):])
+                 for term, t in zip(terms, ops)]
+        if not arrow:
+            counts = {c: "".join(terms).count(c) for c in "".join(terms)}
+            rhs = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+        rhs = rhs.replace("...", ell)
+        letters = list(dict.fromkeys("".join(terms) + rhs))
+        aligned = []
+        for term, t in zip(terms, ops):
+            if len(term) != t.ndim:
+                raise ShapeError(f"einsum term {term!r} has {len(term)} letters for an operand of shape {fmt(t.shape)}")
+            while len(set(term)) < len(term):  # a repeated letter: the diagonal of its two axes
+                c = next(c for c in term if term.count(c) > 1)
+                i, j = term.index(c), term.index(c, term.index(c) + 1)
+                t = t.diagonal(0, i, j)
+                term = term[:i] + term[i + 1:j] + term[j + 1:] + c
+            order = sorted(range(len(term)), key=lambda k: letters.index(term[k]))
+            t = t.permute(order)
+            present = [term[k] for k in order]
+            aligned.append(t.reshape(*(t.shape[present.index(c)] if c in present else 1 for c in letters)))
+        out = aligned[0]
+        for t in aligned[1:]:
+            out = out.mul(t)
+        summed = tuple(k for k, c in enumerate(letters) if c not in rhs)
+        out = out.sum(summed) if summed else out
+        kept = [c for c in letters if c in rhs]
+        return out.permute([kept.index(c) for c in rhs]) if kept else out
+
+    def interpolate(self: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                    align_corners: bool | None = None) -> Tensor:
+        """Resize the spatial axes (all after (N, C)) as torch.nn.functional.interpolate: mode "nearest" (source
+        index floor(out·in/out_size)), or "linear"/"bilinear"/"trilinear" (separable linear interpolation, with
+        align_corners mapping the corner pixels' centres onto each other)."""
+        nd = self.ndim - 2
+        if nd < 1:
+            raise ShapeError(f"interpolate needs an (N, C, *spatial) input, got {fmt(self.shape)}")
+        if (size is None) == (scale_factor is None):
+            raise ValueError("interpolate takes size or scale_factor, one of them")
+        ins = concrete(self.shape[2:])
+        if size is not None:
+            outs = _tuple(size, nd, "size")
+        else:
+            sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+            outs = tuple(math.floor(i * f) for i, f in zip(ins, sf))
+        linear = {"linear": 1, "bilinear": 2, "trilinear": 3}
+        if mode != "nearest" and linear.get(mode) != nd:
+            raise ValueError(f"interpolate mode {mode!r} does not fit {nd} spatial dims (nearest, linear for 1, "
+                             "bilinear for 2, trilinear for 3)")
+        if mode == "nearest" and align_corners is not None:
+            raise ValueError("align_corners is for the linear modes only")
+        import numpy as np
+        x = self if mode == "nearest" else self._float()
+        for j, (i, o) in enumerate(zip(ins, outs)):
+            ax = 2 + j
+            if size is None:
+                ratio = 1 / sf[j]
+            else:
+                ratio = i / o
+            if mode == "nearest":
+                x = x.gather(np.minimum(np.floor(np.arange(o) * ratio).astype(np.int64), i - 1), ax)
+                continue
+            if align_corners:
+                src = np.arange(o) * ((i - 1) / (o - 1) if o > 1 else 0.0)
+            else:
+                src = np.maximum((np.arange(o) + 0.5) * ratio - 0.5, 0)
+            lo = np.minimum(np.floor(src).astype(np.int64), i - 1)
+            hi = np.minimum(lo + 1, i - 1)
+            w = type(self)((src - lo).astype(dtypes.to_numpy(x.dtype)), device=self.device)
+            w = w.reshape(o, *(1,) * (x.ndim - ax - 1))
+            x = x.gather(lo, ax).mul(w.sub(1, reverse=True)).add(x.gather(hi, ax).mul(w))
+        return x

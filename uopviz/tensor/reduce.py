@@ -96,7 +96,9 @@ class ReduceMixin:
 
     def _first_max(self: Tensor, axis: int | None, keepdim: bool, name: str) -> Tensor:
         """argmax of self, for argmax and argmin (`name` is the one the error names)."""
-        if axis is None:
+        if axis is None or self.ndim == 0:
+            if self.ndim == 0:
+                normalize_axes(axis, 0)
             out = self.flatten()._first_max(0, False, name)
             return out.reshape((1,) * self.ndim) if keepdim else out
         ax = normalize_axis(axis, self.ndim)
@@ -127,20 +129,130 @@ class ReduceMixin:
         x = self._float()
         return x.sub(x.logsumexp(axis, keepdim=True))
 
+    def _prefix_windows(self: Tensor, ax: int, fill: bool | int | float) -> Tensor:
+        """SPEC's prefix_sum composition up to its reduce, for every row with axis ax moved last: (..., n, n) where
+        window i holds x[0..i] and `fill` (the reduction's identity) in the other n − 1 − i places."""
+        n = self.shape[ax]
+        x = self.transpose(ax, -1)
+        lead = x.shape[:-1]
+        x = x.pad([(0, 0)] * len(lead) + [(n - 1, 0)], value=fill)                # (..., 2n-1)
+        x = x.unsqueeze(-2).expand(*lead, n + 1, 2 * n - 1)                       # tile
+        x = x.reshape(*lead, (n + 1) * (2 * n - 1)).shrink([None] * len(lead) + [(0, 2 * n * n)])  # trim
+        return x.reshape(*lead, n, 2 * n).shrink([None] * len(lead) + [None, (0, n)])            # windows
+
+    def _cumulative(self: Tensor, axis: int | None, op: Ops, fill: bool | int | float) -> Tensor:
+        """A running reduction along an axis (None: of the flattened tensor), self's dtype kept."""
+        if axis is None:
+            return self.flatten()._cumulative(0, op, fill)
+        if self.ndim == 0:
+            normalize_axis(axis, 1)
+            return self
+        ax = normalize_axis(axis, self.ndim)
+        if self.shape[ax] == 0:
+            return self
+        return self._prefix_windows(ax, fill)._reduce_op(op, (self.ndim,), False).transpose(ax, -1)
+
     def cumsum(self: Tensor, axis: int | None = 0) -> Tensor:
         """Running sum along an axis (None: of the flattened tensor), by SPEC's prefix_sum composition applied
         to every row with the axis moved last: pad, tile, reshape into sliding windows, sum."""
-        if axis is None:
-            return self.flatten().cumsum(0)
-        ax = normalize_axis(axis, self.ndim)
         acc, out = self._acc_dtype(None)
+        return self.cast(acc)._cumulative(axis, Ops.ADD, 0).cast(out)
+
+    def cumprod(self: Tensor, axis: int | None = 0) -> Tensor:
+        """Running product (ones fill the windows)."""
+        acc, out = self._acc_dtype(None)
+        return self.cast(acc)._cumulative(axis, Ops.MUL, 1).cast(out)
+
+    def _cum_extreme(self: Tensor, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
+        x = self if largest else (-self if self.dtype.is_float else ~self)
+        lo = float("-inf") if x.dtype.is_float else x.dtype.min
+        values = x._cumulative(axis, Ops.MAX, lo)
+        values = values if largest else (-values if self.dtype.is_float else ~values)
+        if self.ndim == 0:
+            return values, type(self).zeros((), dtype=dtypes.int64, device=self.device)
+        ax = normalize_axis(axis, self.ndim)
         n = self.shape[ax]
-        if n == 0:
-            return self.cast(out)
-        x = self.cast(acc).transpose(ax, -1)
-        lead = x.shape[:-1]
-        x = x.pad([(0, 0)] * len(lead) + [(n - 1, 0)])                         # (..., 2n-1)
-        x = x.unsqueeze(-2).expand(*lead, n + 1, 2 * n - 1)                     # tile
-        x = x.reshape(*lead, (n + 1) * (2 * n - 1)).shrink([None] * len(lead) + [(0, 2 * n * n)])  # trim
-        x = x.reshape(*lead, n, 2 * n).shrink([None] * len(lead) + [None, (0, n)])              # windows
-        return x._reduce_op(Ops.ADD, (len(lead) + 1,), False).transpose(ax, -1).cast(out)
+        pos = type(self).arange(n, dtype=dtypes.int64, device=self.device).reshape(n, *(1,) * (self.ndim - ax - 1))
+        # the last position so far that holds the running extreme (PyTorch's choice on ties)
+        at = self.eq(values).where(pos, -1)
+        return values, at._cumulative(ax, Ops.MAX, -1)
+
+    def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(running max, index of where it was reached last) along axis, as torch.cummax."""
+        return self._cum_extreme(axis, True)
+
+    def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(running min, index of where it was reached last) along axis, as torch.cummin."""
+        return self._cum_extreme(axis, False)
+
+    def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+        """log of the running sum of e^x: a logsumexp over each prefix window (−inf fill), so it neither overflows
+        nor loses small terms to a larger later one."""
+        x = self._float()
+        if x.ndim == 0:
+            normalize_axis(axis, 1)
+            return x
+        ax = normalize_axis(axis, x.ndim)
+        return x._prefix_windows(ax, float("-inf")).logsumexp(-1).transpose(ax, -1)
+
+    def softmin(self: Tensor, axis: int = -1) -> Tensor:
+        return self._float().neg().softmax(axis)
+
+    def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+        """(std, mean), as torch.std_mean."""
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    # ---------------------------------------------------------------- sorting
+    def _ranks(self: Tensor, ax: int, descending: bool) -> Tensor:
+        """Each element's place in the stable sorted order along ax (moved last): how many elements sort before it
+        (smaller, or equal and earlier); NaN sorts after every number, as NumPy."""
+        x = self.transpose(ax, -1)
+        n = x.shape[-1]
+        a, b = x.unsqueeze(-1), x.unsqueeze(-2)                     # a: element i, b: element j, (..., n, n)
+        if self.dtype.is_float:
+            before = (b.gt(a) if descending else b.lt(a)).bitwise_or(a.isnan().bitwise_and(b.isnan().logical_not()))
+            ties = b.eq(a).bitwise_or(a.isnan().bitwise_and(b.isnan()))
+        else:
+            before, ties = (b.gt(a) if descending else b.lt(a)), b.eq(a)
+        i = type(self).arange(n, dtype=dtypes.int32, device=self.device)
+        earlier = i.reshape(1, n).lt(i.reshape(n, 1))              # j < i
+        return before.bitwise_or(ties.bitwise_and(earlier)).cast(dtypes.int32).sum(-1)   # (..., n)
+
+    def _sort(self: Tensor, axis: int, descending: bool) -> tuple[Tensor, Tensor]:
+        if self.ndim == 0:
+            normalize_axis(axis, 1)
+            return self, type(self).zeros((), dtype=dtypes.int64, device=self.device)
+        ax = normalize_axis(axis, self.ndim)
+        n = self.shape[ax]
+        rank = self._ranks(ax, descending)                          # (..., n): i -> its place
+        slots = type(self).arange(n, dtype=dtypes.int32, device=self.device)
+        at = rank.unsqueeze(-1).eq(slots)                           # (..., n_i, n_place)
+        x = self.transpose(ax, -1).unsqueeze(-1)
+        if self.dtype.is_bool:
+            values = at.bitwise_and(x).any(-2)
+        else:
+            values = at.where(x, x.zeros_like()).sum(-2).cast(self.dtype)
+        order = at.where(slots.cast(dtypes.int64).reshape(n, 1), 0).sum(-2)
+        return values.transpose(ax, -1), order.transpose(ax, -1)
+
+    def sort(self: Tensor, axis: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+        """(sorted values, their int64 indices) along axis, stable (equal values keep their order), NaN last."""
+        return self._sort(axis, descending)
+
+    def argsort(self: Tensor, axis: int = -1, descending: bool = False) -> Tensor:
+        return self._sort(axis, descending)[1]
+
+    def topk(self: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
+        """(the k largest (or smallest) values along axis, their indices), in sorted order."""
+        ax = normalize_axis(axis, max(self.ndim, 1))
+        n = self.shape[ax] if self.ndim else 1
+        if not isinstance(k, int) or not 0 <= k <= n:
+            raise IndexError(f"topk: k={k!r} is out of range for an axis of size {n}")
+        values, order = self._sort(ax, largest)
+        if self.ndim == 0:
+            return values, order
+        keep = [None] * ax + [(0, k)] + [None] * (self.ndim - ax - 1)
+        return values.shrink(keep), order.shrink(keep)

@@ -8,16 +8,19 @@ The ops themselves live in topic modules (creation, movement, elementwise, reduc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from uopviz.dtype import DType, dtypes, exact_array, values_dtype
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
+from uopviz.tensor.autograd import AutogradMixin
 from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
 from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
 from uopviz.tensor.jit import JitError, capturing
+from uopviz.tensor.loss import LossMixin
 from uopviz.tensor.movement import MovementMixin
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
@@ -27,7 +30,7 @@ from uopviz.uop.ops import Ops, UOp
 __all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
 
 
-class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin):
+class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, LossMixin, AutogradMixin):
     """A lazy n-dimensional array. Build it from Python scalars, nested lists or NumPy arrays:
     `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names.
 
@@ -39,10 +42,10 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     dtype; given another, they are cast as `astype` does (which wraps, as C casts do).
     """
 
-    __slots__ = ("_device", "_uop")
+    __slots__ = ("__weakref__", "_device", "_grad", "_requires_grad", "_uop")
     __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
 
-    def __init__(self, data: Any, device: str | None = None, dtype: Any = None) -> None:
+    def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool = False) -> None:
         dt = None if dtype is None else to_dtype(dtype)
         if isinstance(data, UOp):
             self._uop, self._device = data, data.device or devices.canonical(device)
@@ -53,6 +56,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
             self._uop = _from_python(data, dt, self._device)
         if dt is not None and dt != self.dtype:
             self._uop = self._uop.cast(dt)
+        if requires_grad:
+            self.requires_grad = True
 
     def _new(self, uop: UOp) -> Tensor:
         """A Tensor of uop on self's device."""
@@ -154,15 +159,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def assign(self, x: Any) -> Tensor:
         """Write x (broadcast and cast to self's shape and dtype) into self's buffer, in place. Lazy tensors
         built from self before the assign read the new values when they are realized."""
-        from uopviz.realize import assign
         value = x if isinstance(x, Tensor) else Tensor(x, device=self._device, dtype=self.dtype)
-        self._same_device(value)
-        value = value.cast(self.dtype).expand(self.shape)
-        if self._size() == 0:
-            return self
-        self.realize()
-        if value._uop is not self._uop:
-            assign(self._uop, value._uop)
+        assign_all([self], [value])
         return self
 
     def to(self, device: str | None) -> Tensor:
@@ -202,6 +200,22 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
+
+
+def assign_all(targets: Sequence[Tensor], values: Sequence[Tensor]) -> None:
+    """Write each value (broadcast and cast to its target) into its target's buffer, in place, every target of a
+    device in one schedule (an optimizer's step updates all its parameters and state at once this way). Values may
+    read any of the targets: they then see the old contents."""
+    from uopviz.realize import assign
+    pairs = []
+    for t, v in zip(targets, values, strict=True):
+        t._same_device(v)
+        v = v.cast(t.dtype).expand(t.shape)
+        if t._size() and v.uop is not t.uop:
+            pairs.append((t.realize(), v))
+    for dev in dict.fromkeys(t.device for t, _ in pairs):
+        group = [(t, v) for t, v in pairs if t.device == dev]
+        assign([t.uop for t, _ in group], [v.uop for _, v in group])
 
 
 class TensorBoolError(TypeError):

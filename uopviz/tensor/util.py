@@ -22,8 +22,9 @@ Dim = int | UOp
 Shape = tuple[Dim, ...]
 
 
-class ShapeError(ValueError):
-    """Shapes that do not fit together: broadcasting, reshape sizes, matmul dims, concatenation."""
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit together: broadcasting, reshape sizes, matmul dims, concatenation (a RuntimeError too,
+    as PyTorch raises for them)."""
 
 
 class AxisError(ValueError, IndexError):
@@ -98,10 +99,14 @@ def normalize_axis(axis: int, ndim: int) -> int:
 
 
 def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ...]:
-    """None means every axis; an int or a tuple of ints, negatives allowed, each at most once; sorted."""
+    """None means every axis; an int or a tuple of ints, negatives allowed, each at most once; sorted. A 0-d
+    tensor takes axis 0 or -1 as PyTorch does (naming no axis: its one element)."""
     if axis is None:
         return tuple(range(ndim))
-    axes = [normalize_axis(a, ndim) for a in ((axis,) if isinstance(axis, int) else axis)]
+    given = (axis,) if isinstance(axis, int) else tuple(axis)
+    if ndim == 0 and all(a in (0, -1) and not isinstance(a, bool) for a in given):
+        return ()
+    axes = [normalize_axis(a, ndim) for a in given]
     if len(set(axes)) != len(axes):
         raise AxisError(f"axis {tuple(axis)} names an axis twice")  # type: ignore[arg-type]
     return tuple(sorted(axes))

@@ -1,0 +1,103 @@
+"""The usual layers: Linear, Conv2d, ConvTranspose2d, Embedding, Dropout, and a Sequential to chain them.
+
+Weights start as PyTorch's defaults do (kaiming_uniform with a = √5: uniform in ±1/√fan_in, the bias too), and
+are realized at construction, so each parameter is a buffer of its own that optimizers update in place.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from uopviz.nn.module import Module
+from uopviz.tensor import Tensor
+
+
+def parameter(t: Tensor) -> Tensor:
+    """t realized into a buffer of its own, requiring gradients."""
+    return t.contiguous().realize().requires_grad_()
+
+
+def _uniform(shape: tuple[int, ...], fan_in: int, device: str | None) -> Tensor:
+    bound = 1 / math.sqrt(max(fan_in, 1))
+    return parameter(Tensor.uniform(shape, low=-bound, high=bound, device=device))
+
+
+class Linear(Module):
+    """y = x·Wᵀ + b, W of shape (out_features, in_features)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device: str | None = None) -> None:
+        self.weight = _uniform((out_features, in_features), in_features, device)
+        self.bias = _uniform((out_features,), in_features, device) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.linear(self.weight.T, self.bias)
+
+
+class Conv2d(Module):
+    """2-D convolution of (N, C, H, W) inputs; weight (out_channels, in_channels/groups, kH, kW)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 device: str | None = None) -> None:
+        k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        fan_in = in_channels // groups * math.prod(k)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = _uniform((out_channels, in_channels // groups, *k), fan_in, device)
+        self.bias = _uniform((out_channels,), fan_in, device) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.conv2d(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose2d(Module):
+    """The gradient of a Conv2d with respect to its input, as a layer; weight (in_channels, out_channels/groups,
+    kH, kW)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 device: str | None = None) -> None:
+        k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        fan_in = out_channels // groups * math.prod(k)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.dilation, self.groups = dilation, groups
+        self.weight = _uniform((in_channels, out_channels // groups, *k), fan_in, device)
+        self.bias = _uniform((out_channels,), fan_in, device) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.conv_transpose2d(self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.dilation, self.groups)
+
+
+class Embedding(Module):
+    """Rows of a (num_embeddings, embedding_dim) table, N(0, 1) at the start, picked by integer indices."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, device: str | None = None) -> None:
+        self.weight = parameter(Tensor.randn(num_embeddings, embedding_dim, device=device))
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.weight[idx]
+
+
+class Dropout(Module):
+    """Zero each element with probability p while training (the rest scaled by 1/(1 − p)); identity in eval."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.dropout(self.p) if self.training else x
+
+
+class Sequential(Module):
+    """Layers (or any callables) applied in order."""
+
+    def __init__(self, *layers: Any) -> None:
+        self.layers = list(layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for f in self.layers:
+            x = f(x)
+        return x

@@ -1,0 +1,81 @@
+"""Normalisation layers: BatchNorm (over the batch and spatial axes), LayerNorm (over the trailing axes) and
+GroupNorm (over channel groups), each with a learned affine transform, as in PyTorch."""
+
+from __future__ import annotations
+
+from uopviz.nn.layers import parameter
+from uopviz.nn.module import Module
+from uopviz.tensor import Tensor, assign_all
+
+
+class BatchNorm(Module):
+    """Normalise each channel (axis 1) over the batch and any spatial axes: with the batch's statistics while
+    training (then updating the running ones, with the unbiased variance, in place), with the running ones in
+    eval. Works for (N, C), (N, C, L) and (N, C, H, W) inputs."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: str | None = None) -> None:
+        self.eps, self.momentum, self.track_running_stats = eps, momentum, track_running_stats
+        self.weight = parameter(Tensor.ones(num_features, device=device)) if affine else None
+        self.bias = parameter(Tensor.zeros(num_features, device=device)) if affine else None
+        if track_running_stats:
+            self.running_mean = Tensor.zeros(num_features, device=device).contiguous().realize()
+            self.running_var = Tensor.ones(num_features, device=device).contiguous().realize()
+
+    def forward(self, x: Tensor) -> Tensor:
+        axes = (0, *range(2, x.ndim))
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        if self.training or not self.track_running_stats:
+            mean = x.mean(axes, keepdim=True)
+            var = (x - mean).square().mean(axes, keepdim=True)
+            if self.training and self.track_running_stats:
+                n = x.numel() // x.shape[1]
+                m = self.momentum
+                unbiased = var.reshape(-1).detach() * (n / max(n - 1, 1))
+                assign_all([self.running_mean, self.running_var],
+                           [self.running_mean * (1 - m) + mean.reshape(-1).detach() * m,
+                            self.running_var * (1 - m) + unbiased * m])
+        else:
+            mean, var = self.running_mean.reshape(shape), self.running_var.reshape(shape)
+        y = (x - mean) * (var + self.eps).rsqrt()
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return y
+
+
+BatchNorm1d = BatchNorm2d = BatchNorm
+
+
+class LayerNorm(Module):
+    """Normalise over the last len(normalized_shape) axes, then scale and shift elementwise."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True,
+                 device: str | None = None) -> None:
+        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = parameter(Tensor.ones(self.shape, device=device)) if elementwise_affine else None
+        self.bias = parameter(Tensor.zeros(self.shape, device=device)) if elementwise_affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x.layernorm(tuple(range(-len(self.shape), 0)), self.eps)
+        return y if self.weight is None else y * self.weight + self.bias
+
+
+class GroupNorm(Module):
+    """Normalise each group of num_channels/num_groups channels over it and the spatial axes; per-channel affine."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device: str | None = None) -> None:
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+        self.num_groups, self.eps = num_groups, eps
+        self.weight = parameter(Tensor.ones(num_channels, device=device)) if affine else None
+        self.bias = parameter(Tensor.zeros(num_channels, device=device)) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, c = x.shape[:2]
+        y = x.reshape(n, self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
+        if self.weight is None:
+            return y
+        shape = (1, c) + (1,) * (x.ndim - 2)
+        return y * self.weight.reshape(shape) + self.bias.reshape(shape)

@@ -1,0 +1,212 @@
+"""Reverse-mode differentiation of Tensor-level UOp graphs: one rule per op, applied from the output back.
+
+A rule takes the gradient of a node's output and the node, and gives the gradient of each of its sources (None
+where a source gets none: shape sources, conditions, integer operands). Gradients are themselves Tensor-level
+graphs built from the same primitives, so the backward pass is scheduled, lowered, traced and tuned like any
+forward pass. Only float nodes carry gradients; a float node whose op has no rule is a GradientError.
+
+Matmul, conv, gather and scatter need no rules of their own: they are compositions of Mul, Where, Reduce and
+movement ops (SPEC), so their gradients are the compositions of these rules (a matmul's gradient is again a
+broadcast multiply and a sum, i.e. two matmuls).
+
+Calls of a @function are differentiated through their bodies, and the backward pass is a Function too: the
+body's gradient with respect to its Params, with the output gradients as further Params, called with the same
+arguments. It is scheduled once per body, like the forward function.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from uopviz.tensor.function import outside_calls
+from uopviz.uop.ops import Ops, UOp, toposort
+from uopviz.uop.props import shape_from_src
+
+if TYPE_CHECKING:
+    from uopviz.tensor.tensor import Tensor
+
+Grads = tuple["Tensor | None", ...]
+_LN2 = math.log(2)
+
+
+class GradientError(RuntimeError):
+    """A graph that cannot be differentiated (an op with no gradient rule on the path, a non-scalar output
+    without an output gradient, a target that is not a float tensor)."""
+
+
+def _src(g: Tensor, u: UOp, i: int) -> Tensor:
+    return g._new(u.src[i])
+
+
+def _out(g: Tensor, u: UOp) -> Tensor:
+    return g._new(u)
+
+
+def _max_share(g: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """The part of max(a, b)'s gradient that goes to a: all of it where a wins, half on a tie (so that abs and
+    relu, built from Max, get the symmetric subgradient at their kink)."""
+    return g.mul(a.gt(b).where(1.0, a.eq(b).where(0.5, 0.0)).cast(g.dtype))
+
+
+def _reduce_grad(g: Tensor, u: UOp) -> Grads:
+    """Sum: the gradient broadcast back. Max: shared among the elements equal to the max. Prod: the product of
+    the other elements, computed without dividing by a zero (the product of the non-zero elements goes to the
+    only zero, nothing to any zero when there are two)."""
+    x, op, axes = _src(g, u, 0), u.arg.op, u.arg.axes
+    ge = g.expand(x.shape)
+    if op is Ops.ADD:
+        return (ge,)
+    out = _out(g, u).expand(x.shape)
+    if op is Ops.MAX:
+        hit = x.eq(out).cast(g.dtype)
+        return (hit.mul(ge).div(hit._reduce_op(Ops.ADD, axes, True).expand(x.shape)),)
+    zero = x.eq(0)
+    nonzero_prod = zero.where(1.0, x).cast(x.dtype)._reduce_op(Ops.MUL, axes, True).expand(x.shape)
+    zeros = zero.cast(x.dtype)._reduce_op(Ops.ADD, axes, True).expand(x.shape)
+    others = zero.where(zeros.eq(1).where(nonzero_prod, 0.0), out.div(zero.where(1.0, x))).cast(x.dtype)
+    return (ge.mul(others),)
+
+
+def _pow_grad(g: Tensor, u: UOp) -> Grads:
+    """d(a^b)/da = b·a^(b−1); d(a^b)/db = a^b·ln a, taken as 0 at a = 0 (where a^b is 0 or 1 and flat in b
+    from the right)."""
+    a, b, out = _src(g, u, 0), _src(g, u, 1), _out(g, u)
+    da = g.mul(b.mul(a.pow(b.sub(1))))
+    db = g.mul(a.eq(0).where(0.0, out.mul(a.log())).cast(g.dtype))
+    return da, db
+
+
+def _pad_grad(g: Tensor, u: UOp) -> Grads:
+    """Pad's gradient keeps the window the source was placed in."""
+    src = u.src[0]
+    return (g._new(g.uop.shrink(shape_from_src(u, 1), src.shape)),)
+
+
+def _shrink_grad(g: Tensor, u: UOp) -> Grads:
+    """Shrink's gradient is zero outside the kept window: a Pad back to the source's shape."""
+    src = u.src[0]
+    return (g._new(g.uop.pad(shape_from_src(u, 1), src.shape)),)
+
+
+def _expand_grad(g: Tensor, u: UOp) -> Grads:
+    """Every copy of a broadcast element sends its gradient back: a sum over the expanded axes."""
+    src = u.src[0]
+    axes = tuple(k for k, (a, b) in enumerate(zip(src.shape, u.shape)) if a != b)
+    return (g.sum(axes, keepdim=True) if axes else g,)
+
+
+def _cast_grad(g: Tensor, u: UOp) -> Grads:
+    """Cast's gradient is cast back (none into an int or bool source)."""
+    return (g.cast(u.src[0].dtype) if u.src[0].dtype.is_float else None,)
+
+
+# op -> rule(gradient of the output, the node) -> gradients of its sources
+RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
+    Ops.ADD: lambda g, u: (g, g),
+    Ops.MUL: lambda g, u: (g.mul(_src(g, u, 1)), g.mul(_src(g, u, 0))),
+    Ops.MAX: lambda g, u: (_max_share(g, _src(g, u, 0), _src(g, u, 1)), _max_share(g, _src(g, u, 1), _src(g, u, 0))),
+    Ops.RECIP: lambda g, u: (g.mul(_out(g, u)).mul(_out(g, u)).neg(),),
+    Ops.EXP2: lambda g, u: (g.mul(_out(g, u)).mul(_LN2),),
+    Ops.LOG2: lambda g, u: (g.div(_src(g, u, 0).mul(_LN2)),),
+    Ops.SIN: lambda g, u: (g.mul(_src(g, u, 0).cos()),),
+    Ops.SQRT: lambda g, u: (g.div(_out(g, u).mul(2)),),
+    Ops.POW: _pow_grad,
+    Ops.WHERE: lambda g, u: (None, _src(g, u, 0).where(g, 0.0), _src(g, u, 0).where(0.0, g)),
+    Ops.CAST: _cast_grad,
+    # piecewise constant (zero almost everywhere), and reinterpreted bits (no derivative): no gradient
+    Ops.TRUNC: lambda g, u: (None,),
+    Ops.BITCAST: lambda g, u: (None,),
+    Ops.REDUCE: _reduce_grad,
+    Ops.RESHAPE: lambda g, u: (g.reshape(u.src[0].shape), None),
+    Ops.PERMUTE: lambda g, u: (g.permute(tuple(u.arg.index(k) for k in range(len(u.arg)))),),
+    Ops.EXPAND: _expand_grad,
+    Ops.PAD: _pad_grad,
+    Ops.SHRINK: _shrink_grad,
+    Ops.FLIP: lambda g, u: (g.flip(tuple(k for k, f in enumerate(u.arg) if f)),),
+    Ops.CONTIGUOUS: lambda g, u: (g,),
+    # SPEC: the gradient flowing through ContiguousBackward is made contiguous
+    Ops.CONTIGUOUS_BACKWARD: lambda g, u: (g.contiguous(),),
+    # Detach: the gradient stops here
+    Ops.DETACH: lambda g, u: (None,),
+}
+
+
+def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp]) -> dict[UOp, Tensor]:
+    """The gradients of the seeded outputs (output node -> its gradient) with respect to each target node that
+    they depend on through differentiable ops; a target they do not depend on is left out."""
+    targets = set(targets)
+    order = toposort(seeds)
+    # the nodes through which a target reaches an output: only they need gradients
+    on_path: set[UOp] = set()
+    for u in order:
+        if u in targets or (u.dtype.is_float and any(s in on_path for s in _inputs(u))):
+            on_path.add(u)
+    grads: dict[UOp, Tensor] = {}
+    called: dict[UOp, dict[int, Tensor]] = {}  # Function -> output index -> gradient of its GetTuple
+    for u, g in seeds.items():
+        if u in on_path:
+            grads[u] = g
+
+    def add(u: UOp, g: Tensor) -> None:
+        grads[u] = g if u not in grads else grads[u].add(g)
+
+    for u in reversed(order):
+        if u not in on_path or (u.op is not Ops.FUNCTION and u not in grads) or (u in targets and not u.src):
+            continue
+        if u.op is Ops.GETTUPLE:
+            outs = called.setdefault(u.src[0], {})
+            outs[u.arg] = grads[u] if u.arg not in outs else outs[u.arg].add(grads[u])
+            continue
+        if u.op is Ops.FUNCTION:
+            if u in called:
+                for arg, g in _function_grads(u, called[u], on_path).items():
+                    add(arg, g)
+            continue
+        if u.op in (Ops.BUFFER, Ops.PARAM, Ops.CONST):
+            continue
+        rule = RULES.get(u.op)
+        if rule is None:
+            raise GradientError(f"no gradient rule for {u.op.value}; it is on the path from a target to the output")
+        for s, sg in zip(u.src, rule(grads[u], u)):
+            if sg is not None and s in on_path:
+                add(s, sg)
+    return {t: grads[t] for t in targets if t in grads}
+
+
+def _inputs(u: UOp) -> tuple[UOp, ...]:
+    """The sources a gradient can flow to (a Function's body is differentiated apart, through its outputs)."""
+    return u.src[1:] if u.op is Ops.FUNCTION else u.src
+
+
+def _function_grads(fn: UOp, out_grads: dict[int, Tensor], on_path: set[UOp]) -> dict[UOp, Tensor]:
+    """The gradients of a called Function's arguments: a backward Function over the same arguments plus the output
+    gradients (as Params after them) whose body is the forward body's gradient with respect to its Params."""
+    body, args = fn.src[0], fn.src[1:]
+    params = {p.arg.slot: p for p in outside_calls(body) if p.op is Ops.PARAM}
+    wanted = [k for k, a in enumerate(args) if a in on_path and k in params]
+    some = next(iter(out_grads.values()))
+    seeds: dict[UOp, Tensor] = {}
+    seed_args: list[UOp] = []
+    for k, g in sorted(out_grads.items()):
+        out = body.src[k]
+        p = UOp.param(len(args) + len(seed_args), out.shape, out.dtype, g.device).reshape(out.shape)
+        seeds[out] = some._new(p) if out not in seeds else seeds[out].add(some._new(p))
+        seed_args.append(g.uop)
+    inner = backprop(seeds, [params[k] for k in wanted])
+    got = [k for k in wanted if params[k] in inner]
+    if not got:
+        return {}
+    outs = tuple(_stored(inner[params[k]].uop.reshape(args[k].shape)) for k in got)
+    bwd = UOp(Ops.FUNCTION, (UOp(Ops.TUPLE, outs), *args, *seed_args), f"{fn.arg}_backward")
+    return {args[k]: some._new(UOp(Ops.GETTUPLE, (bwd,), j)) for j, k in enumerate(got)}
+
+
+def _stored(u: UOp) -> UOp:
+    """A Function output that is one of its Params, reshaped at most, gets a copy (a function's outputs are
+    buffers of its own)."""
+    base = u
+    while base.op is Ops.RESHAPE:
+        base = base.src[0]
+    return UOp(Ops.CONTIGUOUS, (u,)) if base.op is Ops.PARAM else u
