@@ -14,7 +14,7 @@ import uopviz
 import uopviz.realize
 from uopviz import Tensor
 from uopviz.runtime import device as devices
-from uopviz.tensor import JitError
+from uopviz.tensor import FunctionTraceError, JitError
 
 RNG = np.random.default_rng(5)
 W1 = RNG.random((24, 10), dtype=np.float32) - 0.5
@@ -127,3 +127,13 @@ def test_what_cannot_be_replayed_says_why() -> None:
         same(x, 2)
     with pytest.raises(JitError, match="returned int"):
         uopviz.jit(lambda t: 3)(x)
+
+    @uopviz.jit
+    def noisy(t: Tensor) -> Tensor:
+        return t + Tensor.rand(3)
+
+    noisy(x)
+    with pytest.raises(JitError, match="draws random numbers from the global generator"):  # a replay would repeat them
+        noisy(x)
+    with pytest.raises(FunctionTraceError, match="draws random numbers from the global generator"):
+        uopviz.function(lambda t: t.dropout(0.5))(x)

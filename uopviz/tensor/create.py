@@ -35,6 +35,19 @@ _ONE_BITS: dict[DType, tuple[int, DType, int]] = {
 }
 
 
+def _not_baked() -> None:
+    """The global generator's counter is a Python value written into the kernels as a constant: a @jit replay or a
+    later call of a @function would draw the same numbers again, so drawing from it there is a named error."""
+    from uopviz.tensor.function import FunctionTraceError, tracing
+    from uopviz.tensor.jit import JitError, capturing
+    hint = ("its counter is written into the kernels, so every call would draw the same numbers; draw them outside "
+            "and pass them in, or give rand a seed of your own")
+    if (name := capturing()) is not None:
+        raise JitError(f"@jit {name} draws random numbers from the global generator: {hint}")
+    if (name := tracing()) is not None:
+        raise FunctionTraceError(f"cannot trace {name}: it draws random numbers from the global generator: {hint}")
+
+
 def concrete_shape(shape: Any, what: str) -> tuple[int, ...]:
     """A shape of ints: what counts elements one by one (random numbers) takes no symbolic size."""
     dims = shape_arg(shape)
@@ -153,6 +166,7 @@ class CreationMixin:
         """n uint64 words: threefry2x32(counter = offset + i, key = seed). Without a seed, the global seed is
         used and its counter advances, so two calls give different numbers."""
         if seed is None:
+            _not_baked()
             key, offset = _RandomState.seed, _RandomState.drawn
             _RandomState.drawn += n
         elif isinstance(seed, bool) or not isinstance(seed, int):

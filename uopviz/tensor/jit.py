@@ -15,8 +15,9 @@ inputs are bound to now, and buffers were made for the largest values.
         y = step(batch)          # from the third call: the recorded kernels, nothing else
 
 As in other JITs, the outputs of a replay are the same buffers every call: read (or copy) them before the next
-call. A function whose kernels depend on Python values other than the inputs (a value read with .numpy(), a
-counter) cannot be replayed: reading a value while capturing is a JitError.
+call. A function whose kernels depend on Python values other than the inputs (a value read with .numpy(), the
+global random generator's counter) cannot be replayed: reading a value or drawing random numbers from the global
+generator while capturing is a JitError (draw them outside and pass them in).
 """
 
 from __future__ import annotations
