@@ -9,11 +9,10 @@ and the tests (odd sizes, so no kernel relies on powers of two).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import math
 
 import numpy as np
 

@@ -364,7 +364,7 @@ def test_cli_every_kernel_of_a_function(tmp_path: Path, db_path: Path, capsys: p
     f = tmp_path / "prog.py"
     f.write_text("import numpy as np\nfrom uopviz.tensor import Tensor\n\n"
                  "def rows(n=8):\n    x = Tensor(np.arange(n * 5, dtype=np.float32).reshape(n, 5))\n"
-                 "    return x.softmax(-1)\n")
+                 "    return x.softmax(0)\n")  # along columns: three kernels
     assert main(["beam", f"{f}:rows", "--shape", "n=6", "--beam", "1", "--db", str(db_path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["program"] == f"{f}:rows (n=6)" and len(doc["kernels"]) == 3 and doc["flops"] is None
