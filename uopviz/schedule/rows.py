@@ -9,8 +9,9 @@ written once, instead of one kernel and one pass over memory per reduction. This
 `ROW`), and the split leaves marked ones fused.
 
 A Reduce is a row reduction when every path from it to a stored value goes only through elementwise ops, Expands
-of its reduced axes, and further Reduces over the same axes (which the rule checks in turn), and its row (the
-reduced elements of its input) is at most `ROW_BYTES`.
+of its reduced axes, Reshapes that add or remove axes of size 1, and further Reduces over the same axes (which the
+rule checks in turn), its reduced axes are the innermost, and its row (the reduced elements of its input) is at
+most `ROW_BYTES`.
 """
 
 from __future__ import annotations
@@ -65,7 +66,13 @@ def _in_row(u: UOp, v: UOp, axes: set[int]) -> bool:
         return all(i in axes for i, (a, b) in enumerate(zip(u.shape, v.shape)) if a != b)
     if v.op is Ops.REDUCE:
         return set(v.arg.axes) == axes
+    if v.op is Ops.RESHAPE:  # only adding or removing axes of size 1 (logsumexp's squeeze)
+        return _squeezed(v.shape) == _squeezed(u.shape)
     return v.op in GroupOp.Elementwise or v.op is Ops.CONTIGUOUS
+
+
+def _squeezed(shape: tuple[int | UOp, ...]) -> tuple[int | UOp, ...]:
+    return tuple(n for n in shape if n != 1)
 
 
 def _row_ends(red: UOp, users: dict[UOp, list[UOp]], stored: set[UOp]) -> set[UOp] | None:
@@ -73,7 +80,7 @@ def _row_ends(red: UOp, users: dict[UOp, list[UOp]], stored: set[UOp]) -> set[UO
     values where such a path leaves the rows (a full row used otherwise, e.g. by a matmul: attention's
     probabilities), which are then stored, so the row kernel ends there and the rest reads its result."""
     axes = set(red.arg.axes)
-    narrow, full = red.shape, red.src[0].shape
+    narrow, full = _squeezed(red.shape), _squeezed(red.src[0].shape)
     todo, seen, ends = [red], set(), set()
     while todo:
         u = todo.pop()
@@ -82,14 +89,14 @@ def _row_ends(red: UOp, users: dict[UOp, list[UOp]], stored: set[UOp]) -> set[UO
         seen.add(u)
         if u in stored and u is not red:
             continue
-        if u.shape not in (narrow, full):
+        if _squeezed(u.shape) not in (narrow, full):
             return None
         nexts = []
         for v in users.get(u, []):
             if _in_row(u, v, axes):
                 nexts.append(v)
             elif v.op is not Ops.TUPLE:
-                if u.shape != full or u is red:
+                if _squeezed(u.shape) != full or u is red:
                     return None
                 ends.add(u)
         todo += nexts
