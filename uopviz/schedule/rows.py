@@ -49,6 +49,17 @@ def fuse_rows(fn: UOp) -> UOp:
     return fn.replace(src=(new[body], *fn.src[1:]))
 
 
+def untag(value: UOp) -> UOp:
+    """value without ROW tags: once the split has made its kernels, the tags have done their work, and a kernel is
+    the same kernel (one compile, one tuning key) whichever way it was chosen."""
+    if not any(u.tag == ROW for u in value.toposort()):
+        return value
+    new: dict[UOp, UOp] = {}
+    for u in value.toposort():
+        new[u] = u.replace(src=tuple(new[s] for s in u.src), tag=None if u.tag == ROW else u.tag)
+    return new[value]
+
+
 def _fits(u: UOp) -> bool:
     if u.op is not Ops.REDUCE or u.tag is not None or u.arg.op not in (Ops.ADD, Ops.MAX):
         return False

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from uopviz.runtime.buffer import new_buffer
 from uopviz.runtime.device import DeviceMismatchError
 from uopviz.schedule.rangeify import kernel_ast
-from uopviz.schedule.rows import ROW
+from uopviz.schedule.rows import ROW, untag
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
 
 # ops through which a value reaches its kernel's output one element to one element
@@ -125,7 +125,7 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
         if b.arg.device != a.device:
             raise DeviceMismatchError(f"a kernel on {a.device} reads a buffer on {b.arg.device}: every tensor of one "
                                       f"computation must be on one device (move one with .to({a.device!r}))")
-    ast, binds = unbind(kernel_ast(value.substitute(mapping), UOp.param(0, (a.size,), a.dtype, a.device)))
+    ast, binds = unbind(kernel_ast(untag(value.substitute(mapping)), UOp.param(0, (a.size,), a.dtype, a.device)))
     return buf.after(UOp(Ops.CALL, (ast, buf, *inputs, *binds)))
 
 
