@@ -112,7 +112,8 @@ def tree_text(root: str, node: Lookup, max_lines: int = 400) -> list[str]:
             continue
         number[nid] = len(number)
         arg = arg_text(e["arg"])
-        lines.append(f"{pad}{number[nid]} {e['op']}:{_props(e)}" + (f" {arg}" if arg else ""))
+        tag = "" if e.get("tag") is None else f" tag={e['tag']!r}"  # as uop/printer.py shows it (a pass's mark)
+        lines.append(f"{pad}{number[nid]} {e['op']}:{_props(e)}" + (f" {arg}" if arg else "") + tag)
         stack.extend((s, depth + 1) for s in reversed(e["src"]))
     if stack:
         lines.append("...")

@@ -9,6 +9,7 @@ and the tests (odd sizes, so no kernel relies on powers of two).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,11 +100,11 @@ def _layernorm_np(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
 
 
 def _attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    return ((q @ k.T) * (1 / np.sqrt(q.shape[-1]))).softmax(-1) @ v
+    return ((q @ k.T) * (1 / math.sqrt(q.shape[-1]))).softmax(-1) @ v  # a Python float: weak, stays float32
 
 
 def _attention_np(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return _softmax_np((q @ k.T) / np.sqrt(q.shape[-1])) @ v
+    return _softmax_np((q @ k.T) / np.float32(math.sqrt(q.shape[-1]))) @ v
 
 
 def _chain(x: Tensor) -> Tensor:

@@ -21,8 +21,8 @@ def test_zoo_kernel_matches_numpy(name: str, device: str) -> None:
     np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=z.rtol, atol=z.rtol)
 
 
-@pytest.mark.parametrize(("name", "most"), [("elementwise", 1), ("softmax", 3), ("gemm", 1), ("sum", 1),
-                                            ("layernorm", 3), ("conv2d", 1)])
+@pytest.mark.parametrize(("name", "most"), [("elementwise", 1), ("softmax", 1), ("gemm", 1), ("sum", 1),
+                                            ("layernorm", 1), ("conv2d", 1), ("attention", 3)])
 def test_fusion_kernel_counts(name: str, most: int) -> None:
     z = get(name)
     out, _ = z.build(z.sizes(small=True))
@@ -34,3 +34,13 @@ def test_sizes_are_checked() -> None:
         get("gemm").sizes(Q=3)
     with pytest.raises(KeyError, match="the zoo has"):
         get("nope")
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_computes_in_its_inputs_dtypes(name: str) -> None:
+    """No zoo program is silently promoted (a NumPy float64 scalar would turn a float32 program into float64)."""
+    z = ZOO[name]
+    out, _ = z.build(z.sizes(small=True))
+    allowed = {np.dtype(i.dtype).name for i in z.inputs} | {"float32", "bool", "int32", "index", "void"}
+    used = {u.dtype.name for ast, _ in kernels_of(schedule([out.uop])) for u in ast.toposort()}
+    assert used <= allowed, f"{name} computes in {sorted(used - allowed)}"

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
 from uopviz.codegen.decompositions import decompose
 from uopviz.codegen.devectorize import devectorize
-from uopviz.codegen.expand import expander, lane_axis
+from uopviz.codegen.expand import expander, lane_axes
 from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
 from uopviz.codegen.group_reduce import GroupContext, gate_blocks, group_reduce
 from uopviz.codegen.linearize import linearize
@@ -29,6 +29,7 @@ from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
+from uopviz.schedule.rows import fuse_rows
 from uopviz.schedule.split import largest_size, split
 from uopviz.target import Kernel, Target
 from uopviz.trace.recorder import context, context_opts, rename_context, stage
@@ -128,6 +129,7 @@ Pass = Rules | Transform | Optimize | Render
 
 SCHEDULE: tuple[Pass, ...] = (
     Transform("callify", "Callify", lambda roots, s: callify(roots.src), origin=callify),
+    Transform("fuse rows", "Rangeify", lambda f, s: fuse_rows(f), origin=fuse_rows),
     Transform("kernel split", "Rangeify", lambda f, s: split(f, s.outputs, s.device), origin=split),
     Transform("memory plan", "Register/Memory Plan", lambda g, s: plan_memory(g), origin=plan_memory),
 )
@@ -139,7 +141,7 @@ KERNEL: tuple[Pass, ...] = (
     Transform("global axes", "Optimize", lambda u, c: global_axes(u, c.target), origin=global_axes),
     Optimize(),
     Rules("group reduce", "Optimize", group_reduce, ctx=lambda u, c: GroupContext(u, c.target.device)),
-    Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axis(u)),
+    Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axes(u)),
     Rules("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, c: Accumulators(c.target.device)),
     Transform("merge loops", "Instruction Selection", lambda u, c: merge_loops(u), origin=merge_loops),
     Rules("decompose", "Instruction Selection", lambda t: decompose(t.native)),

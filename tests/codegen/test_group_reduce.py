@@ -19,6 +19,7 @@ from uopviz.pipeline import scheduler as scheduler_of
 from uopviz.realize import to_host
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
+from uopviz.schedule import rows
 from uopviz.target import Target
 from uopviz.uop.ops import AddrSpace, AxisType, Ops, UOp
 from uopviz.uop.spec import validate
@@ -74,6 +75,12 @@ def test_sum_in_one_work_group(device: str, opts: list[Opt], kernel: str) -> Non
     np.testing.assert_allclose(got, unoptimized, rtol=1e-5)
 
 
+@pytest.fixture
+def unfused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row reductions in kernels of their own (rows longer than 0 bytes are not fused into their consumer)."""
+    monkeypatch.setattr(rows, "ROW_BYTES", 0)
+
+
 ROWS = [  # (opts for the [rows 6, REDUCE 33] kernels, the name they get on CL)
     ([split(1, 11, G)], "r_g6_G11_R3"),
     ([split(1, 3, G), split(0, 3, L)], "r_g2_l3_G3_R11"),
@@ -85,7 +92,7 @@ ROWS = [  # (opts for the [rows 6, REDUCE 33] kernels, the name they get on CL)
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["softmax", "layernorm", "max"])
 @pytest.mark.parametrize(("opts", "kernel"), ROWS)
-def test_row_reductions_in_work_groups(device: str, name: str, opts: list[Opt], kernel: str) -> None:
+def test_row_reductions_in_work_groups(device: str, name: str, opts: list[Opt], kernel: str, unfused: None) -> None:
     got, unoptimized, names = run_program(name, device, opts)
     if device == "CL":
         assert set(names) == {kernel}
@@ -94,7 +101,7 @@ def test_row_reductions_in_work_groups(device: str, name: str, opts: list[Opt], 
     np.testing.assert_allclose(got, unoptimized, rtol=1e-5, atol=1e-7)
 
 
-def test_larger_non_power_of_two_rows() -> None:
+def test_larger_non_power_of_two_rows(unfused: None) -> None:
     device = DEVICES[-1]
     got, _, _ = run_program("softmax", device, [split(1, 45, G), split(2, 7, UN)], R=3, C=45 * 21)
     np.testing.assert_allclose(got, reference("softmax", R=3, C=45 * 21), rtol=1e-4, atol=1e-7)

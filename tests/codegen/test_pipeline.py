@@ -12,6 +12,7 @@ from uopviz.pipeline import lower, schedule
 from uopviz.realize import KernelArgumentError, realize, run_kernel, to_host
 from uopviz.runtime import device as devices
 from uopviz.runtime.buffer import from_numpy
+from uopviz.schedule import rows
 from uopviz.uop.ops import AxisType, Ops, UOp
 
 DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
@@ -97,24 +98,35 @@ def test_trace_of_realize_shows_every_stage() -> None:
     sched, kern = tr.contexts
     assert (sched.name, sched.kind) == ("schedule", "schedule")
     assert [(p.name, p.stage) for p in sched.passes if p.depth == 0] == [
-        ("callify", "Callify"), ("kernel split", "Rangeify"), ("memory plan", "Register/Memory Plan")]
+        ("callify", "Callify"), ("fuse rows", "Rangeify"), ("kernel split", "Rangeify"),
+        ("memory plan", "Register/Memory Plan")]
     assert [(p.name, p.parent) for p in sched.passes if p.depth == 1] == [("buffers to params", 0)]
     assert kern.name == "r_L3_r4"  # realize's default opts: the heuristic unrolls the short reduction
     assert list(dict.fromkeys(p.stage for p in kern.passes)) == STAGES
     assert all(p.error is None for c in tr.contexts for p in c.passes)
 
 
-def test_kernel_split_materializes_broadcast_reductions() -> None:
-    x = from_numpy(np.ones((4, 5), np.float32)).reshape((4, 5))
-    m = x.reduce(Ops.MAX, axes=(1,)).expand((4, 5))
+def _softmax_like(x: UOp, axis: int) -> UOp:
+    m = x.reduce(Ops.MAX, axes=(axis,)).expand(x.shape)
     e = (x - m)
-    y = e * e.reduce(Ops.ADD, axes=(1,)).expand((4, 5)).recip()
-    calls = [u for u in schedule([y]).toposort() if u.op is Ops.CALL]
-    assert len(calls) == 3
+    return e * e.reduce(Ops.ADD, axes=(axis,)).expand(x.shape).recip()
+
+
+def _calls(y: UOp) -> int:
+    return len([u for u in schedule([y]).toposort() if u.op is Ops.CALL])
+
+
+def test_kernel_split_materializes_broadcast_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = from_numpy(np.ones((4, 5), np.float32)).reshape((4, 5))
+    assert _calls(_softmax_like(x, 0)) == 3  # along columns: each reduction is read by every row, so it is stored
+    monkeypatch.setattr(rows, "ROW_BYTES", 16)  # rows longer than this are not kept in one kernel
+    assert _calls(_softmax_like(x, 1)) == 3
+    monkeypatch.undo()
+    assert _calls(_softmax_like(x, 1)) == 1  # row reductions whose rows fit stay in their row's kernel
     chain = x
     for _ in range(10):
         chain = (chain * 1.5 + 1.0).maximum(0.0)
-    assert len([u for u in schedule([chain]).toposort() if u.op is Ops.CALL]) == 1
+    assert _calls(chain) == 1
 
 
 def test_arange_composition_collapses_to_linear_work() -> None:

@@ -24,7 +24,7 @@ from uopviz.compiler import compile_kernel
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search import BeamResult, beam
-from uopviz.search.beam import BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
+from uopviz.search.beam import FINAL_REPEATS, BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
 from uopviz.search.db import SearchBusyError, TuningDB
 from uopviz.search.policy import default_opts
 from uopviz.search.timing import Workbench
@@ -47,6 +47,12 @@ def search(db: Path, name: str = "gemm", **kw: Any) -> BeamResult:
     return beam(ast, 2, "CPU", db=db, max_rounds=kw.pop("max_rounds", 2), progress=False, **kw)
 
 
+def final_check(db_path: Path, r: BeamResult) -> int:
+    """How many candidates a search's final check stored (its last round re-times earlier ones)."""
+    with TuningDB(db_path) as db:
+        return sum(c.round == r.rounds and c.compile_s is None for c in db.candidates(r.search_id))
+
+
 def run_opts(ast: UOp, bufs: list[UOp], opts: list[Opt] | tuple[Opt, ...]) -> np.ndarray:
     from uopviz.runtime import buffer as buffers
     _, prog = compile_kernel(ast, "CPU", list(opts))
@@ -63,15 +69,20 @@ def db_path(tmp_path: Path) -> Path:
 def test_search_finds_opts_that_verify(db_path: Path) -> None:
     ast, bufs = kernel("gemm")
     r = beam(ast, 2, "CPU", db=db_path, max_rounds=2, progress=False)
-    assert (r.kernel_name, r.from_db, r.compiled) == ("r_L15_L10_R12", False, r.candidates)
     np.testing.assert_allclose(run_opts(ast, bufs, r.opts), run_opts(ast, bufs, []), rtol=1e-5, atol=1e-6)
     with TuningDB(db_path) as db:
         (info,) = db.searches()
         cands = db.candidates(info.id)
         assert info.status == "done" and info.params == {"beam": 2, "max_rounds": 2, "threshold": 0.01}
-        timed = [c for c in cands if c.samples]
+        final = [c for c in cands if c.round == r.rounds]  # the final check: the winner, the heuristic's, no opts
+        built = [c for c in cands if c.round < r.rounds]
+        assert (r.kernel_name, r.from_db, r.compiled) == ("r_L15_L10_R12", False, len(built))
+        assert 2 <= len(final) <= 3 and [] in [c.opts for c in final]
+        assert all(c.compile_s is None and len(c.samples) == FINAL_REPEATS for c in final)
+        assert {c.program_hash for c in final} <= {c.program_hash for c in built}
+        timed = [c for c in built if c.samples]
         assert all(c.error is None and c.program_hash and c.compile_s is not None and c.uop_count for c in timed)
-        assert r.time_s == min(c.median_s for c in timed) == info.best_median_s
+        assert r.time_s == min(c.median_s for c in final) == info.best_median_s
         assert cands[0].opts == [] and cands[0].parent_id is None and cands[0].median_s == r.unoptimized_s
         assert {c.round for c in cands} == set(range(r.rounds + 1))
         assert all(c.parent_id is not None for c in cands[1:])
@@ -153,7 +164,7 @@ def test_identical_programs_are_timed_once(db_path: Path, monkeypatch: pytest.Mo
     r = search(db_path, max_rounds=1)
     with TuningDB(db_path) as db:
         same = [c for c in db.candidates(r.search_id) if c.program_hash == "same"]  # type: ignore[arg-type]
-    assert len(same) > 1 and len([c for c in same if c.samples]) == 1
+    assert len(same) > 1 and len([c for c in same if c.samples and c.compile_s is not None]) == 1
     assert all(c.error is None and c.median_s is None for c in same if not c.samples)
 
 
@@ -194,7 +205,7 @@ def test_ctrl_c_resumes_with_the_stored_candidates(db_path: Path, monkeypatch: p
         assert (info.status, info.n_candidates) == ("running", 5)
     monkeypatch.setattr(Workbench, "measure", real)
     r = search(db_path)
-    assert r.search_id == info.id and r.compiled == r.candidates - 5
+    assert r.search_id == info.id and r.compiled == r.candidates - 5 - final_check(db_path, r)
 
 
 KILLED_SEARCH = """
@@ -221,10 +232,11 @@ def test_kill_9_resumes(db_path: Path) -> None:
         (info,) = db.searches()
         assert (info.status, info.n_candidates) == ("running", 4)
     r = search(db_path)
-    assert r.search_id == info.id and r.compiled == r.candidates - 4
+    assert r.search_id == info.id and r.compiled == r.candidates - 4 - final_check(db_path, r)
     with TuningDB(db_path) as db:
         cands = db.candidates(info.id)
-    assert len({json.dumps(c.opts) for c in cands}) == len(cands)  # nothing measured twice
+    built = [c for c in cands if c.compile_s is not None or c.error is not None]
+    assert len({json.dumps(c.opts) for c in built}) == len(built)  # nothing built twice
 
 
 def test_two_searches_of_one_kernel_at_once_take_turns(db_path: Path, cache_dir: Path) -> None:
@@ -243,7 +255,8 @@ def test_two_searches_of_one_kernel_at_once_take_turns(db_path: Path, cache_dir:
         (info,) = db.searches()
         cands = db.candidates(info.id)
     assert info.status == "done" and sum(c.parent_id is None for c in cands) == 1
-    assert len({json.dumps(c.opts) for c in cands}) == len(cands)
+    built = [c for c in cands if c.compile_s is not None or c.error is not None]
+    assert len({json.dumps(c.opts) for c in built}) == len(built)
     assert out.splitlines()[-1] == second.stdout.splitlines()[-1]  # the same opts chosen
 
 
@@ -364,7 +377,7 @@ def test_cli_every_kernel_of_a_function(tmp_path: Path, db_path: Path, capsys: p
     f = tmp_path / "prog.py"
     f.write_text("import numpy as np\nfrom uopviz.tensor import Tensor\n\n"
                  "def rows(n=8):\n    x = Tensor(np.arange(n * 5, dtype=np.float32).reshape(n, 5))\n"
-                 "    return x.softmax(-1)\n")
+                 "    return x.softmax(0)\n")  # along columns: three kernels
     assert main(["beam", f"{f}:rows", "--shape", "n=6", "--beam", "1", "--db", str(db_path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["program"] == f"{f}:rows (n=6)" and len(doc["kernels"]) == 3 and doc["flops"] is None

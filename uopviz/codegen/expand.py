@@ -1,10 +1,12 @@
 """Expand: UPCAST and UNROLL ranges are not loops but copies of the code, one per index.
 
-One expanded range of the kernel, its lane axis, becomes a vector instead (DESIGN: vectors are shapes): the range
-is replaced by the index vector Stack(0, 1, …, N−1), so every value that depends on it has the shape (N,), and
-Instruction Selection makes those values the target's vector types or scalar code. The lane axis is the innermost
-UPCAST range of a width every vector target has (2, 4, 8 or 16), else such an UNROLL range: an output axis
-vectorizes loads, arithmetic and stores alike, a reduce axis only the work before the accumulator.
+Some expanded ranges, the lane axes, become vectors instead (DESIGN: vectors are shapes): such a range is
+replaced by the index vector Stack(0, 1, …, N−1), so every value that depends on it has the shape (N,), and
+Instruction Selection makes those values the target's vector types or scalar code. Lane axes have a width every
+vector target has (2, 4, 8 or 16), and no value varies with two of them (a vector has one axis): the innermost
+UPCAST range is the first, then other UPCAST and UNROLL ranges, innermost first, that share no value with one
+chosen. An output axis vectorizes loads, arithmetic and stores alike, a reduce axis the work before the
+accumulator; a row kernel (softmax: a max, a sum and the normalized row, one after another) gets one of each.
 
 Every other expanded range is copied: an End over it becomes a Group of the copies of its stores, a Reduce over
 it the combination of the copies of its value, in order. A Reduce over the lane axis keeps N partial results in a
@@ -14,6 +16,7 @@ vector accumulator and combines the lanes in order after its loop (at once when 
 from __future__ import annotations
 
 from uopviz.codegen.accumulate import combine
+from uopviz.codegen.group_reduce import free_by_node
 from uopviz.codegen.lanes import LANE_WIDTHS, iota, lane
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import AxisType, Ops, UOp
@@ -32,43 +35,49 @@ def _size(r: UOp) -> int:
     return int(r.src[0].arg.value)
 
 
-def lane_axis(kernel: UOp) -> UOp | None:
-    """The range Expand turns into vectors: the innermost UPCAST of a lane width, else the innermost UNROLL one."""
+def lane_axes(kernel: UOp) -> frozenset[UOp]:
+    """The ranges Expand turns into vectors (see the module's doc)."""
     ranges = [u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.type in EXPANDED]
-    fits = [r for r in ranges if r.src[0].op is Ops.CONST and r.src[0].arg.value in LANE_WIDTHS]
-    for t in (AxisType.UPCAST, AxisType.UNROLL):
-        if of_type := [r for r in fits if r.arg.type is t]:
-            return max(of_type, key=lambda r: r.arg.idx)
-    return None
+    fits = sorted((r for r in ranges if r.src[0].op is Ops.CONST and r.src[0].arg.value in LANE_WIDTHS),
+                  key=lambda r: (r.arg.type is not AxisType.UPCAST, -r.arg.idx))
+    if len(fits) < 2:
+        return frozenset(fits)
+    together = {fs & set(fits) for fs in free_by_node(kernel).values()}
+    chosen: list[UOp] = []
+    for r in fits:
+        if not any(r in fs and c in fs for fs in together for c in chosen):
+            chosen.append(r)
+    return frozenset(chosen)
 
 
 def _copies(x: UOp, r: UOp) -> list[UOp]:
     return [x.substitute({r: UOp.const(dtypes.index, i)}) for i in range(_size(r))]
 
 
-def expand_end(ctx: UOp | None, body: UOp, r: UOp) -> UOp | None:
+def expand_end(ctx: frozenset[UOp], body: UOp, r: UOp) -> UOp | None:
     if r.arg.type not in EXPANDED:
         return None
-    if r is ctx:
+    if r in ctx:
         return body.substitute({r: iota(_size(r))})
     return UOp(Ops.GROUP, tuple(_copies(body, r)))
 
 
-def expand_reduce(ctx: UOp | None, red: UOp) -> UOp | None:
+def expand_reduce(ctx: frozenset[UOp], red: UOp) -> UOp | None:
     val, ranges = red.src[0], red.src[1:]
     ex = [r for r in ranges if r.arg.type in EXPANDED]
     if not ex:
         return None
     vals = [val]
     for r in ex:
-        if r is not ctx:
+        if r not in ctx:
             vals = [c for v in vals for c in _copies(v, r)]
     out = _fold(red.arg.op, vals)
     rest = tuple(r for r in ranges if r not in ex)
-    if ctx in ex:
-        out = out.substitute({ctx: iota(_size(ctx))})
+    lanes = next((r for r in ex if r in ctx), None)
+    if lanes is not None:
+        out = out.substitute({lanes: iota(_size(lanes))})
     out = out.reduce(red.arg.op, *rest) if rest else out  # the loop over the other ranges reduces the copies
-    return _fold(red.arg.op, [lane(out, i) for i in range(_size(ctx))]) if ctx in ex else out
+    return _fold(red.arg.op, [lane(out, i) for i in range(_size(lanes))]) if lanes is not None else out
 
 
 def _fold(op: Ops, xs: list[UOp]) -> UOp:

@@ -25,8 +25,9 @@ LANES = frozenset({AxisType.LOCAL, AxisType.GROUP_REDUCE})  # ranges that are wo
 LOOPS = frozenset({AxisType.LOOP, AxisType.REDUCE})  # ranges that stay sequential loops
 
 
-def free_ranges(root: UOp) -> frozenset[UOp]:
-    """The ranges root's value varies with: the Ranges under it that no Reduce or End below it closes."""
+def free_by_node(root: UOp) -> dict[UOp, frozenset[UOp]]:
+    """For every node under root, the ranges its value varies with: the Ranges under it that no Reduce or End
+    below it closes."""
     free: dict[UOp, frozenset[UOp]] = {}
     for u in root.toposort():
         fs = frozenset().union(*(free[s] for s in u.src))
@@ -37,7 +38,12 @@ def free_ranges(root: UOp) -> frozenset[UOp]:
         elif u.op is Ops.END:
             fs -= {u.src[1]}
         free[u] = fs
-    return free[root]
+    return free
+
+
+def free_ranges(root: UOp) -> frozenset[UOp]:
+    """The ranges root's value varies with: the Ranges under it that no Reduce or End below it closes."""
+    return free_by_node(root)[root]
 
 
 def _by_idx(rs: frozenset[UOp] | list[UOp], *types: AxisType) -> list[UOp]:

@@ -13,6 +13,7 @@ import ctypes
 import hashlib
 import os
 import platform
+import queue
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache, cached_property
 from pathlib import Path
@@ -204,12 +204,52 @@ def _address(handle: Any) -> int:
 
 
 def _run_threads(fn: Any, args: list[Any], threads: int) -> None:
-    """Call fn(*args, i) for every THREAD index at once (ctypes lets go of the GIL during each call), and return
-    only when all have finished, even on Ctrl-C: the calls write into buffers that Python frees as soon as a
+    """Call fn(*args, i) for every THREAD index, the indices dealt round-robin to the cores (the calling thread
+    takes one share, the pool's workers the others; ctypes lets go of the GIL during each call), and return only
+    when all have finished, even on Ctrl-C: the calls write into buffers that Python frees as soon as a
     KeyboardInterrupt unwinds the caller, so the interrupt is held back until the last call is done."""
     with _interrupts_held():
-        for f in [_pool().submit(fn, *args, i) for i in range(threads)]:
-            f.result()
+        _pool().run(fn, args, threads)
+
+
+class _Workers:
+    """Threads that stay alive between kernel calls (starting a thread per call costs more than a small kernel
+    takes): each waits on its own queue for a share of a call's THREAD indices and reports on a common one."""
+
+    def __init__(self, cores: int) -> None:
+        self.cores = cores
+        self.inbox: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in range(cores - 1)]
+        self.done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+        self.lock = threading.Lock()  # one call at a time uses the workers
+        for k, box in enumerate(self.inbox):
+            threading.Thread(target=self._work, args=(box,), name=f"uopviz-cpu-{k}", daemon=True).start()
+
+    def _work(self, box: queue.SimpleQueue[Any]) -> None:
+        while True:
+            fn, args, indices = box.get()
+            try:
+                for i in indices:
+                    fn(*args, i)
+                self.done.put(None)
+            except BaseException as e:  # reported to the caller, which raises it
+                self.done.put(e)
+
+    def run(self, fn: Any, args: list[Any], threads: int) -> None:
+        shares = [range(k, threads, self.cores) for k in range(self.cores)]
+        helpers = [(box, s) for box, s in zip(self.inbox, shares[1:]) if s]
+        with self.lock:
+            for box, s in helpers:
+                box.put((fn, args, s))
+            error: BaseException | None = None
+            try:
+                for i in shares[0]:
+                    fn(*args, i)
+            except BaseException as e:
+                error = e
+            for _ in helpers:  # every share has finished before the buffers may go
+                error = self.done.get() or error
+        if error is not None:
+            raise error
 
 
 @contextmanager
@@ -231,6 +271,6 @@ def _interrupts_held() -> Iterator[None]:
 
 
 @cache
-def _pool() -> ThreadPoolExecutor:
-    """The worker threads that run a kernel's THREAD indices, one per core."""
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="uopviz-cpu")
+def _pool() -> _Workers:
+    """The worker threads that run a kernel's THREAD indices, one per core besides the caller's."""
+    return _Workers(os.cpu_count() or 1)

@@ -2,7 +2,8 @@
 
 A value is materialized (gets a buffer and a kernel of its own) when it is an output, when the program asks
 (Contiguous), or when it is a Reduce whose result is used other than elementwise by its kernel's output: a
-reduction broadcast or moved before use would otherwise be recomputed for every element that reads it.
+reduction broadcast or moved before use would otherwise be recomputed for every element that reads it (unless
+the `fuse rows` pass tagged it a row reduction, computed once per row of its consumer's kernel: schedule/rows.py).
 Everything else fuses: elementwise chains into their consumer, and into the Reduce that consumes them. A call of
 a user function (`GetTuple(Function(body, *args))`, from `@uopviz.function`) is one opaque step: its arguments
 are materialized, and one `Call(Function(body), *outputs, *inputs, *binds)` writes all its outputs; its body is
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from uopviz.runtime.buffer import new_buffer
 from uopviz.runtime.device import DeviceMismatchError
 from uopviz.schedule.rangeify import kernel_ast
+from uopviz.schedule.rows import ROW, untag
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
 
 # ops through which a value reaches its kernel's output one element to one element
@@ -37,7 +39,7 @@ def materialized(body: UOp) -> list[UOp]:
     chosen |= {a for f in called for a in f.src[1:]}  # a called function reads its arguments from memory
     direct: dict[UOp, bool] = {}  # reached only along direct paths from the kernel output above it
     for u in reversed(order):
-        if u.op is Ops.REDUCE and not direct.get(u, True):
+        if u.op is Ops.REDUCE and not direct.get(u, True) and u.tag != ROW:
             chosen.add(u)
         here = u in chosen or direct.get(u, True)
         for s in _sources(u):
@@ -123,7 +125,7 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
         if b.arg.device != a.device:
             raise DeviceMismatchError(f"a kernel on {a.device} reads a buffer on {b.arg.device}: every tensor of one "
                                       f"computation must be on one device (move one with .to({a.device!r}))")
-    ast, binds = unbind(kernel_ast(value.substitute(mapping), UOp.param(0, (a.size,), a.dtype, a.device)))
+    ast, binds = unbind(kernel_ast(untag(value.substitute(mapping)), UOp.param(0, (a.size,), a.dtype, a.device)))
     return buf.after(UOp(Ops.CALL, (ast, buf, *inputs, *binds)))
 
 

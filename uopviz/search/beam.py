@@ -4,7 +4,8 @@ candidates on the device and remembered in the tuning database.
     from uopviz.search import beam
     r = beam(ast, 4, "CPU")      # BeamResult: r.opts, r.time_s, r.unoptimized_s, r.heuristic_s, ...
 
-Round 0 measures the unoptimized kernel and the heuristic's opts, so BEAM never ends slower than the heuristic.
+Round 0 measures the unoptimized kernel and the heuristic's opts, and a last round times the winner against both
+again, in turns and with more runs (`_final_check`), so BEAM never ends slower than the heuristic or no opts.
 Each later round expands the `width` best kernels of the round before (those within the early-abort factor of the
 best so far: a far slower kernel's children are as slow to time and rarely win) by every legal one-step action
 (`codegen.opt.actions`), skipping kernel graphs already built (the same kernel reached by other opts), compiles
@@ -56,12 +57,14 @@ from uopviz.pipeline import lower, scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
 from uopviz.search.keys import CacheKey, cache_key
-from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, values_to_verify
+from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, timed_run, values_to_verify
 from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import unrecorded
 
+FINAL_REPEATS = 20
+"""Runs of each contender in the final check (the winner, the heuristic's kernel, the unoptimized one)."""
 LEASE_POLL_S = 1.0
 """How often a search waiting for another process's search of the same kernel looks again."""
 
@@ -339,11 +342,37 @@ class _Search:
             if not gained:
                 break
             beam = new
-        best = self._right_everywhere(best)
+        checked = self._final_check(best, [h_node, base], rounds + 1)
+        rounds += checked is not None
+        best = self._right_everywhere(checked or best)
         self.db.finish_search(self.handle.id, best.id)
         return BeamResult(self.name, kernel_name(best.sched.ast), best.opts, best.time, base.time,
                           h_node.time if h_node and h_node.ok else None, heur, self.handle.id,
                           False, rounds, self.stored, self.pool.built)
+
+    def _final_check(self, best: _Node, rivals: list[_Node | None], round: int) -> _Node | None:
+        """The search's winner against the heuristic's and the unoptimized kernels, timed again in turns with
+        FINAL_REPEATS runs each: a candidate's time in its round may be luck (noise, a cache warmed by the one
+        before), and the answer must not end slower than either. Each re-timing is stored as a candidate of one
+        last round, whose parent is the candidate it times again, so the database shows why the result is what
+        it is: the fastest of that round. None when the winner has no rival left (then there is no such round)."""
+        contenders = list({n.id: n for n in [best, *rivals] if n is not None and n.ok}.values())
+        if len(contenders) < 2:
+            return None
+        bench = self._bench or Workbench(self.ast, self.device, self.seed)
+        progs = [bench.bind(*compile_kernel(self.ast, self.device, n.opts)) for n in contenders]
+        samples: list[list[float]] = [[] for _ in contenders]
+        for _ in range(FINAL_REPEATS):
+            for times, prog in zip(samples, progs, strict=True):
+                times.append(timed_run(prog, bench.handles))
+        self.progress.add(self.name, round, len(contenders), 0)
+        final = []
+        for n, times in zip(contenders, samples, strict=True):
+            node = self._store((n.opts, n.id, n.sched), round, _Built(None), n.program_hash, Timing(times))
+            self.progress.candidate(round, node, n.id, measured=True)
+            final.append(node)
+        self.progress.end_round()
+        return min(final, key=lambda n: n.time)
 
     def _right_everywhere(self, best: _Node) -> _Node:
         """A symbolic kernel is timed at one value of its variables: the winner must also be right at others

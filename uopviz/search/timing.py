@@ -68,7 +68,7 @@ class Workbench:
             self.runtime.copyin(h, _random(rng, host.dtype, dt, b.arg.size))
         self.initial_output = self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0])
         prog = self.bind(*compile_kernel(ast, device, []))
-        _run(prog, self.handles)  # warm-up
+        timed_run(prog, self.handles)  # warm-up
         _, self.reference = self.run_from_start(prog)
 
     def bind(self, kernel: Kernel, prog: Program) -> Program:
@@ -79,7 +79,7 @@ class Workbench:
     def run_from_start(self, prog: Program) -> tuple[float, np.ndarray]:
         """One run of prog from the initial contents: its time and slot 0's values after it."""
         self.runtime.copyin(self.handles[0], self.initial_output)
-        t = _run(prog, self.handles)
+        t = timed_run(prog, self.handles)
         return t, _values(self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0]), self.dtypes[0])
 
     def mismatch(self, got: np.ndarray) -> str | None:
@@ -114,7 +114,7 @@ class Workbench:
                 return Timing([first])
             samples: list[float] = []
             while len(samples) < repeats:
-                samples.append(_run(prog, self.handles))
+                samples.append(timed_run(prog, self.handles))
                 if best_s is not None and samples[-1] > abort * best_s:
                     break
                 if len(samples) >= MIN_SAMPLES and sum(samples) >= budget_s:
@@ -153,7 +153,8 @@ def describe_error(e: BaseException, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _run(prog: Program, handles: Sequence[Any]) -> float:
+def timed_run(prog: Program, handles: Sequence[Any]) -> float:
+    """Seconds one waited run of prog takes, as the program reports them."""
     t = prog(handles, wait=True)
     if t is None:
         raise RuntimeError("the program reported no time for a waited run")

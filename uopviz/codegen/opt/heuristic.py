@@ -1,17 +1,19 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
-first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors; share
-a reduction with few outputs among a work-group; spread the outermost output axis over the CPU's cores), checked
-for legality like any opt."""
+first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors; in a
+row kernel, where each row's reductions come before its outputs, vectorize every pass over the row; share a
+reduction with few outputs among a work-group; spread the outermost output axis over the CPU's cores when the work
+pays for waking them), checked for legality like any opt."""
 
 from __future__ import annotations
 
 import math
 
+from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
-from uopviz.uop.ops import AxisType
+from uopviz.uop.ops import AxisType, Ops, UOp
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
-MIN_THREADED = 1 << 16  # iterations below which waking the other cores costs more than it saves
+MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
 FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
 
 
@@ -35,7 +37,10 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
     red_axes = [i for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n]
     lanes = tuple(sorted(s.target.vectors, reverse=True)) or (4, 2)  # the widest vectors first
     wishes: list[list[Opt]] = []
-    if len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
+    if out_axes and red_axes and _is_row_kernel(s, out_axes[-1]):  # each pass over a row: a vector per step
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
+        wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
+    elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
         wishes.append(_split(out_axes[-2], AxisType.UPCAST, (8, 4, 2)))
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
@@ -45,11 +50,30 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes.append(_split(red_axes[-1], AxisType.UNROLL, lanes))
     elif out_axes:  # elementwise: a vector of neighbours per iteration
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
-    work = math.prod(n or 1 for _, n in shape)
-    if s.target.threads > 1 and out_axes and work >= MIN_THREADED:  # the outermost output axis shared by the cores
+    if s.target.threads > 1 and out_axes and _work(s) >= MIN_THREADED:  # the outermost output axis shared by the cores
         n = s.target.threads
         wishes.append(_split(out_axes[0], AxisType.THREAD, (4 * n, 2 * n, n), top=True))
     return wishes
+
+
+def _work(s: Scheduler) -> int:
+    """Iterations of the kernel's innermost bodies: each reduction's (over the ranges its value varies with and
+    its own) and the stores', added up, as loops that follow each other add (a row kernel's passes) and nested
+    ones multiply."""
+    def iterations(ranges: frozenset[UOp]) -> int:
+        return math.prod(int(r.src[0].arg.value) if r.src[0].op is Ops.CONST else 1 for r in ranges)
+    nodes = s.ast.toposort()
+    reduces = [u for u in nodes if u.op is Ops.REDUCE]
+    stores = [u for u in nodes if u.op is Ops.STORE]
+    return sum(iterations(free_ranges(u.src[0])) for u in reduces) + \
+        sum(iterations(free_ranges(u.src[0])) for u in stores)  # a store's address varies with its loops
+
+
+def _is_row_kernel(s: Scheduler, inner: int) -> bool:
+    """Whether no reduction varies with the innermost output axis: the reductions run over a row before its
+    outputs (softmax, layernorm), not inside each output (a matmul)."""
+    r = s.axes[inner]
+    return all(r not in free_ranges(u) for u in s.ast.toposort() if u.op is Ops.REDUCE)
 
 
 def _split(axis: int, target: AxisType, factors: tuple[int, ...], top: bool = False) -> list[Opt]:

@@ -21,7 +21,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from uopviz.codegen.group_reduce import LANES, local_memory
+from uopviz.codegen.expand import EXPANDED, lane_axes
+from uopviz.codegen.group_reduce import LANES, free_by_node, local_memory
 from uopviz.schedule.rangeify import identity
 from uopviz.target import Target
 from uopviz.uop.ops import AxisType, Ops, UOp
@@ -197,11 +198,14 @@ class Scheduler:
         return self._fits(what, _rebuild(self.ast, mapping))
 
     def _fits(self, what: str, ast: UOp) -> UOp:
-        """ast, unless its group reductions need more local memory than the target has."""
+        """ast, unless its group reductions need more local memory than the target has, or Expand would copy some
+        of its code more than MAX_EXPANDED times."""
         used = local_memory(ast)
         if used > self.target.local_memory:
             raise KernelOptError(f"{what}: the group reductions would take {used} bytes of local memory, "
                                  f"{self.target.device} has {self.target.local_memory}")
+        if (copies := expanded_copies(ast, bool(self.target.vectors))) > MAX_EXPANDED:
+            raise KernelOptError(f"{what}: {copies} copies of the kernel body (the limit is {MAX_EXPANDED})")
         return ast
 
     def _padto(self, axes: list[UOp], i: int, m: int) -> UOp:
@@ -256,12 +260,17 @@ class Scheduler:
                 raise KernelOptError(f"{what}: the kernel already has a THREAD axis")
             if k > MAX_THREADS:
                 raise KernelOptError(f"{what}: at most {MAX_THREADS} thread indices")
-        if target in (AxisType.UPCAST, AxisType.UNROLL):
-            sizes = [s or 1 for x, s in shape if x in (AxisType.UPCAST, AxisType.UNROLL)] + [k]
-            lane = max((n for n in sizes if n in t.vectors), default=1)  # one axis may be a vector: one body
-            copies = math.prod(sizes) // lane
-            if copies > MAX_EXPANDED:
-                raise KernelOptError(f"{what}: {copies} copies of the kernel body (the limit is {MAX_EXPANDED})")
+
+
+def expanded_copies(ast: UOp, vectors: bool) -> int:
+    """How many copies of its code Expand makes for the value copied most: the product of the UPCAST and UNROLL
+    ranges it varies with, a lane axis counting once where the target has vectors."""
+    lanes = lane_axes(ast) if vectors else frozenset()
+    copies = 1
+    for fs in free_by_node(ast).values():
+        n = math.prod(_size(r) or 1 for r in fs if r.arg.type in EXPANDED and r not in lanes)
+        copies = max(copies, n)
+    return copies
 
 
 def _ranges(ast: UOp) -> list[UOp]:
