@@ -12,25 +12,30 @@ from pathlib import Path
 from typing import cast
 
 import uopviz
-from backend import tuning, views
+from backend import machine, tuning, views
 from backend.display import OTHER_COLOUR
+from backend.machine import TimingError
 from backend.models import (
     AppliedOpts,
     AxisTypeInfo,
     BeamStarted,
     KernelView,
+    MachineCode,
     Meta,
     OpGroupInfo,
     OptChoice,
     OptSpec,
+    PythonSource,
     ResultView,
     SearchDetail,
     SearchPage,
     StartEvent,
     StepView,
+    TimingView,
     TraceDetail,
     TraceSummary,
 )
+from backend.pysource import python_source
 from backend.recording import RecordError
 from backend.store import NotFound, TraceStore
 from backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
@@ -39,11 +44,13 @@ from uopviz.codegen.opt.actions import FACTORS
 from uopviz.codegen.opt.scheduler import SPLIT_FROM
 from uopviz.search.db import TuningDBError
 from uopviz.target import Target
+from uopviz.trace import TraceFormatError
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
 # the named errors answers raise, by the HTTP status that answers them (their message is the detail)
 STATUSES: dict[type[Exception], int] = {NotFound: 404, FileNotFoundError: 404, RecordError: 422,
-                                        KernelOptError: 422, Busy: 409, TuningDBError: 503, BeamStartError: 503}
+                                        KernelOptError: 422, TimingError: 422, TraceFormatError: 422, Busy: 409,
+                                        TuningDBError: 503, BeamStartError: 503}
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -102,7 +109,8 @@ def meta(default_device: str) -> Meta:
     choices, names = opt_choices(), devices.available()
     device_opts = {d: [c.label for c in choices if offered(c, devices.get(d).target)] for d in names}
     return Meta(version=uopviz.__version__, axis_types=axis_types, op_groups=groups, other_color=OTHER_COLOUR,
-                devices=names, default_device=default_device, opts=choices, device_opts=device_opts)
+                devices=names, default_device=default_device, opts=choices, device_opts=device_opts,
+                commutative=sorted(o.value for o in GroupOp.Commutative))
 
 
 class Answers:
@@ -131,6 +139,34 @@ class Answers:
 
     def kernel(self, tid: str, ci: int) -> KernelView:
         return views.kernel(self.store.get(tid), ci)
+
+    def python(self, tid: str, ci: int, pi: int, k: int, node: str | None = None) -> PythonSource:
+        """The graph after k steps of a pass (or the part of it under `node`) as Python that rebuilds it."""
+        st = self.store.get(tid)
+        root = views.step_root(st, ci, pi, k)
+        with st.lock:
+            if node is not None and node not in st.trace.nodes_of(root):
+                raise NotFound(f"node {node!r} is not in the graph after {k} steps of pass {pi}")
+            order = st.trace.toposort(node or root)
+        return PythonSource(root=node or root, text=python_source(order, st.trace.node))
+
+    def time_kernel(self, tid: str, ci: int) -> TimingView:
+        """Run a kernel context's kernel, with the opts it was lowered with, on its device, and time it."""
+        st = self.store.get(tid)
+        ast, device = views.kernel_input(st, ci)
+        c = st.trace.contexts[ci]
+        try:
+            opts = [Opt.from_json(o) for o in c.opts]
+        except (TypeError, ValueError) as e:
+            raise RecordError(f"kernel {c.name}: its opts cannot be read: {e}") from None
+        return machine.time_kernel(ast, device, opts, views.kernel(st, ci).work)
+
+    def machine_code(self, tid: str, ci: int) -> MachineCode:
+        """The compiled code of a kernel context's rendered kernel on its device."""
+        k = views.kernel(self.store.get(tid), ci)
+        if k.device is None:
+            raise RecordError(f"kernel {k.name} names no device to compile it for")
+        return machine.machine_code(k.source, k.name, k.device)
 
     def apply_opts(self, tid: str, ci: int, opts: list[OptSpec]) -> AppliedOpts:
         """The kernel lowered again with exactly these opts (KernelOptError says why one is illegal)."""

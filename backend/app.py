@@ -33,12 +33,16 @@ from backend.models import (
     BeamStarted,
     ErrorBody,
     KernelView,
+    MachineCode,
     Meta,
     NewTrace,
+    PythonSource,
     ResultView,
     SearchDetail,
     SearchPage,
     StepView,
+    TimeRequest,
+    TimingView,
     TraceDetail,
     TraceSummary,
 )
@@ -86,6 +90,8 @@ TraceId = Annotated[str, PathParam(examples=["gemm"])]
 Context = Annotated[int, PathParam(ge=0, examples=[1])]
 Index = Annotated[int, PathParam(ge=0, examples=[0])]
 SearchId = Annotated[int, PathParam(ge=1, le=2**63 - 1, examples=[1])]  # SQLite row ids are 64-bit
+NodeId = Annotated[str | None, Query(description="a node of the graph: only the part under it",
+                                    pattern="^[0-9a-f]{16}$", examples=["19967b37d30c0031"])]
 JobId = Annotated[str, PathParam(description="a BEAM job's id, as starting it answered", examples=["3f9a0c12b7e4"])]
 KernelHash = Annotated[str | None, Query(description="only this kernel's (ContextInfo.kernel_hash)",
                                          pattern="^[0-9a-f]+$", max_length=64, examples=["8ce5c084a69fcaaa"])]
@@ -146,6 +152,26 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
     def get_step(trace_id: TraceId, ci: Context, pi: Index, k: Index) -> StepView:
         """The graph after the first k steps of pass pi (k=0: the pass's input) and what step k changed."""
         return answers.step(trace_id, ci, pi, k)
+
+    @app.get("/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}/python", response_model=PythonSource,
+             responses=ERRORS)
+    def get_python(trace_id: TraceId, ci: Context, pi: Index, k: Index, node: NodeId = None) -> PythonSource:
+        """The graph after the first k steps of pass pi (or the part of it under `node`) as Python that rebuilds
+        it with uopviz.uop.ops.UOp; 422 when an arg was stored only as text (it cannot be rebuilt)."""
+        return answers.python(trace_id, ci, pi, k, node)
+
+    @app.post("/api/traces/{trace_id}/contexts/{ci}/time", response_model=TimingView, responses=BODY_ERRORS)
+    def time_kernel(trace_id: TraceId, ci: Context, body: TimeRequest) -> TimingView:
+        """Run a kernel context's kernel (with the opts it was lowered with) on its device as BEAM times a
+        candidate: checked against the unoptimized kernel, then timed; with GFLOP/s and GB/s. A kernel that does
+        not build, run or give the right answer is a 422 saying why."""
+        return answers.time_kernel(trace_id, ci)
+
+    @app.get("/api/traces/{trace_id}/contexts/{ci}/machine-code", response_model=MachineCode, responses=ERRORS)
+    def get_machine_code(trace_id: TraceId, ci: Context) -> MachineCode:
+        """The compiled kernel: objdump of the CPU library, the OpenCL program binary's listing (or the machine
+        code of the ELF it holds), or why there is none to show."""
+        return answers.machine_code(trace_id, ci)
 
     @app.get("/api/traces/{trace_id}/contexts/{ci}/kernel", response_model=KernelView, responses=ERRORS)
     def get_kernel(trace_id: TraceId, ci: Context) -> KernelView:

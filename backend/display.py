@@ -4,7 +4,6 @@ every trace a reader can load (also one whose args were stored only as text) can
 from __future__ import annotations
 
 import base64
-import difflib
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +67,14 @@ def arg_text(arg: Any) -> str:
     return "" if arg is None else _short(_value(arg))
 
 
+def const_value(e: Entry) -> Any:
+    """The value of a Const entry (None for any other node)."""
+    arg = e["arg"]
+    if e["op"] != Ops.CONST.value or not isinstance(arg, dict) or "ConstArg" not in arg:
+        return None
+    return arg["ConstArg"].get("value")
+
+
 def group_of(op: str) -> str | None:
     """SPEC's colour group of an op spelled as in the trace format; None for the ungrouped ops."""
     g = GroupOp.group_of(Ops(op))
@@ -98,32 +105,23 @@ def _props(e: Entry) -> str:
     return dtype if not dims else f"{dtype}({','.join(str(d) for d in dims)})"
 
 
-def tree_text(root: str, node: Lookup, max_lines: int = 400) -> list[str]:
-    """Indented tree of the graph under root, root first; a node printed before is referred to as `^n`.
-    Lines name nodes by content, not id, so two trees diff by what changed."""
-    number: dict[str, int] = {}
-    lines: list[str] = []
-    stack: list[tuple[str, int]] = [(root, 0)]
-    while stack and len(lines) < max_lines:
-        nid, depth = stack.pop()
-        e, pad = node(nid), "  " * depth
-        if nid in number:
-            lines.append(f"{pad}^{number[nid]} {e['op']}")
-            continue
-        number[nid] = len(number)
+def label(nid: str, node: Lookup) -> str:
+    """How a diff names a node: a leaf by op and arg ("Const 16", "Range r0 LOOP"), any other by op and the start
+    of its id ("Add#3fa2"), which the UI links to the node."""
+    e = node(nid)
+    if not e["src"] or e["op"] == Ops.RANGE.value:
         arg = arg_text(e["arg"])
-        tag = "" if e.get("tag") is None else f" tag={e['tag']!r}"  # as uop/printer.py shows it (a pass's mark)
-        lines.append(f"{pad}{number[nid]} {e['op']}:{_props(e)}" + (f" {arg}" if arg else "") + tag)
-        stack.extend((s, depth + 1) for s in reversed(e["src"]))
-    if stack:
-        lines.append("...")
-    return lines
+        return f"{e['op']} {arg}" if arg else e["op"]
+    return f"{e['op']}#{nid[:4]}"
 
 
-def subtree_diff(match: str, replacement: str, node: Lookup) -> str:
-    """Unified diff of the matched subtree (before) and its replacement (after)."""
-    return "\n".join(difflib.unified_diff(tree_text(match, node), tree_text(replacement, node), "match",
-                                          "replacement", lineterm=""))
+def node_text(nid: str, node: Lookup) -> str:
+    """One line for a node in a diff: op, dtype and shape, arg, and its sources in order by label."""
+    e = node(nid)
+    arg = arg_text(e["arg"])
+    srcs = ", ".join(label(s, node) for s in e["src"])
+    tag = "" if e.get("tag") is None else f" tag={e['tag']!r}"  # as uop/printer.py shows it (a pass's mark)
+    return f"{e['op']}:{_props(e)}" + (f" {arg}" if arg else "") + tag + (f" ({srcs})" if srcs else "")
 
 
 def linear_listing(instructions: list[str], node: Lookup) -> str:

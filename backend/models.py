@@ -53,6 +53,25 @@ class Meta(BaseModel):
     opts: list[OptChoice] = Field(description="every opt the UI may offer, in the order it lists them")
     device_opts: dict[str, list[str]] = Field(description="per device of `devices`, the labels of the opts it can "
                                                           "take at all (no LOCAL on a device without work-groups)")
+    commutative: list[str] = Field(description="ops whose operands may be swapped (an edge into any other op "
+                                               "is numbered by its operand position)")
+
+
+class OptSpec(BaseModel):
+    """One kernel optimization, as `uopviz.codegen.opt.Opt` spells it: an OptOps name, an axis, an argument."""
+
+    model_config = ConfigDict(extra="forbid")
+    op: str = Field(description="OptOps member name, e.g. SPLIT", examples=["SPLIT"])
+    axis: int | None = None
+    arg: int | str | list[int | str | bool] | None = Field(default=None, examples=[[4, "UPCAST", False]])
+
+
+class OptsOrigin(BaseModel):
+    """What an opts trace was lowered from: a kernel context of another trace, and the opts applied to it."""
+
+    trace_id: str
+    context: int
+    opts: list[OptSpec]
 
 
 class TraceSummary(BaseModel):
@@ -60,6 +79,8 @@ class TraceSummary(BaseModel):
     name: str
     source: Source
     contexts: int
+    origin: OptsOrigin | None = Field(description="an opts trace's kernel and opts (the UI lists it under that "
+                                                  "kernel); null for other traces")
 
 
 class Axis(BaseModel):
@@ -67,6 +88,23 @@ class Axis(BaseModel):
     size: int | str = Field(description="the extent, or 'v' for a symbolic one")
     type: str = Field(description="AxisType name")
     color: str
+
+
+class RuleProfile(BaseModel):
+    """One rule's part in a pass: how often it matched and the time spent in it."""
+
+    location: str
+    matches: int
+    time_ns: int
+
+
+class OptStep(BaseModel):
+    """The opt an opt pass of the Optimize stage applied, and the kernel's axes before and after it."""
+
+    opt: OptSpec
+    text: str = Field(description="the opt and what it did to the axes", examples=["SPLIT a1 (L1024) → L64 × u16"])
+    before: list[Axis]
+    after: list[Axis]
 
 
 class PassInfo(BaseModel):
@@ -77,16 +115,42 @@ class PassInfo(BaseModel):
     parent: int | None
     steps: int
     error: str | None
+    time_ns: int = Field(description="wall time of the pass, nested passes included")
+    folded: list[int] = Field(description="steps (1..steps) after which the graph is the one before them: the "
+                                          "rewriter met a node an earlier step had rewritten (the UI folds them)")
+    rules: list[RuleProfile] = Field(description="the rules that matched, most time first")
+    opt: OptStep | None = Field(description="for a pass that applied an opt: the opt and the axes it changed")
+
+
+class Frame(BaseModel):
+    """A frame of the code that made a context (its innermost frames outside uopviz and installed packages)."""
+
+    file: str
+    line: int
+    function: str
+    code: str
 
 
 class ContextInfo(BaseModel):
     index: int
     name: str
+    label: str = Field(description="the name, with ' #n' when other contexts of the trace have the same name")
     kind: str
     axes: list[Axis] = Field(description="parsed from a kernel's name; [] for other contexts")
     kernel_hash: str | None = Field(description="a kernel's content hash, as the tuning database keys it (the "
                                                 "input of its lowering); null for other contexts")
+    opts: list[OptSpec] = Field(description="a kernel's opts as lowered (the compiler's choice, or those applied)")
+    stack: list[Frame] = Field(description="the code that made it, outermost frame first ([] where not recorded)")
+    time_ns: int = Field(description="wall time of its top-level passes")
     passes: list[PassInfo]
+
+
+class ScriptOutput(BaseModel):
+    """What a served script printed."""
+
+    stdout: str
+    stderr: str
+    truncated: bool = Field(description="the output was longer than the server keeps (its first part is shown)")
 
 
 class TraceDetail(BaseModel):
@@ -94,6 +158,8 @@ class TraceDetail(BaseModel):
     name: str
     source: Source
     device: str | None = Field(description="the device the server lowered it for; null for files and scripts")
+    origin: OptsOrigin | None = Field(description="an opts trace's kernel and opts; null for other traces")
+    output: ScriptOutput | None = Field(description="a script's stdout and stderr; null for other traces")
     contexts: list[ContextInfo]
 
 
@@ -112,6 +178,20 @@ class GraphNode(BaseModel):
 class RuleInfo(BaseModel):
     location: str
     text: str
+    time_ns: int = Field(description="time spent in the rule's function for this match")
+
+
+class Change(BaseModel):
+    """One node of a step's diff, keyed by node identity."""
+
+    kind: Literal["changed", "added", "removed", "rebuilt"] = Field(
+        description="changed: the matched node replaced by one of the same op; added: a node of the replacement "
+                    "new to the graph; removed: a node of the match that left it; rebuilt: an ancestor that "
+                    "hash-consing rebuilt over its new sources (the same node otherwise)")
+    id: str = Field(description="the node now (for removed: the node that left)")
+    before: str | None = Field(description="changed and rebuilt: the node it replaces")
+    text: str = Field(description="op, dtype, arg and sources by label")
+    before_text: str | None
 
 
 class StepView(BaseModel):
@@ -120,21 +200,27 @@ class StepView(BaseModel):
     root: str
     steps: int = Field(description="number of steps of the pass (k runs 0..steps)")
     nodes: list[GraphNode]
-    added: list[str] = Field(description="ids in this graph that the graph after k-1 steps lacks")
-    removed: list[str] = Field(description="ids of the graph after k-1 steps that this one lacks")
+    added: list[str] = Field(description="ids new in this graph (the graph after k-1 steps lacks them), but for "
+                                         "the ancestors rebuilt over the replacement (`rebuilt`)")
+    removed: list[str] = Field(description="ids of the graph after k-1 steps that left it, but for the ancestors "
+                                           "rebuilt (`rebuilt`)")
+    rebuilt: list[tuple[str, str]] = Field(description="[before, after] per ancestor of the match rebuilt over its "
+                                                       "new sources (same op and arg)")
     rule: RuleInfo | None
     match: str | None
     replacement: str | None
-    diff: str = Field(description="unified diff of the matched subtree before and after; '' for k=0")
+    changes: list[Change] = Field(description="the step as a diff keyed by node identity: the match and its "
+                                              "replacement, then the rebuilt ancestors; [] for k=0 and folded steps; "
+                                              "at most 200 (a whole-graph pass changes every node)")
+    changed: int = Field(description="how many nodes the whole diff has (changes lists the first 200)")
 
 
-class OptSpec(BaseModel):
-    """One kernel optimization, as `uopviz.codegen.opt.Opt` spells it: an OptOps name, an axis, an argument."""
+class Work(BaseModel):
+    """A kernel's work, for GFLOP/s and GB/s: arithmetic on its values (index math left out), and the bytes of its
+    buffers (each read or written once); null where a size is symbolic."""
 
-    model_config = ConfigDict(extra="forbid")
-    op: str = Field(description="OptOps member name, e.g. SPLIT", examples=["SPLIT"])
-    axis: int | None = None
-    arg: int | str | list[int | str | bool] | None = Field(default=None, examples=[[4, "UPCAST", False]])
+    flops: int | None
+    bytes: int | None
 
 
 class KernelView(BaseModel):
@@ -144,6 +230,40 @@ class KernelView(BaseModel):
     linear: str = Field(description="the Linear program, one numbered instruction per line")
     opts: list[OptSpec]
     axes: list[Axis]
+    work: Work
+
+
+class TimeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimingView(BaseModel):
+    """A kernel run on its device, as BEAM times a candidate (uopviz.search.timing.Workbench)."""
+
+    device: str
+    opts: list[OptSpec]
+    time_s: float = Field(description="the median of the timed runs")
+    samples: list[float] = Field(description="seconds per timed run")
+    gflops: float | None
+    gbs: float | None
+
+
+class MachineCode(BaseModel):
+    """The compiled kernel as the device runs it."""
+
+    device: str
+    kind: Literal["disassembly", "listing", "none"] = Field(
+        description="disassembly: objdump of the CPU library; listing: the OpenCL driver's program binary as text; "
+                    "none: there is none to show (`note` says why)")
+    text: str
+    note: str = Field(description="where the text comes from, or why there is none")
+
+
+class PythonSource(BaseModel):
+    """Python that rebuilds a graph with uopviz.uop.ops.UOp (its last line binds `root`)."""
+
+    root: str
+    text: str
 
 
 class ApplyOpts(BaseModel):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uopviz
+from backend.models import ScriptOutput
 from uopviz.trace import Trace, TraceFormatError
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from uopviz.uop.ops import UOp
 
 SCRIPT_TIMEOUT_S = 120.0
+OUTPUT_KEEP = 64 * 1024  # bytes of a script's stdout, and of its stderr, that a trace keeps
 
 # The recorder and the trace context are process-wide: two lowerings at once would file their passes into
 # each other's traces, so everything the server lowers takes this lock.
@@ -96,28 +98,38 @@ def load_file(path: str | os.PathLike[str]) -> Trace:
         raise RecordError(f"{path}: {e}") from None
 
 
-def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) -> Trace:
-    """Run a script under the recorder in a child process (`backend.script_runner`) and read its trace.
+def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) -> tuple[Trace, ScriptOutput]:
+    """Run a script under the recorder in a child process (`backend.script_runner`): its trace and what it printed
+    (the first OUTPUT_KEEP bytes of stdout and of stderr).
 
     A child keeps the server safe from the script: one that hangs is stopped after `timeout` seconds, one
-    that crashes or changes process state (cwd, globals, caches) cannot take the server with it. Its output is
-    dropped: a failure is told by what the runner reports (type, message, line), never by its stderr, which
-    would quote source lines of whatever file was run.
+    that crashes or changes process state (cwd, globals, caches) cannot take the server with it. A failure is told
+    by what the runner reports (type, message, line), never by its output: a Python that cannot run the file (a
+    "script" that is not Python) would quote its lines there, and the server may read files it must not show.
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"{path}: no such script")
     with tempfile.TemporaryDirectory(prefix="uopviz-script-") as tmp:
         out, failed = Path(tmp) / "trace.uopviz-trace.json", Path(tmp) / "failure.json"
+        stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
         try:
-            r = subprocess.run([sys.executable, "-m", "backend.script_runner", str(p.resolve()), str(out), str(failed)],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               timeout=timeout)
+            with stdout.open("wb") as o, stderr.open("wb") as e:
+                r = subprocess.run([sys.executable, "-m", "backend.script_runner", str(p.resolve()), str(out),
+                                    str(failed)], stdin=subprocess.DEVNULL, stdout=o, stderr=e, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise RecordError(f"{path}: the script did not finish within {timeout:g} s") from None
         if r.returncode != 0:
             raise RecordError(f"{path}: the script failed: {_failure(failed, r.returncode)}")
-        return uopviz.trace.load(out)
+        (text_out, cut_out), (text_err, cut_err) = _head(stdout), _head(stderr)
+        return uopviz.trace.load(out), ScriptOutput(stdout=text_out, stderr=text_err, truncated=cut_out or cut_err)
+
+
+def _head(path: Path) -> tuple[str, bool]:
+    """The first OUTPUT_KEEP bytes of a file as text, and whether there was more."""
+    with path.open("rb") as f:
+        data = f.read(OUTPUT_KEEP + 1)
+    return data[:OUTPUT_KEEP].decode("utf-8", errors="replace"), len(data) > OUTPUT_KEEP
 
 
 def _failure(report: Path, code: int) -> str:

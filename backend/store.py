@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from backend import recording
-from backend.models import Source
+from backend.models import OptsOrigin, OptSpec, ScriptOutput, Source
 from uopviz.trace import Trace
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ class StoredTrace:
     source: Source
     device: str | None
     trace: Trace
+    origin: OptsOrigin | None = None  # an opts trace's kernel and opts
+    output: ScriptOutput | None = None  # what a script printed
     # TracePass.graph_at caches replayed roots as it goes; requests run in a thread pool, so reads take this
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -102,7 +104,8 @@ class TraceStore:
 
     def record_script(self, path: str | os.PathLike[str]) -> StoredTrace:
         name = Path(path).stem
-        return self.add(StoredTrace(_slug(name), name, "script", None, recording.run_script(path)))
+        tr, output = recording.run_script(path)
+        return self.add(StoredTrace(_slug(name), name, "script", None, tr, output=output))
 
     def add_recorded(self, tr: Trace, name: str, device: str | None = None) -> StoredTrace:
         """A trace recorded in this process (a notebook's `uopviz.show`), detached from its recorder, under a new
@@ -122,7 +125,8 @@ class TraceStore:
                 return kept
             self._opts_made += 1
             # '~' is in no other id (_slug drops it), so the counter alone makes this id new for good
-            st = StoredTrace(f"{base.id}-{ci}-opts~{self._opts_made}", kernel.name, "opts", device, tr)
+            origin = OptsOrigin(trace_id=base.id, context=ci, opts=[OptSpec(**o.to_json()) for o in opts])
+            st = StoredTrace(f"{base.id}-{ci}-opts~{self._opts_made}", kernel.name, "opts", device, tr, origin)
             self._traces[st.id] = st
             if (stale := self._opts.pop(key, None)) is not None:  # made from a trace since replaced
                 self._drop(stale[1])

@@ -3,25 +3,36 @@ kernel views. Everything is read from the node table, so saved traces and fresh 
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+
 from backend import display
 from backend.models import (
     Axis,
+    Change,
     ContextInfo,
+    Frame,
     GraphNode,
     KernelView,
     OptSpec,
+    OptStep,
     PassInfo,
     RuleInfo,
+    RuleProfile,
     StepView,
     TraceDetail,
     TraceSummary,
+    Work,
 )
 from backend.recording import RecordError
 from backend.store import NotFound, StoredTrace
-from uopviz.trace import TraceContext, TraceFormatError, TracePass
-from uopviz.uop.ops import AxisType, UOp
+from uopviz.codegen.opt import KernelOptError, Opt
+from uopviz.dtype import DTypeError, dtypes
+from uopviz.trace import Trace, TraceContext, TraceFormatError, TracePass
+from uopviz.uop.ops import AxisType, GroupOp, Ops, UOp
 
 _LETTERS = {t.letter: t for t in AxisType}
+MAX_CHANGES = 200  # nodes a step's diff lists (a whole-graph pass changes them all; `changed` counts every one)
 
 
 def kernel_axes(name: str) -> list[Axis]:
@@ -41,15 +52,101 @@ def kernel_axes(name: str) -> list[Axis]:
 
 
 def summary(st: StoredTrace) -> TraceSummary:
-    return TraceSummary(id=st.id, name=st.name, source=st.source, contexts=len(st.trace.contexts))
+    return TraceSummary(id=st.id, name=st.name, source=st.source, contexts=len(st.trace.contexts), origin=st.origin)
 
 
 def detail(st: StoredTrace) -> TraceDetail:
-    return TraceDetail(id=st.id, name=st.name, source=st.source, device=st.device, contexts=[
-        ContextInfo(index=i, name=c.name, kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(c), passes=[
-            PassInfo(index=j, name=p.name, stage=p.stage, depth=p.depth, parent=p.parent, steps=len(p.steps),
-                     error=p.error) for j, p in enumerate(c.passes)])
-        for i, c in enumerate(st.trace.contexts)])
+    """The trace's contexts and passes, with what the UI lists beside them: labels that tell kernels of one name
+    apart, where each context was made, pass and rule times, folded steps, and the opt each opt pass applied."""
+    contexts, tr = st.trace.contexts, st.trace
+    named = Counter(c.name for c in contexts)
+    seen: Counter[str] = Counter()
+    infos = []
+    with st.lock:  # folded steps replay every pass
+        for i, c in enumerate(contexts):
+            seen[c.name] += 1
+            opt_steps = _opt_steps(tr, c)
+            infos.append(ContextInfo(
+                index=i, name=c.name, label=c.name if named[c.name] == 1 else f"{c.name} #{seen[c.name]}",
+                kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(c), opts=[OptSpec(**o) for o in c.opts],
+                stack=[Frame(**f) for f in c.stack], time_ns=sum(p.time_ns for p in c.passes if p.depth == 0),
+                passes=[PassInfo(index=j, name=p.name, stage=p.stage, depth=p.depth, parent=p.parent,
+                                 steps=len(p.steps), error=p.error, time_ns=p.time_ns, folded=_folded(p),
+                                 rules=_profile(tr, p), opt=opt_steps.get(j)) for j, p in enumerate(c.passes)]))
+    return TraceDetail(id=st.id, name=st.name, source=st.source, device=st.device, origin=st.origin,
+                       output=st.output, contexts=infos)
+
+
+def _folded(p: TracePass) -> list[int]:
+    """The steps after which the replayed graph is the one before them (the caller holds the trace's lock)."""
+    return [k for k in range(1, len(p.steps) + 1) if p.graph_at(k) == p.graph_at(k - 1)]
+
+
+def _profile(tr: Trace, p: TracePass) -> list[RuleProfile]:
+    """Matches and time per rule of a pass, most time first."""
+    count: Counter[int] = Counter()
+    ns: Counter[int] = Counter()
+    for s in p.steps:
+        count[s.rule] += 1
+        ns[s.rule] += s.time_ns
+    return [RuleProfile(location=tr.rules[r].location, matches=count[r], time_ns=ns[r])
+            for r in sorted(count, key=lambda r: -ns[r])]
+
+
+def graph_axes(tr: Trace, root: str) -> list[Axis]:
+    """The axes of a kernel graph: its Ranges in idx order (as uopviz.codegen.naming names a kernel), each with its
+    AxisType letter and its size (`v` where the bound is not a constant)."""
+    ranges: dict[int, Axis] = {}
+    for nid in tr.nodes_of(root):
+        e = tr.node(nid)
+        t = display.axis_type_of(e)
+        idx = e["arg"]["RangeArg"].get("idx") if t is not None else None
+        if t not in AxisType.__members__ or not isinstance(idx, int) or idx in ranges:
+            continue
+        bound = tr.node(e["src"][0]) if e["src"] else None
+        value = display.const_value(bound) if bound is not None else None
+        a = AxisType[t]
+        ranges[idx] = Axis(letter=a.letter, size=value if isinstance(value, int) else "v", type=a.name,
+                           color=a.colour)
+    return [ranges[i] for i in sorted(ranges)]
+
+
+def _opt_steps(tr: Trace, c: TraceContext) -> dict[int, OptStep]:
+    """The passes of a kernel's Optimize stage that applied its opts (one pass per opt, named after it, in order),
+    each with the opt and the axes before and after it."""
+    out: dict[int, OptStep] = {}
+    queue = list(c.opts)
+    for i, p in enumerate(c.passes):
+        if not queue or p.depth != 0 or p.stage != "Optimize":
+            continue
+        try:
+            opt = Opt.from_json(queue[0])
+        except (KernelOptError, TypeError, ValueError):  # opts of a trace this uopviz cannot read: none shown
+            return out
+        if p.name != str(opt):
+            continue
+        spec = OptSpec(**queue.pop(0))
+        before = graph_axes(tr, p.input)
+        after = graph_axes(tr, p.output) if p.output is not None else before
+        out[i] = OptStep(opt=spec, text=opt_text(spec, before, after), before=before, after=after)
+    return out
+
+
+def opt_text(o: OptSpec, before: list[Axis], after: list[Axis]) -> str:
+    """An opt and what it did to the axes: "SPLIT a1 (L1024) → L64 × u16" (the axes it replaced, then those it made),
+    "SWAP a0 ↔ a1: L16 L64 → L64 L16" where only their order changed."""
+    head = o.op + (f" a{o.axis}" if o.axis is not None else "")
+    if o.op == "PADTO":
+        head += f" to {o.arg}"
+    elif o.op == "SWAP":
+        head += f" ↔ a{o.arg}"
+    name = [f"{a.letter}{a.size}" for a in before], [f"{a.letter}{a.size}" for a in after]
+    gone, made = Counter(name[0]) - Counter(name[1]), Counter(name[1]) - Counter(name[0])
+    if gone or made:
+        return f"{head} ({' '.join(_taking(name[0], gone))}) → {' × '.join(_taking(name[1], made)) or 'nothing'}"
+    if name[0] != name[1]:
+        return f"{head}: {' '.join(name[0])} → {' '.join(name[1])}"
+    return f"{head}: the axes are unchanged"
 
 
 def _axes_of(c: TraceContext) -> list[Axis]:
@@ -82,32 +179,83 @@ def _pass(st: StoredTrace, ci: int, pi: int) -> TracePass:
     return c.passes[pi]
 
 
+def step_root(st: StoredTrace, ci: int, pi: int, k: int) -> str:
+    """The root of the graph after the first k steps of pass pi (NotFound for a k out of its range)."""
+    p = _pass(st, ci, pi)
+    if not 0 <= k <= len(p.steps):
+        raise NotFound(f"pass {pi} ({p.name}) has {len(p.steps)} steps; k runs 0..{len(p.steps)}, not {k}")
+    with st.lock:
+        return p.graph_at(k)
+
+
 def _graph_node(nid: str, e: display.Entry) -> GraphNode:
     return GraphNode(id=nid, op=e["op"], dtype=e["dtype"], arg=display.arg_text(e["arg"]), src=list(e["src"]),
                      shape=e["shape"], group=display.group_of(e["op"]), axis_type=display.axis_type_of(e),
                      color=display.colour_of(e))
 
 
+def _taking(names: list[str], counts: Counter[str]) -> list[str]:
+    """The names that `counts` holds, in the order of `names`, each as often as counted."""
+    left, out = Counter(counts), []
+    for n in names:
+        if left[n] > 0:
+            left[n] -= 1
+            out.append(n)
+    return out
+
+
 def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
-    """The graph after the first k steps of a pass (k=0: its input) and what step k changed."""
+    """The graph after the first k steps of a pass (k=0: its input) and what step k changed, keyed by node
+    identity: the match's nodes that left, the replacement's that came, and the ancestors that hash-consing rebuilt
+    over them (which are the same nodes to a reader, not removed and added)."""
     p, tr = _pass(st, ci, pi), st.trace
-    if not 0 <= k <= len(p.steps):
-        raise NotFound(f"pass {pi} ({p.name}) has {len(p.steps)} steps; k runs 0..{len(p.steps)}, not {k}")
+    root = step_root(st, ci, pi, k)
     with st.lock:
-        root = p.graph_at(k)
-        order = st.trace.toposort(root)
-        before = set(st.trace.toposort(p.graph_at(k - 1))) if k else set(order)
-    now = set(order)
+        order = tr.toposort(root)
+        before = set(tr.toposort(p.graph_at(k - 1))) if k else set(order)
+        renamed = p.renamed(k) if k else {}
     nodes = [_graph_node(nid, tr.node(nid)) for nid in order]
     if k == 0:
-        return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[], removed=[], rule=None, match=None,
-                        replacement=None, diff="")
+        return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[], removed=[], rebuilt=[], rule=None,
+                        match=None, replacement=None, changes=[], changed=0)
     s = p.steps[k - 1]
+    now = set(order)
+    rebuilt = [(o, n) for o, n in renamed.items() if o != s.match and n in now and o not in now
+               and _same_node(tr.node(o), tr.node(n))]
+    old_rebuilt, new_rebuilt = {o for o, _ in rebuilt}, {n for _, n in rebuilt}
+    added = [n for n in order if n not in before and n not in new_rebuilt]
+    removed = before - now - old_rebuilt
     rule = tr.rules[s.rule]
-    return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[n for n in order if n not in before],
-                    removed=sorted(before - now), rule=RuleInfo(location=rule.location, text=rule.text),
-                    match=s.match, replacement=s.replacement, diff=display.subtree_diff(s.match, s.replacement,
-                                                                                       tr.node))
+    changes = _changes(tr, renamed.get(s.match), s.match, added, removed, rebuilt)
+    return StepView(root=root, steps=len(p.steps), nodes=nodes, added=added, removed=sorted(removed),
+                    rebuilt=rebuilt, rule=RuleInfo(location=rule.location, text=rule.text, time_ns=s.time_ns),
+                    match=s.match, replacement=s.replacement, changes=changes,
+                    changed=len(added) + len(removed) + len(rebuilt) - (changes[0].kind == "changed" if changes else 0))
+
+
+def _same_node(a: display.Entry, b: display.Entry) -> bool:
+    """Whether b is a rebuilt over new sources (the same op, arg and tag)."""
+    return (a["op"], a["arg"], a["tag"]) == (b["op"], b["arg"], b["tag"])
+
+
+def _changes(tr: Trace, became: str | None, match: str, added: list[str], removed: set[str],
+             rebuilt: list[tuple[str, str]]) -> list[Change]:
+    """A step's diff by node identity: the match replaced by a node of its op is one changed node; the other nodes
+    that left or came, users first; then the rebuilt ancestors."""
+    def text(n: str) -> str:
+        return display.node_text(n, tr.node)
+
+    gone = sorted(removed, key=lambda n: -len(tr.nodes_of(n)))  # users before their sources
+    came = added[::-1]
+    out: list[Change] = []
+    if became is not None and match in removed and became in came and tr.node(match)["op"] == tr.node(became)["op"]:
+        out.append(Change(kind="changed", id=became, before=match, text=text(became), before_text=text(match)))
+        gone.remove(match)
+        came.remove(became)
+    out += [Change(kind="removed", id=n, before=None, text=text(n), before_text=None) for n in gone]
+    out += [Change(kind="added", id=n, before=None, text=text(n), before_text=None) for n in came]
+    out += [Change(kind="rebuilt", id=n, before=o, text=text(n), before_text=text(o)) for o, n in rebuilt[::-1]]
+    return out[:MAX_CHANGES]
 
 
 def _kernel_context(st: StoredTrace, ci: int) -> TraceContext:
@@ -126,9 +274,44 @@ def kernel(st: StoredTrace, ci: int) -> KernelView:
         why = next((f": {p.name} failed with {p.error}" for p in c.passes if p.error), "")
         raise NotFound(f"kernel {c.name} has no rendered program{why}")
     linear, source = (tr.node(s) for s in prog["src"])
+    first = _first_pass(c)
     return KernelView(name=c.name, device=_device(st, linear["src"]), source=str(source["arg"] or ""),
                       linear=display.linear_listing(list(linear["src"]), tr.node),
-                      opts=[OptSpec(**o) for o in c.opts], axes=_axes_of(c))
+                      opts=[OptSpec(**o) for o in c.opts], axes=_axes_of(c),
+                      work=work(tr, first.input) if first is not None else Work(flops=None, bytes=None))
+
+
+def work(tr: Trace, root: str) -> Work:
+    """The work of a kernel graph as scheduled (Tensor-level, every value with its shape): one flop per element of
+    each arithmetic op and per element reduced (index math left out), and the bytes of its buffers."""
+    flops: int | None = 0
+    nbytes: int | None = 0
+    for nid in tr.nodes_of(root):
+        e = tr.node(nid)
+        op = Ops(e["op"])
+        if op in GroupOp.Elementwise and e["dtype"] != "index" and flops is not None:
+            flops = _add(flops, _elements(e["shape"]))
+        elif op is Ops.REDUCE and flops is not None:
+            flops = _add(flops, _elements(tr.node(e["src"][0])["shape"]))
+        elif op is Ops.PARAM and nbytes is not None:
+            try:
+                size = dtypes.from_name(e["dtype"]).itemsize
+            except DTypeError:
+                size = None
+            n = _elements(e["shape"])
+            nbytes = _add(nbytes, None if size is None or n is None else n * size)
+    return Work(flops=flops, bytes=nbytes)
+
+
+def _elements(shape: list[int | str] | None) -> int | None:
+    """How many elements a shape holds; None when it is not known or symbolic."""
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    return math.prod(int(d) for d in shape)
+
+
+def _add(total: int, n: int | None) -> int | None:
+    return None if n is None else total + n
 
 
 def kernel_root(st: StoredTrace, ci: int) -> tuple[str, str]:

@@ -77,7 +77,7 @@ def test_meta_describes_the_opts_once_and_which_each_device_takes(client: TestCl
 
 def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, store: TraceStore) -> None:
     listed = {t["id"]: t for t in client.get("/api/traces").json()}
-    assert listed["gemm"] == {"id": "gemm", "name": "gemm", "source": "zoo", "contexts": 2}
+    assert listed["gemm"] == {"id": "gemm", "name": "gemm", "source": "zoo", "contexts": 2, "origin": None}
     assert listed["softmax-small"]["contexts"] == len(store.get("softmax-small").trace.contexts)
     assert listed["broken"]["source"] == "file"
 
@@ -90,8 +90,43 @@ def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, sto
     assert d["contexts"][1]["axes"] == [{"letter": letter, "size": n, "type": t.name, "color": t.colour}
                                         for t, letter, n in kinds]
     for c, tc in zip(d["contexts"], tr.contexts, strict=True):
-        assert [(p["name"], p["stage"], p["steps"], p["parent"]) for p in c["passes"]] == \
-            [(p.name, p.stage, len(p.steps), p.parent) for p in tc.passes]
+        assert [(p["name"], p["stage"], p["steps"], p["parent"], p["time_ns"]) for p in c["passes"]] == \
+            [(p.name, p.stage, len(p.steps), p.parent, p.time_ns) for p in tc.passes]
+        assert c["label"] == c["name"] and c["time_ns"] == sum(p.time_ns for p in tc.passes if p.depth == 0)
+        for p, tp in zip(c["passes"], tc.passes, strict=True):
+            assert sum(r["matches"] for r in p["rules"]) == len(tp.steps)
+            assert sum(r["time_ns"] for r in p["rules"]) == sum(s.time_ns for s in tp.steps)
+            assert p["folded"] == [k for k in range(1, len(tp.steps) + 1) if tp.graph_at(k) == tp.graph_at(k - 1)]
+    assert d["origin"] is None and d["output"] is None
+
+
+def test_opt_passes_say_which_opt_they_applied_and_how_the_axes_changed(client: TestClient) -> None:
+    """Issue 17: an opt step shows the opt and the axes before and after it, not the apply_opt source."""
+    kernel = client.get("/api/traces/gemm").json()["contexts"][1]
+    steps = [p["opt"] for p in kernel["passes"] if p["opt"] is not None]
+    assert [s["opt"] for s in steps] == kernel["opts"] and len(steps) == 3
+    assert [s["text"] for s in steps] == ["SPLIT a1 (L1024) → L64 × u16", "SPLIT a0 (L1024) → L128 × u8",
+                                          "SPLIT a0 (L128) → t8 × L16"]
+    assert ["".join(f"{a['letter']}{a['size']}" for a in s["after"]) for s in steps][-1] == "t8L16L64R1024u8u16"
+    assert steps[1]["before"] == steps[0]["after"]
+
+
+def test_opt_text_names_what_padto_and_swap_did() -> None:
+    from backend.models import OptSpec
+    ax = views.kernel_axes
+    assert views.opt_text(OptSpec(op="PADTO", axis=0, arg=16), ax("r_L15_R4"), ax("r_L16_R4")) == \
+        "PADTO a0 to 16 (L15) → L16"
+    assert views.opt_text(OptSpec(op="SWAP", axis=0, arg=1), ax("r_L4_L8"), ax("r_L8_L4")) == \
+        "SWAP a0 ↔ a1: L4 L8 → L8 L4"
+    assert views.opt_text(OptSpec(op="NOLOCALS"), ax("r_L4"), ax("r_L4")) == "NOLOCALS: the axes are unchanged"
+
+
+def test_kernels_of_one_name_get_a_distinguishing_label(fresh: TestClient) -> None:
+    assert fresh.post("/api/traces", json={"zoo": "attention", "small": True}).status_code == 201
+    labels = [c["label"] for c in fresh.get("/api/traces/attention-small").json()["contexts"]]
+    twice = [lb for lb in labels if lb.endswith((" #1", " #2"))]
+    assert len(twice) == 2 and twice[0].removesuffix(" #1") == twice[1].removesuffix(" #2")
+    assert len(set(labels)) == len(labels)
 
 
 def test_kernel_names_parse_into_coloured_axes() -> None:
@@ -117,13 +152,19 @@ def test_every_step_is_the_replayed_graph_and_its_difference(client: TestClient,
                 pos = {nid: i for i, nid in enumerate(ids)}
                 assert all(pos[s] < pos[n["id"]] for n in v["nodes"] for s in n["src"])  # sources first
                 if k == 0:
-                    assert (v["added"], v["removed"], v["rule"], v["match"], v["diff"]) == ([], [], None, None, "")
+                    assert (v["added"], v["removed"], v["rebuilt"], v["rule"], v["match"], v["changes"]) == \
+                        ([], [], [], None, None, [])
                 else:
                     step = p.steps[k - 1]
-                    assert set(v["added"]) == set(ids) - prev and set(v["removed"]) == prev - set(ids)
-                    assert v["rule"] == {"location": tr.rules[step.rule].location, "text": tr.rules[step.rule].text}
+                    old, new = {o for o, _ in v["rebuilt"]}, {n for _, n in v["rebuilt"]}
+                    # every node that came is added or a rebuilt ancestor; every node that left removed or rebuilt
+                    assert set(v["added"]) | new == set(ids) - prev and not set(v["added"]) & new
+                    assert set(v["removed"]) | old == prev - set(ids) and not set(v["removed"]) & old
+                    assert all(tr.node(o)["op"] == tr.node(n)["op"] for o, n in v["rebuilt"])
+                    assert v["rule"] == {"location": tr.rules[step.rule].location, "text": tr.rules[step.rule].text,
+                                         "time_ns": step.time_ns}
                     assert (v["match"], v["replacement"]) == (step.match, step.replacement)
-                    assert v["diff"].startswith("--- match\n+++ replacement") or step.match == step.replacement
+                    assert (v["changes"] == []) == (v["root"] == p.graph_at(k - 1))  # a folded step changes nothing
                 prev = set(ids)
             if p.output is not None:
                 assert v["root"] == p.output
@@ -149,18 +190,38 @@ def test_nodes_carry_display_fields_and_range_nodes_their_axis_type_colour(clien
     assert {n["arg"] for n in ranges} == {"r0 LOOP", "r1 LOOP", "r2 REDUCE"}
 
 
-def test_a_step_diff_shows_the_matched_subtree_before_and_after(client: TestClient, store: TraceStore) -> None:
+def test_a_step_diff_is_keyed_by_node_identity(client: TestClient, store: TraceStore) -> None:
+    """Issue 17: an operand swap in one Add is one changed node, its rebuilt ancestors marked as rebuilt (not the
+    whole kernel removed and added again)."""
     tr = store.get("gemm").trace
     c = tr.contexts[1]
-    pi = next(i for i, p in enumerate(c.passes) if p.name == "simplify" and p.steps)
-    v = client.get(steps_url("gemm", 1, pi, 1)).json()
-    lines = v["diff"].splitlines()
-    assert lines[:2] == ["--- match", "+++ replacement"] and lines[2].startswith("@@")
-    before = [ln[1:] for ln in lines[3:] if ln[0] in " -"]  # small trees: one hunk holds them whole
-    after = [ln[1:] for ln in lines[3:] if ln[0] in " +"]
-    match, repl = tr.node(v["match"]), tr.node(v["replacement"])
-    assert before[0].startswith(f"0 {match['op']}:{match['dtype']}") and len(before) >= len(tr.nodes_of(v["match"]))
-    assert after[0].startswith(f"0 {repl['op']}:{repl['dtype']}") and len(after) >= len(tr.nodes_of(v["replacement"]))
+    swaps = [(pi, k) for pi, p in enumerate(c.passes) for k, s in enumerate(p.steps, 1)
+             if tr.node(s.match)["op"] == "Add" and tr.node(s.match)["src"] == tr.node(s.replacement)["src"][::-1]]
+    assert swaps
+    for pi, k in swaps:
+        v = client.get(steps_url("gemm", 1, pi, k)).json()
+        (swap,) = [ch for ch in v["changes"] if ch["kind"] != "rebuilt"]
+        assert (swap["kind"], swap["before"], swap["id"]) == ("changed", v["match"], v["replacement"])
+        before, after = (text.partition(" (")[2].rstrip(")").split(", ") for text in (swap["before_text"],
+                                                                                        swap["text"]))
+        assert before == after[::-1]
+        assert v["added"] == [v["replacement"]] and v["removed"] == [v["match"]]
+        rebuilt = [ch for ch in v["changes"] if ch["kind"] == "rebuilt"]
+        assert len(rebuilt) == len(v["rebuilt"]) > 0 and v["changed"] == 1 + len(rebuilt)
+
+
+def test_a_rule_that_removes_a_node_lists_it_and_nothing_added(client: TestClient, store: TraceStore) -> None:
+    tr = store.get("softmax-small").trace
+    for ci, c in enumerate(tr.contexts):
+        for pi, p in enumerate(c.passes):
+            for k, s in enumerate(p.steps, 1):
+                if s.replacement in tr.nodes_of(s.match) and p.graph_at(k) != p.graph_at(k - 1):  # x + 0 -> x
+                    v = client.get(steps_url("softmax-small", ci, pi, k)).json()
+                    kinds = {ch["kind"] for ch in v["changes"]}
+                    assert "removed" in kinds and "added" not in kinds and "changed" not in kinds, v["changes"]
+                    assert v["match"] in v["removed"]
+                    return
+    raise AssertionError("no step of softmax replaces a node by one of its sources")
 
 
 def test_every_step_of_the_zoo_gemm_fits_the_transfer_budget(client: TestClient, store: TraceStore) -> None:
@@ -224,7 +285,7 @@ def test_bad_params_are_422_json(client: TestClient, url: str) -> None:
 def test_recording_a_zoo_kernel(fresh: TestClient) -> None:
     r = fresh.post("/api/traces", json={"zoo": "gemm", "small": True, "device": "python"})
     assert r.status_code == 201 and r.json() == {"id": "gemm-small-python", "name": "gemm", "source": "zoo",
-                                                 "contexts": 2}
+                                                 "contexts": 2, "origin": None}
     assert fresh.post("/api/traces", json={"zoo": "gemm", "small": True, "device": "PYTHON"}).json()["id"] == \
         "gemm-small-python"  # the same recording replaces the last one
     d = fresh.get("/api/traces/gemm-small-python").json()
@@ -263,7 +324,8 @@ def test_opening_trace_files(fresh: TestClient, tmp_path: Path) -> None:
     good = tmp_path / "run.uopviz-trace.json"
     recording.record_zoo("sum", small=True).save(good)
     r = fresh.post("/api/traces", json={"path": str(good)})
-    assert r.status_code == 201 and r.json() == {"id": "run", "name": "run", "source": "file", "contexts": 2}
+    assert r.status_code == 201 and r.json() == {"id": "run", "name": "run", "source": "file", "contexts": 2,
+                                                 "origin": None}
     assert fresh.post("/api/traces", json={"path": str(good)}).json()["id"] == "run-2"
     (kern,) = default_kernels("sum")
     assert fresh.get("/api/traces/run-2").json()["contexts"][1]["name"] == kern.name
@@ -291,6 +353,11 @@ def test_running_scripts_under_the_recorder(fresh: TestClient, tmp_path: Path) -
     assert r.json()["id"] == "double" and r.json()["source"] == "script"
     d = fresh.get("/api/traces/double").json()
     assert [c["kind"] for c in d["contexts"]] == ["schedule", "kernel"] and d["contexts"][1]["name"].startswith("r_")
+    assert d["output"] == {"stdout": "30.0\n", "stderr": "", "truncated": False}  # what the script printed
+    # the kernel links to the script line that realized it (the innermost frame outside uopviz)
+    line = "print((Tensor(np.arange(6, dtype=np.float32), device='PYTHON') * K).sum().numpy())"
+    assert d["contexts"][1]["stack"][-1] == {"file": str(script.resolve()), "line": 6, "function": "<module>",
+                                             "code": line}
 
     failing = tmp_path / "failing.py"
     failing.write_text("x = 1\nraise RuntimeError('the script broke')\n")
@@ -454,7 +521,75 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
                                  "/api/traces/{trace_id}/contexts/{ci}/kernel",
                                  "/api/traces/{trace_id}/contexts/{ci}/opts",
                                  "/api/traces/{trace_id}/contexts/{ci}/beam", "/api/beam/{job}/events",
-                                 "/api/tuning/searches", "/api/tuning/searches/{sid}", "/api/tuning/results"}
+                                 "/api/tuning/searches", "/api/tuning/searches/{sid}", "/api/tuning/results",
+                                 "/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}/python",
+                                 "/api/traces/{trace_id}/contexts/{ci}/time",
+                                 "/api/traces/{trace_id}/contexts/{ci}/machine-code"}
     step = doc["paths"]["/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}"]["get"]
     assert set(step["responses"]) == {"200", "400", "401", "404", "422"}
     assert json.dumps(doc).count("ErrorBody") >= 2
+
+
+def test_a_graph_as_python_rebuilds_the_same_nodes(client: TestClient, store: TraceStore) -> None:
+    """Issue 17: the graph as pasteable Python; running it builds nodes with the very content ids of the trace."""
+    from uopviz.trace import node_id
+    tr = store.get("gemm").trace
+    c = tr.contexts[1]
+    for pi in (0, len(c.passes) - 1):
+        k = len(c.passes[pi].steps)
+        v = client.get(f"{steps_url('gemm', 1, pi, k)}/python").json()
+        assert v["root"] == c.passes[pi].graph_at(k) and "from uopviz.uop.ops import" in v["text"]
+        scope: dict[str, Any] = {}
+        exec(compile(v["text"], "<pasted>", "exec"), scope)  # what a person pasting it would run
+        assert node_id(scope["root"]) == v["root"]
+    some = tr.nodes_of(c.passes[0].input)
+    part = next(n for n in some if tr.node(n)["op"] == "Reduce")
+    v = client.get(f"{steps_url('gemm', 1, 0, 0)}/python", params={"node": part}).json()
+    assert v["root"] == part and v["text"].rstrip().splitlines()[-1].startswith("root = reduce")
+    r = client.get(f"{steps_url('gemm', 1, 0, 0)}/python", params={"node": "0" * 16})
+    assert r.status_code == 404 and "is not in the graph" in r.json()["detail"]
+    assert client.get(f"{steps_url('gemm', 1, 0, 0)}/python", params={"node": "x"}).status_code == 422
+
+
+def test_time_it_runs_the_kernel_on_its_device(client: TestClient) -> None:
+    """Issue 17: a kernel runs on its device as BEAM times it, with GFLOP/s and GB/s from its work."""
+    v = client.get("/api/traces/softmax-small").json()
+    ci = next(c["index"] for c in v["contexts"] if c["kind"] == "kernel")
+    kernel = client.get(f"/api/traces/softmax-small/contexts/{ci}/kernel").json()
+    assert kernel["work"]["bytes"] > 0 and kernel["work"]["flops"] > 0
+    r = client.post(f"/api/traces/softmax-small/contexts/{ci}/time", json={})
+    assert r.status_code == 200, r.json()
+    t = r.json()
+    assert t["device"] == "CPU" and t["opts"] == kernel["opts"] and t["time_s"] > 0 and t["samples"]
+    assert t["gflops"] == pytest.approx(kernel["work"]["flops"] / t["time_s"] / 1e9)
+    assert t["gbs"] == pytest.approx(kernel["work"]["bytes"] / t["time_s"] / 1e9)
+    assert client.post("/api/traces/gemm/contexts/0/time", json={}).status_code == 404  # the schedule
+    assert client.post(f"/api/traces/softmax-small/contexts/{ci}/time", json={"x": 1}).status_code == 422
+
+
+def test_the_gemm_kernels_work_is_two_flops_per_multiply_add(client: TestClient) -> None:
+    work = client.get("/api/traces/gemm/contexts/1/kernel").json()["work"]
+    assert work == {"flops": 2 * 1024**3, "bytes": 3 * 1024 * 1024 * 4}
+
+
+def test_machine_code_is_the_disassembly_of_the_cpu_library(client: TestClient) -> None:
+    import shutil
+    v = client.get("/api/traces/gemm/contexts/1/machine-code").json()
+    if shutil.which("objdump") is None:
+        assert v["kind"] == "none" and "objdump is not installed" in v["note"]
+        return
+    assert v["kind"] == "disassembly" and v["device"] == "CPU" and v["note"].startswith("objdump -d of ")
+    assert f"<{GEMM_KERNEL}>:" in v["text"].splitlines()[0]
+    assert client.get("/api/traces/gemm/contexts/0/machine-code").status_code == 404
+
+
+def test_an_opts_trace_names_the_kernel_it_came_from(missing_dist: Path,
+                                                     make_client: Callable[..., TestClient]) -> None:
+    s = TraceStore("CPU")
+    s.record_zoo("sum", small=True)
+    c = make_client(s, dist=missing_dist)
+    opts = [{"op": "SPLIT", "axis": 0, "arg": [5, "UNROLL", False]}]
+    tid = c.post("/api/traces/sum-small/contexts/1/opts", json={"opts": opts}).json()["trace_id"]
+    origin = {"trace_id": "sum-small", "context": 1, "opts": opts}
+    assert next(t for t in c.get("/api/traces").json() if t["id"] == tid)["origin"] == origin
+    assert c.get(f"/api/traces/{tid}").json()["origin"] == origin

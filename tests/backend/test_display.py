@@ -52,9 +52,11 @@ def test_colours_are_axis_types_for_ranges_and_groups_otherwise() -> None:
     assert display.group_of("Const") is None and display.group_of("Store") == "Store"
 
 
-def test_tree_text_numbers_nodes_and_refers_back_to_shared_ones() -> None:
+def test_diff_lines_name_leaves_by_arg_and_other_nodes_by_id() -> None:
     table = {"a": {"op": "Const", "dtype": "index", "shape": [], "arg": encode(ConstArg(2, dtypes.index)), "src": []},
-             "b": {"op": "Add", "dtype": "index", "shape": [3], "arg": None, "src": ["a", "a"]}}
-    assert display.tree_text("b", table.__getitem__) == ["0 Add:index(3)", "  1 Const:index 2", "  ^1 Const"]
-    assert display.subtree_diff("b", "a", table.__getitem__).splitlines()[:2] == ["--- match", "+++ replacement"]
-    assert display.subtree_diff("a", "a", table.__getitem__) == ""
+             "b0123456": {"op": "Add", "dtype": "index", "shape": [3], "arg": None, "src": ["a", "a"]},
+             "c": {"op": "Mul", "dtype": "index", "shape": [], "arg": None, "src": ["b0123456", "a"]}}
+    assert display.node_text("b0123456", table.__getitem__) == "Add:index(3) (Const 2, Const 2)"
+    assert display.node_text("c", table.__getitem__) == "Mul:index (Add#b012, Const 2)"
+    assert display.label("a", table.__getitem__) == "Const 2"
+    assert display.const_value(table["a"]) == 2 and display.const_value(table["c"]) is None

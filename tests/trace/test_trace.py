@@ -337,3 +337,44 @@ def test_kernel_contexts_keep_their_opts_and_older_files_have_none() -> None:
     kernel["opts"] = {"op": "SPLIT"}
     with pytest.raises(TraceFormatError, match=r"contexts\[\d\]\.opts: expected array"):
         Trace.from_dict(doc)
+
+
+def test_replay_rewrites_a_node_an_earlier_step_rewrote_when_a_result_brings_it_back() -> None:
+    """The rewriter maps a node it has rewritten to its rewrite wherever a later rule's result holds it again, with
+    no step of its own; replay does the same, so each step's match is in the graph it replays and the last graph is
+    the pass's output."""
+    a = UOp.variable("a", 0, 10)
+    m = a * 1
+    pm = PatternMatcher([(UPat.var("x") * UPat.const(None, 1), lambda x: x),
+                         (UPat(Ops.MAX, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: (x * 1) + c)])
+    with trace() as tr:
+        out = graph_rewrite(UOp(Ops.SINK, (m, a.maximum(idx(3)))), pm, name="memo")
+    (p,) = tr.passes
+    assert [tr.node(s.match)["op"] for s in p.steps] == ["Mul", "Max"]
+    assert p.graph_at(2) == p.output == node_id(out) == node_id(UOp(Ops.SINK, (a, a + 3)))
+    assert p.renamed(2) == {p.steps[1].match: node_id(a + 3), p.graph_at(1): p.graph_at(2)}
+
+
+def test_replay_of_the_zoo_ends_at_every_recorded_output() -> None:
+    from backend.recording import record_zoo
+    tr = record_zoo("conv2d", small=True)
+    for p in tr.passes:
+        if p.output is not None:
+            assert p.graph_at(len(p.steps)) == p.output, p.name
+
+
+def test_a_context_keeps_the_frames_of_the_code_that_made_it() -> None:
+    with trace() as tr, context("k1"):
+        graph_rewrite(idx(1) + 0, inner, name="simplify")  # the frame of this line is kept
+    (c,) = tr.contexts
+    assert Path(c.stack[-1]["file"]).resolve() == Path(__file__).resolve()
+    assert c.stack[-1]["function"] == "test_a_context_keeps_the_frames_of_the_code_that_made_it"
+    assert c.stack[-1]["code"].startswith("with trace() as tr, context(")
+    assert not any(Path(f["file"]).resolve().is_relative_to(REPO / "uopviz") for f in c.stack)  # uopviz's own
+    doc = tr.to_dict()
+    assert Trace.from_dict(doc).contexts[0].stack == c.stack
+    doc["contexts"][0]["stack"][0]["line"] = "7"
+    with pytest.raises(TraceFormatError, match=r"contexts\[0\]\.stack\[0\]\.line: expected integer"):
+        Trace.from_dict(doc)
+    del doc["contexts"][0]["stack"]  # older traces have none
+    assert Trace.from_dict(doc).contexts[0].stack == []

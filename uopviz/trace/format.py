@@ -90,6 +90,11 @@ def _check_document(doc: Any) -> None:
         if "opts" in ctx:  # optional: traces saved before uopviz 0.2 have none
             for k, opt in enumerate(_get(ctx, "opts", list, where)):
                 _obj(opt, f"{where}.opts[{k}]")
+        if "stack" in ctx:  # optional: the frames that made the context (older traces have none)
+            for k, frame in enumerate(_get(ctx, "stack", list, where)):
+                at = f"{where}.stack[{k}]"
+                for key, kind in (("file", str), ("line", int), ("function", str), ("code", str)):
+                    _get(_obj(frame, at), key, kind, at)
         for p, pas in enumerate(_get(ctx, "passes", list, where)):
             _check_pass(nodes, len(rules), pas, p, f"{where}.passes[{p}]")
 

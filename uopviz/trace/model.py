@@ -58,20 +58,36 @@ class TracePass:
     steps: list[TraceStep] = field(default_factory=list)
     _table: NodeTable = field(default_factory=NodeTable, repr=False, kw_only=True)
     _roots: list[str] = field(default_factory=list, repr=False, kw_only=True)
+    _rewrites: dict[str, str] = field(default_factory=dict, repr=False, kw_only=True)  # of the steps replayed
 
     def graph_at(self, k: int) -> str:
         """Root id of the graph after the first k steps (0: the input; len(steps): the output, replayed).
 
-        Replay works on ids alone: each step replaces its match by its replacement and rebuilds the parents.
+        Replay works on ids alone: each step replaces its match by its replacement and rebuilds the parents,
+        and a node some earlier step rewrote is rewritten wherever a later replacement brings it back, as the
+        rewriter's memo does (NodeTable.substitute).
         """
         if not 0 <= k <= len(self.steps):
             raise IndexError(f"pass {self.name!r} has {len(self.steps)} steps; graph_at takes 0..{len(self.steps)}")
         roots = self._roots or [self.input]
         while len(roots) <= k:
             s = self.steps[len(roots) - 1]
-            roots.append(self._table.substitute(roots[-1], s.match, s.replacement))
+            self._rewrites[s.match] = s.replacement
+            roots.append(self._table.substitute(roots[-1], self._rewrites))
         self._roots = roots
         return roots[k]
+
+    def renamed(self, k: int) -> dict[str, str]:
+        """Step k's effect on the graph after k - 1 steps (1 <= k <= len(steps)): each of its nodes that the step
+        gives another id (the match, every ancestor rebuilt over the replacement, and nodes an earlier step
+        rewrote that the replacement brings back), mapped to that id."""
+        if not 1 <= k <= len(self.steps):
+            raise IndexError(f"pass {self.name!r} has {len(self.steps)} steps; renamed takes 1..{len(self.steps)}")
+        before = self.graph_at(k - 1)
+        memo: dict[str, str] = {}
+        self._table.substitute(before, {s.match: s.replacement for s in self.steps[:k]}, memo)
+        old = self._table.reachable(before)
+        return {a: b for a, b in memo.items() if a != b and a in old}
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "stage": self.stage, "depth": self.depth, "parent": self.parent,
@@ -85,6 +101,7 @@ class TraceContext:
     kind: str
     passes: list[TracePass] = field(default_factory=list)
     opts: list[dict[str, Any]] = field(default_factory=list)  # a kernel's OptOps (Opt.to_json), in applied order
+    stack: list[dict[str, Any]] = field(default_factory=list)  # the user's frames that made it (recorder.frames)
 
 
 class Trace:
@@ -156,8 +173,8 @@ class Trace:
             "format": FORMAT, "version": VERSION, "uopviz_version": self._uopviz_version or _uopviz_version(),
             "nodes": dict(self._table.entries),
             "rules": [{"location": r.location, "text": r.text} for r in self._rules],
-            "contexts": [{"name": c.name, "kind": c.kind, "opts": c.opts, "passes": [p.to_dict() for p in c.passes]}
-                         for c in self._contexts],
+            "contexts": [{"name": c.name, "kind": c.kind, "opts": c.opts, **({"stack": c.stack} if c.stack else {}),
+                          "passes": [p.to_dict() for p in c.passes]} for c in self._contexts],
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -200,7 +217,8 @@ class Trace:
                                 [TraceStep(s["rule"], s["match"], s["replacement"], s["time_ns"], tuple(s["added"]))
                                  for s in p["steps"]], _table=tr._table)
                       for p in c["passes"]]
-            tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", []))))
+            tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", [])),
+                                             list(c.get("stack", []))))
         return tr
 
     # ---- turning recorded events into ids ----
@@ -222,7 +240,7 @@ class Trace:
     def _begin(self, ev: PassBegin) -> None:
         ctx = self._ctx_of.get(ev.context)
         if ctx is None:
-            ctx = self._ctx_of[ev.context] = TraceContext(ev.context.name, ev.context.kind)
+            ctx = self._ctx_of[ev.context] = TraceContext(ev.context.name, ev.context.kind, stack=ev.context.stack)
             self._contexts.append(ctx)
         parent = self._open[-1][1] if self._open and self._open[-1][0] is ctx else None
         self._table.add(ev.root)

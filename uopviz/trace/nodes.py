@@ -102,25 +102,55 @@ class NodeTable:
                 self._uops[i] = UOp(Ops(e["op"]), src, decode(e["arg"]), decode(e["tag"]))
         return self._uops[nid]
 
-    def substitute(self, root: str, old: str, new: str) -> str:
-        """The graph under root with node `old` replaced by `new` everywhere, parents rebuilt; its root id.
+    def substitute(self, root: str, rewrites: dict[str, str], memo: dict[str, str] | None = None) -> str:
+        """The graph under root with every rewritten node replaced as the rewriter would see it; its root id.
 
-        A rebuilt parent keeps its op, dtype, shape, arg and tag (rewrites preserve dtype and shape) and gets
-        the content id of its new sources, so it is the node the rewriter built whenever that node exists.
+        `rewrites` maps each node a step of the pass has matched so far to its replacement (the later step wins).
+        A node that is a key is replaced by its replacement, itself brought up to date the same way; any other
+        node gets its sources brought up to date, and a rebuilt node that is itself a key is replaced in turn.
+        That is the rewriter's memo: a rule's result that holds a node rewritten earlier (anywhere in the graph)
+        gets that node's rewrite at once, without a step of its own, so replaying only the latest step would
+        lose it and leave the next match nowhere in the graph.
+
+        A rebuilt node keeps its op, dtype, shape, arg and tag (rewrites preserve dtype and shape) and gets the
+        content id of its new sources, so it is the node the rewriter built whenever that node exists. `memo`, when
+        given, is filled with the id every node visited has afterwards.
         """
-        out: dict[str, str] = {}
-        for nid in self.toposort(root, stop=old):
-            if nid == old:
-                out[nid] = new
+        memo = {} if memo is None else memo
+        active: set[str] = set()  # on the stack: a replacement that reaches its own match is left as it is
+        stack: list[tuple[str, int, str | None]] = [(root, 0, None)]
+        while stack:
+            nid, phase, via = stack.pop()
+            if nid in memo:
                 continue
-            e = self.entry(nid)
-            src = [out[s] for s in e["src"]]
-            if src == e["src"]:
-                out[nid] = nid
-                continue
-            rebuilt = {**e, "src": src}
-            rid = content_id(rebuilt)
-            if rid not in self.entries:
-                self._derived.setdefault(rid, rebuilt)
-            out[nid] = rid
-        return out[root]
+            if phase == 0:
+                active.add(nid)
+                target = rewrites.get(nid)
+                if target is not None and target not in active:
+                    stack.append((nid, 1, target))
+                    stack.append((target, 0, None))
+                else:
+                    stack.append((nid, 2, None))
+                    stack.extend((s, 0, None) for s in self.entry(nid)["src"] if s not in memo and s not in active)
+            elif phase == 1:
+                memo[nid] = memo[via]  # type: ignore[index]
+                active.discard(nid)
+            elif phase == 2:
+                e = self.entry(nid)
+                src = [memo.get(s, s) for s in e["src"]]
+                rid = nid if src == e["src"] else self._rebuilt(e, src)
+                target = rewrites.get(rid) if rid != nid else None
+                if target is not None and target not in active:
+                    stack.append((nid, 1, target))
+                    stack.append((target, 0, None))
+                else:
+                    memo[nid] = rid
+                    active.discard(nid)
+        return memo[root]
+
+    def _rebuilt(self, e: Entry, src: list[str]) -> str:
+        rebuilt = {**e, "src": src}
+        rid = content_id(rebuilt)
+        if rid not in self.entries:
+            self._derived.setdefault(rid, rebuilt)
+        return rid

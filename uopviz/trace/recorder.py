@@ -7,14 +7,21 @@ its trace's log; ids, node entries and rule text are computed later, when the tr
 
 from __future__ import annotations
 
+import os
+import sys
+import sysconfig
 import time
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from uopviz.uop.ops import UOp
-from uopviz.uop.pattern import Rule
+from uopviz.uop.pattern import Rule, recording
+
+STACK_FRAMES = 12  # the innermost frames of the code that made a context that a trace keeps
+_CODE_CHARS = 200
 
 
 @dataclass(eq=False)
@@ -25,6 +32,34 @@ class Context:
     name: str
     kind: str
     opts: list[dict[str, Any]] = field(default_factory=list)  # a kernel's OptOps, as Opt.to_json() writes them
+    stack: list[dict[str, Any]] = field(default_factory=list)  # where it was made: frames(), outermost first
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where code that is not the user's lives: this package, the standard library and installed packages."""
+    paths = sysconfig.get_paths()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the uopviz package
+    dirs = {here, *(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)}
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+
+
+_LIBRARY = _library_dirs()
+
+
+def frames() -> list[dict[str, Any]]:
+    """The frames of the running code outside uopviz, the standard library and installed packages (the user's
+    script, notebook cell or program that asked for the work), outermost first, at most STACK_FRAMES of the
+    innermost: each {"file", "line", "function", "code"}, the file relative to the working directory when under
+    it."""
+    cwd = os.path.join(os.getcwd(), "")
+    out = []
+    for f in traceback.extract_stack(sys._getframe(1)):
+        path = os.path.realpath(f.filename) if not f.filename.startswith("<") else f.filename
+        if path.startswith(_LIBRARY) or f.filename.startswith("<frozen"):
+            continue
+        out.append({"file": path.removeprefix(cwd), "line": f.lineno or 0, "function": f.name,
+                    "code": (f.line or "")[:_CODE_CHARS]})
+    return out[-STACK_FRAMES:]
 
 
 @dataclass(slots=True)
@@ -50,9 +85,10 @@ _stage: str | None = None
 
 @contextmanager
 def context(name: str, kind: str = "kernel") -> Iterator[None]:
-    """File the passes run inside this block under a context of this name (default context: "main")."""
+    """File the passes run inside this block under a context of this name (default context: "main"); while a
+    trace records, the context keeps the frames of the code that opened it (`frames()`)."""
     global _context
-    prev, _context = _context, Context(name, kind)
+    prev, _context = _context, Context(name, kind, stack=frames() if recording() else [])
     try:
         yield
     finally:

@@ -14,6 +14,7 @@ from backend.answers import Answers, status_of
 from backend.models import BeamRequest, OptSpec
 
 Index = Annotated[int, Field(ge=0)]
+NodeId = Annotated[str, Field(pattern="^[0-9a-f]{16}$")] | None
 KernelHash = Annotated[str, Field(pattern="^[0-9a-f]+$", max_length=64)] | None
 Cursor = Annotated[int, Field(ge=1, le=2**63 - 1)] | None
 
@@ -24,6 +25,9 @@ _METHODS: dict[str, tuple[list[Any], Callable[..., Any]]] = {
     "trace": ([str], lambda a, tid: a.trace(tid)),
     "step": ([str, Index, Index, Index], lambda a, tid, ci, pi, k: a.step(tid, ci, pi, k)),
     "kernel": ([str, Index], lambda a, tid, ci: a.kernel(tid, ci)),
+    "python": ([str, Index, Index, Index, NodeId], lambda a, tid, ci, pi, k, node=None: a.python(tid, ci, pi, k, node)),
+    "timeKernel": ([str, Index], lambda a, tid, ci: a.time_kernel(tid, ci)),
+    "machineCode": ([str, Index], lambda a, tid, ci: a.machine_code(tid, ci)),
     "applyOpts": ([str, Index, list[OptSpec]], lambda a, tid, ci, opts: a.apply_opts(tid, ci, opts)),
     "searches": ([KernelHash, Cursor], lambda a, kernel_hash=None, before=None: a.searches(kernel_hash, 200, before)),
     "search": ([Annotated[int, Field(ge=1, le=2**63 - 1)]], lambda a, sid: a.search(sid)),
