@@ -125,12 +125,14 @@ def node_text(nid: str, node: Lookup) -> str:
 
 
 def linear_listing(instructions: list[str], node: Lookup) -> str:
-    """One numbered line per instruction of a Linear program; operands are `%n` (instruction n)."""
-    number = {nid: i for i, nid in enumerate(instructions)}
+    """One numbered line per instruction of a Linear program; operands are `%n`, the latest instruction n before
+    it that computed the operand (an instruction may appear twice, e.g. a register's load after a later store)."""
+    number: dict[str, int] = {}
     width = len(str(max(len(instructions) - 1, 0)))
     lines = []
     for i, nid in enumerate(instructions):
         e = node(nid)
         ops = " ".join(f"%{number[s]}" if s in number else node(s)["op"] for s in e["src"])
         lines.append(f"{i:>{width}}  {e['op']:<10} {_props(e):<14} {ops:<16} {arg_text(e['arg'])}".rstrip())
+        number[nid] = i
     return "\n".join(lines)
