@@ -33,8 +33,12 @@ def _size(r: UOp) -> int:
 
 
 def lane_axis(kernel: UOp) -> UOp | None:
-    """The range Expand turns into vectors: the innermost UPCAST of a lane width, else the innermost UNROLL one."""
-    ranges = [u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.type in EXPANDED]
+    """The range Expand turns into vectors: the innermost UPCAST of a lane width, else the innermost UNROLL one;
+    none in a kernel with a Wmma (codegen/tc.py), whose vectors are its fragments."""
+    nodes = kernel.toposort()
+    if any(u.op is Ops.WMMA for u in nodes):
+        return None
+    ranges = [u for u in nodes if u.op is Ops.RANGE and u.arg.type in EXPANDED]
     fits = [r for r in ranges if r.src[0].op is Ops.CONST and r.src[0].arg.value in LANE_WIDTHS]
     for t in (AxisType.UPCAST, AxisType.UNROLL):
         if of_type := [r for r in fits if r.arg.type is t]:

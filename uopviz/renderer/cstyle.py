@@ -99,7 +99,7 @@ class _Writer:
 
 
 # the names the renderer makes up itself: a variable named like one would be shadowed by it, or shadow it
-_GENERATED = re.compile(r"(data|ridx|alu|val|acc|temp|cast|pun|[glt]idx)[0-9]+")
+_GENERATED = re.compile(r"(data|ridx|alu|val|acc|temp|cast|pun|wmma|[glt]idx)[0-9]+")
 
 
 def _name(text: str, what: str) -> str:
@@ -260,13 +260,15 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     after every op, and stored as 16-bit patterns."""
     w = _Writer(d, _name(name, "kernel name"), emulated & d.emulation.keys())
     uses: dict[UOp, int] = {}
-    groups = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in linear.src)  # gidx numbers work-groups
+    lanes = [u for u in linear.src if u.op is Ops.SPECIAL and u.arg.startswith("lidx")]
+    groups = bool(lanes)  # gidx numbers work-groups
     for u in linear.src:
         for s in u.src:
             uses[s] = uses.get(s, 0) + 1
+    fragments = _fragments(linear)
     for u in linear.src:
         op, s = u.op, [w.expr.get(x, "") for x in u.src]
-        if op in (Ops.SINK, Ops.GROUP) or (op is Ops.BARRIER and d.barrier is None):
+        if op in (Ops.SINK, Ops.GROUP) or (op is Ops.BARRIER and d.barrier is None) or u in fragments:
             continue
         if u.dtype is dtypes.index and u.shape:
             continue  # lane addresses: a vector access writes them as its base pointer
@@ -310,6 +312,8 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
             _store(w, u, s)
         elif op is Ops.BITCAST:
             _bitcast(w, u, s[0])
+        elif op is Ops.WMMA:
+            _wmma(w, u)
         elif op is Ops.IF:
             w.line(f"if ({_strip(s[0])}) {{")
             w.depth += 1
@@ -328,8 +332,39 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     used = {slot for slot, _ in w.args}
     w.args += [(k, _buffer_decl(w, k, dt, linear)) for k, dt in enumerate(params or ()) if k not in used]
     args = [a for _, a in sorted(w.args)] + [f"int {v}" for v in w.vars]
-    head = f"{d.kernel_prefix} {w.name}({', '.join(args)}) {{"
+    head = d.kernel_head(w.name, args, math.prod(int(x.src[0].arg.value) for x in lanes) if lanes else None)
     return d.preamble(w.used) + "".join(w.helpers.values()) + "\n".join([head, *w.lines, "}"]) + "\n"
+
+
+def _fragments(linear: UOp) -> set[UOp]:
+    """The Stacks only Wmmas read: their lanes are the Wmma's operands, spelled by the dialect's wmma."""
+    users: dict[UOp, set[Ops]] = {}
+    for u in linear.src:
+        for x in u.src:
+            users.setdefault(x, set()).add(u.op)
+    return {x for x, ops in users.items() if x.op is Ops.STACK and ops == {Ops.WMMA}}
+
+
+def _wmma(w: _Writer, u: UOp) -> None:
+    """Wmma as the dialect writes it, from its operands' lanes (A's and B's as 16-bit patterns)."""
+    def lanes(x: UOp) -> list[str]:
+        if x.op is Ops.STACK:
+            return [w.expr[s] for s in x.src]
+        return [w.d.lane(w.expr[x], i) for i in range(int(x.shape[0]))]
+
+    def bits(x: UOp) -> list[str]:
+        dt = x.dtype
+        return [f"{dt.name}_bits({e})" if w.emulates(dt) else _pun(w, dt, dtypes.uint16, e) for e in lanes(x)]
+
+    tc, out = u.arg, w.fresh("wmma")
+    try:
+        lines = w.d.wmma(tc, out, bits(u.src[0]), bits(u.src[1]), lanes(u.src[2]))
+    except KeyError:
+        raise RenderError(f"the {w.d.name} dialect has no tensor core {tc.name} for {tc.dtype_in.name} in and "
+                          f"{tc.dtype_out.name} out") from None
+    for line in lines:
+        w.line(line)
+    w.expr[u] = out
 
 
 def _strip(e: str) -> str:

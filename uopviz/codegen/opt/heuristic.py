@@ -1,7 +1,7 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
 first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors; share
 a reduction with few outputs among a work-group; spread the outermost output axis over the CPU's cores), checked
-for legality like any opt."""
+for legality like any opt. On a target with tensor cores a matmul-like kernel gets TC first (`_tensor_cores`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group 
 
 def heuristic_opts(sched: Scheduler) -> list[Opt]:
     """Opts for sched's kernel on its target, in the order they apply."""
+    if (tc := _tensor_cores(sched)) is not None:
+        return list(tc.opts[len(sched.opts):])
     s = sched
     for choices in _wishes(s):
         for want in choices:  # the first legal one of each wish
@@ -50,6 +52,37 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         n = s.target.threads
         wishes.append(_split(out_axes[0], AxisType.THREAD, (4 * n, 2 * n, n), top=True))
     return wishes
+
+
+def _tensor_cores(s: Scheduler) -> Scheduler | None:
+    """Where the target has tensor cores and the kernel is a product they compute: TC on its innermost reduce axis
+    (padded to the tile where its sizes are not multiples of it), then more tiles per warp (UPCAST of the two
+    innermost output axes, N's and M's outer parts: each fragment loaded feeds several Wmmas) and more warps per
+    block (LOCAL). None where TC does not apply."""
+    if not s.target.tensor_cores:
+        return None
+    tc = None
+    for i in reversed([i for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]):
+        for pad in (0, 1):
+            try:
+                tc = s.apply_opt(Opt(OptOps.TC, i, (-1, pad, 0)))
+                break
+            except KernelOptError:
+                continue
+        if tc is not None:
+            break
+    if tc is None:
+        return None
+    for which, target, factors in ((-1, AxisType.UPCAST, (4, 2)), (-2, AxisType.UPCAST, (4, 2)),
+                                   (-1, AxisType.LOCAL, (2,)), (-2, AxisType.LOCAL, (2,))):
+        out_axes = [i for i, (t, n) in enumerate(tc.shape()) if t in OUTPUT and n and n > 1]
+        for want in _split(out_axes[which], target, factors) if len(out_axes) >= -which else ():
+            try:
+                tc = tc.apply_opt(want)
+                break
+            except KernelOptError:
+                continue
+    return tc
 
 
 def _split(axis: int, target: AxisType, factors: tuple[int, ...], top: bool = False) -> list[Opt]:
