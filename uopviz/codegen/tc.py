@@ -149,12 +149,13 @@ class Product:
 
 def product(red: UOp, dtype_in: DType, dtype_out: DType) -> Product | None:
     """red's value as Product: `Σ cast(x)·cast(y)` or `Σ cast(x·y)` (the Wmma computes the products exactly, as
-    the first form does), possibly masked by padding (`where(valid, ·, 0)`); None if it is neither."""
+    the first form does), possibly masked by padding (`where(valid, ·, 0)`, once per padded axis); None if it is
+    neither."""
     if red.op is not Ops.REDUCE or red.arg.op is not Ops.ADD or red.dtype != dtype_out:
         return None
     v, valid = red.src[0], None
-    if v.op is Ops.WHERE and v.src[2].op is Ops.CONST and v.src[2].arg.value == 0:
-        valid, v = v.src[0], v.src[1]
+    while v.op is Ops.WHERE and v.src[2].op is Ops.CONST and v.src[2].arg.value == 0:  # padding's masks
+        valid, v = v.src[0] if valid is None else valid & v.src[0], v.src[1]
     if v.op is Ops.MUL and all(s.op is Ops.CAST for s in v.src):
         x, y = v.src[0].src[0], v.src[1].src[0]
     elif v.op is Ops.CAST and v.src[0].op is Ops.MUL:
@@ -175,11 +176,12 @@ class Plan:
 
 
 def plan(ast: UOp, axes: list[UOp], k: int, tcs: tuple[TensorCore, ...], which: int, pad: bool,
-         choice: int) -> Plan:
-    """The TC for reduce axis k of kernel `ast` (its ranges `axes`, in axis order): config `which` of `tcs` (-1: the
-    first whose dtypes and tile fit), output axes M and N the `choice`-th pair (0: N the innermost output axis that
-    one operand alone reads, M the innermost the other alone reads). Sizes must be multiples of the tile unless
-    `pad`. TensorCoreError says why there is none."""
+         choice: int) -> list[Plan]:
+    """How the TC can apply to reduce axis k of kernel `ast` (its ranges `axes`, in axis order), best first: config
+    `which` of `tcs` (-1: each whose dtypes fit, in order), output axes M and N the `choice`-th pair (0: N the
+    innermost output axis that one operand alone reads, M the innermost the other alone reads). Without `pad` only
+    configs whose tile divides the sizes; with it every fitting config (the caller pads). TensorCoreError says why
+    there is none."""
     r = axes[k]
     if r.arg.type is not AxisType.REDUCE or r.src[0].op is not Ops.CONST:
         raise TensorCoreError(f"axis {k} is {r.arg.type.name}{'' if r.src[0].op is Ops.CONST else ' (symbolic)'}; "
@@ -201,14 +203,17 @@ def plan(ast: UOp, axes: list[UOp], k: int, tcs: tuple[TensorCore, ...], which: 
         raise TensorCoreError(f"choice {choice} of the output axes: the kernel has {len(pairs)} pairs "
                               f"(0..{len(pairs) - 1})")
     m, n = pairs[choice]
-    misfits = []
+    out, misfits = [], []
     for tc, _ in matched:
         bad = [f"{d} (axis {i}, size {_size(axes[i])}) is not a multiple of {t}"
                for d, i, t in (("M", m, tc.dims[0]), ("N", n, tc.dims[1]), ("K", k, tc.dims[2])) if _size(axes[i]) % t]
         if not bad or pad:
-            return Plan(tc, m, n, k)
-        misfits.append(f"{tc.name}: {', '.join(bad)}")
-    raise TensorCoreError("; ".join(misfits) + " (opt 1 pads them)")
+            out.append(Plan(tc, m, n, k))
+        else:
+            misfits.append(f"{tc.name}: {', '.join(bad)}")
+    if not out:
+        raise TensorCoreError("; ".join(misfits) + " (opt 1 pads them)")
+    return out
 
 
 def _size(r: UOp) -> int:

@@ -21,7 +21,7 @@ FACTORS: dict[AxisType, tuple[int, ...]] = {
 }
 WHOLE = 16  # UPCAST/UNROLL of a whole axis up to this size
 PADS = (4, 8, 16, 32)
-TC_MODES = (0, 1)  # the innermost pair of output axes as (M, N), and the next pair (e.g. the roles swapped)
+TC_MODES = (0, 1, 2, 3)  # which pairs of output axes TC makes M and N, innermost first (codegen/tc.py's plan)
 
 
 def actions(sched: Scheduler) -> list[Opt]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from uopviz.codegen.opt.actions import TC_MODES
 from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.uop.ops import AxisType
 
@@ -55,22 +56,20 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
 
 
 def _tensor_cores(s: Scheduler) -> Scheduler | None:
-    """Where the target has tensor cores and the kernel is a product they compute: TC on its innermost reduce axis
-    (padded to the tile where its sizes are not multiples of it), then more tiles per warp (UPCAST of the two
-    innermost output axes, N's and M's outer parts: each fragment loaded feeds several Wmmas) and more warps per
-    block (LOCAL). None where TC does not apply."""
+    """Where the target has tensor cores and the kernel is a product they compute: TC on the innermost reduce axis
+    and pair of output axes whose sizes are multiples of the tile (else the first that padding to it allows), then
+    more tiles per warp (UPCAST of the two innermost output axes: each fragment loaded feeds several Wmmas) and
+    more warps per block (LOCAL). None where TC does not apply."""
     if not s.target.tensor_cores:
         return None
+    reduces = [i for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
     tc = None
-    for i in reversed([i for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]):
-        for pad in (0, 1):
-            try:
-                tc = s.apply_opt(Opt(OptOps.TC, i, (-1, pad, 0)))
-                break
-            except KernelOptError:
-                continue
-        if tc is not None:
+    for want in (Opt(OptOps.TC, i, (-1, pad, mode)) for pad in (0, 1) for i in reversed(reduces) for mode in TC_MODES):
+        try:
+            tc = s.apply_opt(want)
             break
+        except KernelOptError:
+            continue
     if tc is None:
         return None
     for which, target, factors in ((-1, AxisType.UPCAST, (4, 2)), (-2, AxisType.UPCAST, (4, 2)),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from uopviz.codegen.group_reduce import LANES, local_memory
-from uopviz.codegen.tc import TensorCoreError, fields, plan, tc_axes
+from uopviz.codegen.tc import Plan, TensorCoreError, fields, plan, tc_axes
 from uopviz.schedule.rangeify import identity
 from uopviz.target import Target
 from uopviz.uop.ops import AxisType, Ops, TensorCore, UOp
@@ -305,20 +305,28 @@ class Scheduler:
             raise KernelOptError(f"{what}: opt is 0 or 1 (pad to the tile) and mode a pair of output axes (0, 1, "
                                  f"...), got opt {pad} and mode {mode}")
         try:
-            p = plan(self.ast, axes, opt.axis, t.tensor_cores, which, bool(pad), mode)  # type: ignore[arg-type]
+            plans = plan(self.ast, axes, opt.axis, t.tensor_cores, which, bool(pad), mode)  # type: ignore[arg-type]
         except TensorCoreError as e:
             raise KernelOptError(f"{what}: {e}") from None
-        tiles = {p.m: p.tc.dims[0], p.n: p.tc.dims[1], p.k: p.tc.dims[2]}
-        warp = 1 << len(p.tc.c[0])
+        warp = 1 << len(plans[0].tc.c[0])
         if not t.local_dims or warp > t.max_local:
             raise KernelOptError(f"{what}: a warp of {warp} lanes does not fit {t.device}'s work-groups")
+        errors = []
+        for p in plans:  # the first config whose padding (if any) is legal
+            try:
+                return self._tc_split(opt, p)
+            except KernelOptError as e:
+                errors.append(f"{p.tc.name}: {e}")
+        raise KernelOptError(f"{what}: {'; '.join(errors)}")
+
+    def _tc_split(self, opt: Opt, p: Plan) -> Scheduler:
+        """The TC's axes for plan p, the M, N and K axes padded to the tile first where they need it."""
+        what, axes = f"tc on axis {opt.axis}", self.axes
+        tiles = {p.m: p.tc.dims[0], p.n: p.tc.dims[1], p.k: p.tc.dims[2]}
         s = self
         for i, tile in tiles.items():
             if _size(axes[i]) % tile:  # type: ignore[operator]
-                try:
-                    s = replace(s, ast=s._padto(s.axes, i, tile))
-                except KernelOptError as e:
-                    raise KernelOptError(f"{what}: {e}") from None
+                s = replace(s, ast=s._padto(s.axes, i, tile))
         axes = s.axes
         descs: list[tuple[AxisType, UOp | int]] = []
         for i, x in enumerate(axes):
