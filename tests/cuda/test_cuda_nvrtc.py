@@ -12,9 +12,10 @@ from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.codegen.tc import MMA_SYNC
 from uopviz.dtype import DType, dtypes
-from uopviz.pipeline import lower, scheduler
+from uopviz.pipeline import kernels_of, lower, schedule, scheduler
 from uopviz.runtime.cuda import nvrtc_compile
 from uopviz.runtime.device import CompileError
+from uopviz.tensor import Tensor
 from uopviz.uop.ops import AxisType, TensorCore
 
 pytestmark = needs_nvrtc
@@ -51,3 +52,25 @@ def test_tc_gemm_ptx_holds_mma(tc: TensorCore) -> None:
 def test_a_compile_error_keeps_nvrtcs_log() -> None:
     with pytest.raises(CompileError, match=r"(?s)failed to compile kernel broken.*identifier \"y\" is undefined"):
         nvrtc_compile('extern "C" __global__ void broken(float* x) { x[0] = y; }', "broken", "sm_80")
+
+
+@pytest.mark.parametrize("name", ["rand", "half", "bfloat16", "float64_int64", "bool_where", "bitcast", "argmax",
+                                  "cumsum"])
+def test_dtypes_and_ops_beyond_the_zoo_compile(name: str) -> None:
+    """Threefry and bit casts, emulated half and bfloat16 arithmetic, doubles and 64-bit integers, masks and
+    selects, argmax and cumsum: CUDA source NVRTC takes, unoptimized and with the heuristic's opts."""
+    x = Tensor.empty(64, 33, device="PYTHON")
+    program = {
+        "rand": lambda: Tensor.rand(64, 33, device="PYTHON") + x,
+        "half": lambda: ((x.half() * 3 + 1).sqrt().exp() / x.half()).maximum(x.half()).float(),
+        "bfloat16": lambda: (x.cast(dtypes.bfloat16) * 2 - 1).exp2().cast(dtypes.float32).log2(),
+        "float64_int64": lambda: ((x.cast(dtypes.float64).sin() * 7).cast(dtypes.int64) // 3 % 5).float(),
+        "bool_where": lambda: ((x > 0.5) & (x < 0.9)).where(x, -x).max(-1),
+        "bitcast": lambda: x.bitcast(dtypes.int32) >> 3,
+        "argmax": lambda: x.argmax(-1),
+        "cumsum": lambda: x.cumsum(-1),
+    }[name]()
+    for ast, _ in kernels_of(schedule([program.uop])):
+        for opts in ([], heuristic_opts(scheduler(ast, SM80))):
+            k = lower(ast, SM80, opts)
+            nvrtc_compile(k.source, k.name, "sm_80")  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ class _Writer:
         self.used: set[DType] = set()
         self.counts: dict[str, int] = {}
         self.helpers: dict[str, str] = {}
+        self.patterns: dict[UOp, str] = {}  # emulated values loaded only for a Wmma: kept as their 16 bits
 
     def emulates(self, dt: DType) -> bool:
         """Whether dt lives as float in registers and as its 16-bit pattern in memory (noting the helpers used)."""
@@ -265,7 +266,7 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     for u in linear.src:
         for s in u.src:
             uses[s] = uses.get(s, 0) + 1
-    fragments = _fragments(linear)
+    fragments, patterns = _fragments(linear)
     for u in linear.src:
         op, s = u.op, [w.expr.get(x, "") for x in u.src]
         if op in (Ops.SINK, Ops.GROUP) or (op is Ops.BARRIER and d.barrier is None) or u in fragments:
@@ -306,6 +307,9 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
             w.expr[u] = f"({e}!=0)" if u.dtype.is_bool else e
         elif op is Ops.INDEX:
             w.expr[u] = f"{s[0]}[{_strip(s[1])}]"
+        elif op is Ops.LOAD and u in patterns and u.dtype.name in w.emulated:
+            w.patterns[u] = w.fresh("val")
+            w.line(f"{w.mem_type(u.dtype)} {w.patterns[u]} = {s[0]};")
         elif op is Ops.LOAD:
             _load(w, u, s)
         elif op is Ops.STORE:
@@ -336,13 +340,15 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     return d.preamble(w.used) + "".join(w.helpers.values()) + "\n".join([head, *w.lines, "}"]) + "\n"
 
 
-def _fragments(linear: UOp) -> set[UOp]:
-    """The Stacks only Wmmas read: their lanes are the Wmma's operands, spelled by the dialect's wmma."""
-    users: dict[UOp, set[Ops]] = {}
+def _fragments(linear: UOp) -> tuple[set[UOp], set[UOp]]:
+    """The Stacks only Wmmas read (their lanes are the Wmma's operands, spelled by the dialect's wmma), and the
+    ungated Loads only those Stacks read (the Wmma wants their bits: an emulated one is not converted to float)."""
+    users: dict[UOp, set[UOp]] = {}
     for u in linear.src:
         for x in u.src:
-            users.setdefault(x, set()).add(u.op)
-    return {x for x, ops in users.items() if x.op is Ops.STACK and ops == {Ops.WMMA}}
+            users.setdefault(x, set()).add(u)
+    stacks = {x for x, us in users.items() if x.op is Ops.STACK and all(y.op is Ops.WMMA for y in us)}
+    return stacks, {x for x, us in users.items() if x.op is Ops.LOAD and len(x.src) == 1 and us <= stacks}
 
 
 def _wmma(w: _Writer, u: UOp) -> None:
@@ -353,8 +359,11 @@ def _wmma(w: _Writer, u: UOp) -> None:
         return [w.d.lane(w.expr[x], i) for i in range(int(x.shape[0]))]
 
     def bits(x: UOp) -> list[str]:
-        dt = x.dtype
-        return [f"{dt.name}_bits({e})" if w.emulates(dt) else _pun(w, dt, dtypes.uint16, e) for e in lanes(x)]
+        def of(e: str) -> str:
+            return f"{x.dtype.name}_bits({e})" if w.emulates(x.dtype) else _pun(w, x.dtype, dtypes.uint16, e)
+        if x.op is Ops.STACK:
+            return [w.patterns[s] if s in w.patterns else of(w.expr[s]) for s in x.src]
+        return [of(e) for e in lanes(x)]
 
     tc, out = u.arg, w.fresh("wmma")
     try:

@@ -159,7 +159,8 @@ class Scheduler:
     def apply_opt(self, opt: Opt) -> Scheduler:
         opt.check_types()
         if opt.op is OptOps.NOLOCALS:
-            used = [i for i, (t, _) in enumerate(self.shape()) if t in (AxisType.LOCAL, AxisType.GROUP_REDUCE)]
+            used = [i for i, (t, _) in enumerate(self.shape()) if t in (AxisType.LOCAL, AxisType.GROUP_REDUCE,
+                                                                        AxisType.WARP)]
             if used:
                 raise KernelOptError(f"nolocals: axis {used[0]} is already {self.shape()[used[0]][0].name}")
             if self.nolocals:
