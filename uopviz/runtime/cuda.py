@@ -130,7 +130,7 @@ class CUDARuntime(Runtime):
         self._driver, self.context = driver, None
         try:
             self._check(driver.cuInit(0), "cuInit")
-        except (CUDAError, RuntimeError, OSError) as e:  # no libcuda (no driver), or a driver without a GPU
+        except (RuntimeError, OSError) as e:  # CUDAError (a driver without a GPU), or no libcuda at all (no driver)
             raise DeviceUnavailableError(f"the NVIDIA driver did not start ({e}); {INSTALL_HINT}") from None
         count = int(self.call("cuDeviceGetCount"))
         index = int(os.environ.get("UOPVIZ_CUDA_DEVICE", "0") or 0)
