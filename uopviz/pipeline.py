@@ -23,6 +23,7 @@ from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import Opt, Scheduler
 from uopviz.codegen.regplan import plan_registers
+from uopviz.codegen.tc import tensor_cores, wmma_accumulate
 from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
 from uopviz.runtime.buffer import new_buffer
@@ -141,9 +142,12 @@ KERNEL: tuple[Pass, ...] = (
     Transform("global axes", "Optimize", lambda u, c: global_axes(u, c.target), origin=global_axes),
     Optimize(),
     Rules("group reduce", "Optimize", group_reduce, ctx=lambda u, c: GroupContext(u, c.target.device)),
+    Transform("tensor cores", "Expand", lambda u, c: tensor_cores(u, c.sched.tc if c.sched else None),
+              origin=tensor_cores),
     Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axes(u)),
     Rules("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, c: Accumulators(c.target.device)),
     Transform("merge loops", "Instruction Selection", lambda u, c: merge_loops(u), origin=merge_loops),
+    Rules("wmma accumulate", "Instruction Selection", wmma_accumulate),
     Rules("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Rules("simplify", "Instruction Selection", symbolic),
     Transform("devectorize", "Instruction Selection", lambda u, c: devectorize(u, c.target), origin=devectorize),

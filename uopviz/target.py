@@ -12,7 +12,7 @@ from typing import Any
 
 from uopviz.dtype import DType
 from uopviz.renderer.dialect import Dialect
-from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.ops import Ops, TensorCore, UOp
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Target:
     emulated: float dtypes without arithmetic on the device (bfloat16 everywhere, half on OpenCL without
     cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
     vectors: the lane counts Instruction Selection may keep as vector values (see codegen/devectorize.py).
+    tensor_cores: the warp-level matrix multiply-accumulates the device has, for the TC opt (codegen/tc.py).
     """
 
     device: str
@@ -39,6 +40,7 @@ class Target:
     threads: int = 0  # CPU threads a THREAD axis may use (0: none)
     emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
     vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
+    tensor_cores: tuple[TensorCore, ...] = ()
 
     @property
     def vector_functions(self) -> frozenset[Ops]:

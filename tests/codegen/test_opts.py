@@ -99,7 +99,8 @@ def test_split_top_and_swap_and_padto(gemm_cpu: Case) -> None:
     (Opt(OptOps.PADTO, 1, 32), "would more than double the work"),
     (Opt(OptOps.SWAP, 0, 2), r"swap of axis 0 \(LOOP\) with axis 2 \(REDUCE\): only axes of one AxisType"),
     (Opt(OptOps.SWAP, 1, 1), "the other axis must be another"),
-    (Opt(OptOps.TC, 2, None), "no tensor cores"),
+    (Opt(OptOps.TC, 2, (-1, 0, 0)), "the CPU target has no tensor cores"),
+    (Opt(OptOps.TC, 2, None), r"TC's arg is \(tc, opt, mode\), three integers"),
     (Opt(OptOps.SPLIT, "a", (3, U, False)), "needs an integer axis"),
 ])
 def test_illegal_opts_say_why(gemm_cpu: Case, opt: Opt, message: str) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from uopviz.codegen.tc import MMA_SYNC
 from uopviz.dtype import DType, dtypes
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import CompileError
@@ -242,6 +243,6 @@ def test_malformed_programs_are_compile_errors() -> None:
     for instrs, what in (((out.src[0], st.src[0], st), "Index uses Param"), ((st,), "Store uses Index")):
         with pytest.raises(CompileError, match=f"{what}.*no value before it"):
             RT.compile(Kernel("late", UOp(Ops.LINEAR, instrs), None, (f32,)))
-    wmma = linear(UOp(Ops.WMMA, (UOp.const(f32, 1.0),) * 3))
-    with pytest.raises(CompileError, match="cannot run Wmma"):
+    wmma = linear(UOp(Ops.WMMA, (UOp.const(f32, 1.0),) * 3, MMA_SYNC[0]))
+    with pytest.raises(CompileError, match="Wmma m16n8k16 needs work-groups"):
         RT.compile(Kernel("wmma", wmma, None, ()))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from uopviz.codegen.tc import MMA_SYNC
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import (
     AddrSpace,
@@ -141,8 +142,7 @@ VALID: dict[Ops, Callable[[], UOp]] = {
     Ops.SPECIAL: lambda: UOp.special(16, "gidx0"),
     Ops.IF: lambda: UOp(Ops.IF, (UOp.special(16, "gidx0") < 12,)),
     Ops.ENDIF: lambda: UOp(Ops.ENDIF, (UOp(Ops.IF, (bc(),)),)),
-    Ops.WMMA: lambda: UOp(Ops.WMMA, (UOp.buffer(16, f16), UOp.buffer(16, f16), UOp.buffer(8, f32)),
-                          ("WMMA_8_16_16_half_float", (8, 16, 16))),
+    Ops.WMMA: lambda: UOp(Ops.WMMA, (UOp.buffer(8, f16), UOp.buffer(4, f16), UOp.buffer(4, f32)), MMA_SYNC[0]),
     Ops.CUSTOM: lambda: UOp(Ops.CUSTOM, (fc(),), ("sinf({0})", f32)),
     Ops.ATOMIC_ADD: lambda: UOp(Ops.ATOMIC_ADD, (F().index(UOp.special(12, "gidx0")), fc())),
     Ops.CUSTOM_FUNCTION: lambda: UOp(Ops.CUSTOM_FUNCTION, (), "hw_decode"),

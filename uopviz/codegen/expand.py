@@ -36,8 +36,12 @@ def _size(r: UOp) -> int:
 
 
 def lane_axes(kernel: UOp) -> frozenset[UOp]:
-    """The ranges Expand turns into vectors (see the module's doc)."""
-    ranges = [u for u in kernel.toposort() if u.op is Ops.RANGE and u.arg.type in EXPANDED]
+    """The ranges Expand turns into vectors (see the module's doc); none in a kernel with a Wmma (codegen/tc.py),
+    whose vectors are its fragments."""
+    nodes = kernel.toposort()
+    if any(u.op is Ops.WMMA for u in nodes):
+        return frozenset()
+    ranges = [u for u in nodes if u.op is Ops.RANGE and u.arg.type in EXPANDED]
     fits = sorted((r for r in ranges if r.src[0].op is Ops.CONST and r.src[0].arg.value in LANE_WIDTHS),
                   key=lambda r: (r.arg.type is not AxisType.UPCAST, -r.arg.idx))
     if len(fits) < 2:

@@ -3,11 +3,15 @@
 Before opts, the innermost output axes (up to the target's number of global dimensions) become the global
 work grid, gidx0 the innermost so neighbouring work-items touch neighbouring memory; outer ones stay loops.
 LOCAL and GROUP_REDUCE axes (made by opts) become the work-group's lidx ids; a kernel with them launches
-work-groups, and its gidx ids then number the groups. A THREAD axis (CPU) becomes tidx0, an argument of the
-kernel function, which the runtime calls once per index, concurrently.
+work-groups, and its gidx ids then number the groups. The WARP axes of a tensor core (codegen/tc.py) are one
+dimension, lidx0, the lane id: the innermost WARP axis its lowest digits, so 32 consecutive work-items are one
+warp; LOCAL axes then start at lidx1. A THREAD axis (CPU) becomes tidx0, an argument of the kernel function,
+which the runtime calls once per index, concurrently.
 """
 
 from __future__ import annotations
+
+import math
 
 from uopviz.target import Target
 from uopviz.uop.ops import AxisType, Ops, UOp
@@ -30,16 +34,31 @@ def global_axes(k: UOp, target: Target) -> UOp:
 
 _drop_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.SPECIAL))), lambda body: body)],
                             name="close hardware ids")
+_drop_warp_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.RANGE, name="r"))),
+                                   lambda body, r: body if r.arg.type is AxisType.WARP else None)],
+                                 name="close warp lanes")
 
 
 def specials(k: UOp) -> UOp:
     """GLOBAL ranges as Special gidx0.., LOCAL and GROUP_REDUCE ones (the work-items of a group) as lidx0..
-    (innermost first); their Ends go, as the grid runs every index."""
+    (innermost first), WARP ones as digits of lidx0 (then LOCAL starts at lidx1); their Ends go, as the grid runs
+    every index."""
     ids: dict[UOp, UOp] = {}
+    warps = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is AxisType.WARP),
+                   key=lambda r: -r.arg.idx)
+    if warps:
+        k = graph_rewrite(k, _drop_warp_ends)
+        lane, stride = UOp.special(math.prod(int(r.src[0].arg.value) for r in warps), "lidx0"), 1
+        for r in warps:
+            n = int(r.src[0].arg.value)
+            digit = lane // stride if stride > 1 else lane
+            ids[r] = digit % n if stride * n < lane.src[0].arg.value else digit
+            stride *= n
     for ts, prefix in (((AxisType.GLOBAL,), "gidx"), ((AxisType.LOCAL, AxisType.GROUP_REDUCE), "lidx"),
                        ((AxisType.THREAD,), "tidx")):
         rs = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type in ts), key=lambda r: -r.arg.idx)
-        ids.update({r: UOp.special(r.src[0], f"{prefix}{i}") for i, r in enumerate(rs)})
+        first = 1 if warps and prefix == "lidx" else 0
+        ids.update({r: UOp.special(r.src[0], f"{prefix}{i + first}") for i, r in enumerate(rs)})
     return graph_rewrite(k.substitute(ids), _drop_ends)
 
 
@@ -49,7 +68,7 @@ to_specials = PatternMatcher([(UPat(Ops.SINK, name="k"), lambda k: specials(k) i
 
 def _has_ids(k: UOp) -> bool:
     return any(u.op is Ops.RANGE and u.arg.type in (AxisType.GLOBAL, AxisType.LOCAL, AxisType.GROUP_REDUCE,
-                                                    AxisType.THREAD)
+                                                    AxisType.WARP, AxisType.THREAD)
                for u in k.toposort())
 
 

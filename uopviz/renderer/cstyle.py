@@ -39,6 +39,7 @@ class _Writer:
         self.used: set[DType] = set()
         self.counts: dict[str, int] = {}
         self.helpers: dict[str, str] = {}
+        self.patterns: dict[UOp, str] = {}  # emulated values loaded only for a Wmma: kept as their 16 bits
 
     def emulates(self, dt: DType) -> bool:
         """Whether dt lives as float in registers and as its 16-bit pattern in memory (noting the helpers used)."""
@@ -99,7 +100,7 @@ class _Writer:
 
 
 # the names the renderer makes up itself: a variable named like one would be shadowed by it, or shadow it
-_GENERATED = re.compile(r"(data|ridx|alu|val|acc|temp|cast|pun|[glt]idx)[0-9]+")
+_GENERATED = re.compile(r"(data|ridx|alu|val|acc|temp|cast|pun|wmma|[glt]idx)[0-9]+")
 
 
 def _name(text: str, what: str) -> str:
@@ -260,13 +261,15 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     after every op, and stored as 16-bit patterns."""
     w = _Writer(d, _name(name, "kernel name"), emulated & d.emulation.keys())
     uses: dict[UOp, int] = {}
-    groups = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in linear.src)  # gidx numbers work-groups
+    lanes = [u for u in linear.src if u.op is Ops.SPECIAL and u.arg.startswith("lidx")]
+    groups = bool(lanes)  # gidx numbers work-groups
     for u in linear.src:
         for s in u.src:
             uses[s] = uses.get(s, 0) + 1
+    fragments, patterns = _fragments(linear)
     for u in linear.src:
         op, s = u.op, [w.expr.get(x, "") for x in u.src]
-        if op in (Ops.SINK, Ops.GROUP) or (op is Ops.BARRIER and d.barrier is None):
+        if op in (Ops.SINK, Ops.GROUP) or (op is Ops.BARRIER and d.barrier is None) or u in fragments:
             continue
         if u.dtype is dtypes.index and u.shape:
             continue  # lane addresses: a vector access writes them as its base pointer
@@ -304,12 +307,17 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
             w.expr[u] = f"({e}!=0)" if u.dtype.is_bool else e
         elif op is Ops.INDEX:
             w.expr[u] = f"{s[0]}[{_strip(s[1])}]"
+        elif op is Ops.LOAD and u in patterns and u.dtype.name in w.emulated:
+            w.patterns[u] = w.fresh("val")
+            w.line(f"{w.mem_type(u.dtype)} {w.patterns[u]} = {s[0]};")
         elif op is Ops.LOAD:
             _load(w, u, s)
         elif op is Ops.STORE:
             _store(w, u, s)
         elif op is Ops.BITCAST:
             _bitcast(w, u, s[0])
+        elif op is Ops.WMMA:
+            _wmma(w, u)
         elif op is Ops.IF:
             w.line(f"if ({_strip(s[0])}) {{")
             w.depth += 1
@@ -328,8 +336,44 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     used = {slot for slot, _ in w.args}
     w.args += [(k, _buffer_decl(w, k, dt, linear)) for k, dt in enumerate(params or ()) if k not in used]
     args = [a for _, a in sorted(w.args)] + [f"int {v}" for v in w.vars]
-    head = f"{d.kernel_prefix} {w.name}({', '.join(args)}) {{"
+    head = d.kernel_head(w.name, args, math.prod(int(x.src[0].arg.value) for x in lanes) if lanes else None)
     return d.preamble(w.used) + "".join(w.helpers.values()) + "\n".join([head, *w.lines, "}"]) + "\n"
+
+
+def _fragments(linear: UOp) -> tuple[set[UOp], set[UOp]]:
+    """The Stacks only Wmmas read (their lanes are the Wmma's operands, spelled by the dialect's wmma), and the
+    ungated Loads only those Stacks read (the Wmma wants their bits: an emulated one is not converted to float)."""
+    users: dict[UOp, set[UOp]] = {}
+    for u in linear.src:
+        for x in u.src:
+            users.setdefault(x, set()).add(u)
+    stacks = {x for x, us in users.items() if x.op is Ops.STACK and all(y.op is Ops.WMMA for y in us)}
+    return stacks, {x for x, us in users.items() if x.op is Ops.LOAD and len(x.src) == 1 and us <= stacks}
+
+
+def _wmma(w: _Writer, u: UOp) -> None:
+    """Wmma as the dialect writes it, from its operands' lanes (A's and B's as 16-bit patterns)."""
+    def lanes(x: UOp) -> list[str]:
+        if x.op is Ops.STACK:
+            return [w.expr[s] for s in x.src]
+        return [w.d.lane(w.expr[x], i) for i in range(int(x.shape[0]))]
+
+    def bits(x: UOp) -> list[str]:
+        def of(e: str) -> str:
+            return f"{x.dtype.name}_bits({e})" if w.emulates(x.dtype) else _pun(w, x.dtype, dtypes.uint16, e)
+        if x.op is Ops.STACK:
+            return [w.patterns[s] if s in w.patterns else of(w.expr[s]) for s in x.src]
+        return [of(e) for e in lanes(x)]
+
+    tc, out = u.arg, w.fresh("wmma")
+    try:
+        lines = w.d.wmma(tc, out, bits(u.src[0]), bits(u.src[1]), lanes(u.src[2]))
+    except KeyError:
+        raise RenderError(f"the {w.d.name} dialect has no tensor core {tc.name} for {tc.dtype_in.name} in and "
+                          f"{tc.dtype_out.name} out") from None
+    for line in lines:
+        w.line(line)
+    w.expr[u] = out
 
 
 def _strip(e: str) -> str:

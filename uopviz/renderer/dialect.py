@@ -2,9 +2,9 @@
 
 A dialect is a description with behaviour: its types, its math functions (scalar and vector), how it writes a
 barrier, a hardware id, a local buffer, a vector type, literal, lane, load and store, a select and a conversion,
-and where its programs compile. The renderer (cstyle.py) asks these and never compares a dialect's name, and
-codegen reads the capabilities (`vector_functions`) through the Target, so a new C-style backend is one new
-Dialect subclass here and one runtime.
+the kernel's opening line, a Wmma (tensor cores), and where its programs compile. The renderer (cstyle.py) asks
+these and never compares a dialect's name, and codegen reads the capabilities (`vector_functions`) through the
+Target, so a new C-style backend is one new Dialect subclass here and one runtime.
 
 This module imports nothing above the IR, so the Target (uopviz/target.py) can hold a dialect.
 """
@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from uopviz.dtype import DType, dtypes
-from uopviz.uop.ops import Ops
+from uopviz.uop.ops import Ops, TensorCore
 
 C_TYPES = {"bool": "_Bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
            "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "long long",
@@ -68,6 +68,15 @@ class Dialect(ABC):
     def preamble(self, used: set[DType]) -> str:
         """What the source starts with, for the dtypes it uses."""
         return ""
+
+    def kernel_head(self, name: str, args: list[str], threads: int | None) -> str:
+        """The kernel's opening line (threads: work-items per work-group where the kernel names them)."""
+        return f"{self.kernel_prefix} {name}({', '.join(args)}) {{"
+
+    def wmma(self, tc: TensorCore, out: str, a: list[str], b: list[str], c: list[str]) -> list[str]:
+        """The statements computing Wmma `tc` into a new array `out` of C's lanes, from the 16-bit patterns of the
+        lane's A and B fragment elements and the lanes of C; KeyError where the dialect has no such instruction."""
+        raise KeyError(tc.name)
 
     @abstractmethod
     def hardware_id(self, name: str, groups: bool) -> str | None:
@@ -222,5 +231,99 @@ class OpenCLDialect(Dialect):
         return f"as_{to}({e})"
 
 
+_HALF_CUDA = """__device__ __forceinline__ unsigned short float16_bits(float x) {
+  unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x)); return b;
+}
+__device__ __forceinline__ float float16_value(unsigned short b) {
+  float x; asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(b)); return x;
+}
+"""
+_BF16_CUDA = """__device__ __forceinline__ unsigned short bfloat16_bits(float x) {
+  unsigned int u = __float_as_uint(x);
+  return x != x ? (unsigned short)((u >> 16) | 64u) : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float bfloat16_value(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }
+"""
+_PTX_TYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+class CUDADialect(Dialect):
+    """CUDA C++ as NVRTC compiles it without the toolkit's headers: half and bfloat16 are carried as float and
+    stored as their bits (converted by PTX's cvt and by bit arithmetic), there are no vector types (the CUDA target
+    leaves scalar code; the Wmma's fragments are its only vectors, spelled lane by lane), and Wmma is PTX's
+    mma.sync inline."""
+
+    name = "cuda"
+    kernel_prefix = 'extern "C" __global__ void'
+    restrict = " __restrict__"
+    types: ClassVar[dict[str, str]] = {k: v for k, v in {**C_TYPES, "bool": "bool"}.items() if k != "float16"}
+    functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
+                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}
+    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CUDA, "float16": _HALF_CUDA}
+    local_prefix = "__shared__ "
+    barrier = "__syncthreads();"
+    default_block = 256  # threads per block the runtime launches a kernel without work-groups with, at most
+
+    def preamble(self, used: set[DType]) -> str:
+        return "#define INFINITY (__int_as_float(0x7f800000))\n#define NAN (__int_as_float(0x7fffffff))\n"
+
+    def kernel_head(self, name: str, args: list[str], threads: int | None) -> str:
+        return f"{self.kernel_prefix} __launch_bounds__({threads or self.default_block}) {name}({', '.join(args)}) {{"
+
+    def hardware_id(self, name: str, groups: bool) -> str | None:
+        kind, dim = name[:4], int(name[4:])
+        if kind not in ("gidx", "lidx") or dim > 2:
+            raise KeyError(name)
+        xyz = "xyz"[dim]
+        if kind == "lidx":
+            return f"threadIdx.{xyz}"
+        return f"blockIdx.{xyz}" if groups else f"(blockIdx.{xyz}*blockDim.{xyz}+threadIdx.{xyz})"
+
+    def wmma(self, tc: TensorCore, out: str, a: list[str], b: list[str], c: list[str]) -> list[str]:
+        ti, to = _PTX_TYPES[tc.dtype_in.name], _PTX_TYPES[tc.dtype_out.name]
+        regs = [f"(unsigned)({lo})|((unsigned)({hi})<<16)" for x in (a, b) for lo, hi in zip(x[::2], x[1::2])]
+        n, na = len(c), len(a) // 2
+
+        def group(start: int, count: int) -> str:
+            return "{" + ",".join(f"%{i}" for i in range(start, start + count)) + "}"
+
+        ins = (f"mma.sync.aligned.{tc.name}.row.col.{to}.{ti}.{ti}.{to} {group(0, n)}, {group(n, na)}, "
+               f"{group(n + na, len(regs) - na)}, {group(0, n)};")
+        outs = ", ".join(f'"+f"({out}[{i}])' for i in range(n))
+        ins_ops = ", ".join(f'"r"({r})' for r in regs)
+        return [f"{self.types[tc.dtype_out.name]} {out}[{n}] = {{{', '.join(c)}}};",
+                f'asm("{ins}" : {outs} : {ins_ops});']
+
+    def lane(self, e: str, i: int) -> str:
+        return f"{e}[{i}]"
+
+    def vector_literal(self, vtype: str, lanes: list[str]) -> str:
+        raise _no_vectors()
+
+    def splat(self, vtype: str, e: str, n: int) -> str:
+        raise _no_vectors()
+
+    def vector_load(self, vtype: str, n: int, addr: str) -> str:
+        raise _no_vectors()
+
+    def vector_store(self, vtype: str, n: int, addr: str, value: str) -> str:
+        raise _no_vectors()
+
+    def select(self, vtype: str, mask_type: str, x: str, y: str, mask: str) -> str:
+        raise _no_vectors()
+
+    def convert(self, e: str, vtype: str) -> str:
+        raise _no_vectors()
+
+    def vector_bitcast(self, e: str, vtype: str) -> str:
+        raise _no_vectors()
+
+
+def _no_vectors() -> ValueError:
+    return ValueError("CUDA C has no vector types here: a CUDA target's Instruction Selection leaves scalar code "
+                      "(its Target.vectors is empty)")
+
+
 C = CDialect()
 OPENCL = OpenCLDialect()
+CUDA = CUDADialect()

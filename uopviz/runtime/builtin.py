@@ -15,6 +15,11 @@ def _cl() -> Runtime:
     return CLRuntime()
 
 
+def _cuda() -> Runtime:
+    from uopviz.runtime.cuda import CUDARuntime
+    return CUDARuntime()
+
+
 def _python() -> Runtime:
     from uopviz.runtime.python import PythonRuntime
     return PythonRuntime()
@@ -23,3 +28,4 @@ def _python() -> Runtime:
 register("CPU", _cpu)
 register("CL", _cl)
 register("PYTHON", _python)
+register("CUDA", _cuda)

@@ -134,4 +134,4 @@ def available(names: Sequence[str] | None = None) -> list[str]:
 def _load_builtin() -> None:
     if _FACTORIES:
         return
-    from uopviz.runtime import builtin  # noqa: F401  (registers CPU, CL, PYTHON)
+    from uopviz.runtime import builtin  # noqa: F401  (registers CPU, CL, PYTHON, CUDA)

@@ -5,6 +5,10 @@ closures over one value list (a slot per instruction), with loop and branch targ
 hot loop only calls closures. Scalar semantics come from `uopviz.uop.alu`, the definition constant folding uses,
 so the two cannot disagree. Unlike a compiled backend it checks every memory access and reports integer division
 by zero, naming the kernel and the instruction: catching a wrong index is what a reference is for.
+
+A Wmma (tensor cores) is a warp's collective: each work-item hands in its fragments and pauses, as at a barrier;
+the warp's last one computes D = A·B + C from all of them by the config's layout (codegen/tc.py) and hands each
+its lanes of D.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from uopviz.codegen.tc import coordinates, elements, threads
 from uopviz.dtype import DType, dtypes
 from uopviz.runtime.device import CompileError, DeviceError, Runtime
 from uopviz.target import Kernel, Target
@@ -94,7 +99,7 @@ class PythonProgram:
 
     def _translate(self) -> None:
         instrs = self._instrs
-        step_at = list(itertools.accumulate((u.op not in _PASSIVE for u in instrs), initial=0))
+        step_at = list(itertools.accumulate((_steps_of(u) for u in instrs), initial=0))
         # where each Range's End and each If's Endif is: a zero-trip loop or a false If jumps past it
         closer = {u.src[1] if u.op is Ops.END else u.src[0]: i for i, u in enumerate(instrs)
                   if u.op in (Ops.END, Ops.ENDIF)}
@@ -126,6 +131,12 @@ class PythonProgram:
                 else:
                     slot[u] = val(i, u.src[0])
                 continue
+            elif op is Ops.INDEX and u.src[0].op is Ops.WMMA:  # a lane of a Wmma's result
+                self._steps.append(_lane(i, val(i, u.src[0]), int(u.src[1].arg.value)))
+                self._step_pos.append(i)
+            elif op is Ops.WMMA:
+                self._steps += self._wmma(i, u, val, step_at)
+                self._step_pos += [i, i]
             elif op is Ops.INDEX:
                 base = u.src[0]
                 while base.op is Ops.AFTER:
@@ -180,6 +191,42 @@ class PythonProgram:
             conv = None if src[1].dtype == dt else dt.normalize
             return _store(b, x, val(i, src[1]), conv, gate, f"{where} writes {desc}")
         raise self._fail(i, f"the PYTHON interpreter cannot run {op.value}")
+
+    def _wmma(self, i: int, u: UOp, val: Callable[[int, UOp], int], step_at: list[int]) -> list[Step]:
+        """Two steps: hand in this work-item's fragments and pause; on resuming, check the warp's result came."""
+        tc = u.arg
+        if not any(x.arg == "lidx0" for x in self._instrs if x.op is Ops.SPECIAL) or \
+                [s.shape for s in u.src] != [(elements(x),) for x in (tc.a, tc.b, tc.c)]:
+            raise self._fail(i, f"Wmma {tc.name} needs work-groups (lidx) and fragments of "
+                                f"{[elements(x) for x in (tc.a, tc.b, tc.c)]} elements")
+        reads = [[(val(i, x), None) for x in s.src] if s.op is Ops.STACK else
+                 [(val(i, s), k) for k in range(int(s.shape[0]))] for s in u.src]
+        shared, lanes, name = self._shared, threads(tc), self.kernel.name
+
+        def linear_id(v: list[Any]) -> int:
+            """The work-item's place in its group, lidx0 fastest (as CUDA numbers threads into warps)."""
+            out, stride = 0, 1
+            for j, x in sorted((t for t in self._specials if t[1].arg.startswith("lidx")), key=lambda t: t[1].arg):
+                out, stride = out + v[j] * stride, stride * int(x.src[0].arg.value)
+            return out
+
+        def hand_in(v: list[Any]) -> int:
+            lane, warp = divmod(linear_id(v), lanes)[::-1]
+            waiting = v[shared].setdefault(("wmma", i, warp), {})
+            waiting[lane] = (v, [[v[j] if k is None else v[j][k] for j, k in r] for r in reads])
+            v[i] = None
+            if len(waiting) == lanes:
+                del v[shared][("wmma", i, warp)]
+                for (tv, _), d in zip(waiting.values(), _mma(tc, {ln: f for ln, (_, f) in waiting.items()}).values()):
+                    tv[i] = d
+            return ~(step_at[i] + 1)
+
+        def collect(v: list[Any]) -> None:
+            if v[i] is None:
+                lane, warp = divmod(linear_id(v), lanes)[::-1]
+                raise ExecutionError(f"kernel {name}, instruction {i + 1} (Wmma {tc.name}): lane {lane} of warp "
+                                     f"{warp} waited alone; all {lanes} lanes of a warp must reach a Wmma together")
+        return [hand_in, collect]
 
     # ---- running ----
     def __call__(self, handles: Sequence[Any], vals: Sequence[int] = (), wait: bool = False) -> float | None:
@@ -246,6 +293,39 @@ class PythonProgram:
             ids = "".join(f", {u.arg}={v[j]}" for j, u in self._specials)
             raise ExecutionError(f"kernel {self.kernel.name}, instruction {i + 1} ({one_line(self._instrs[i])}"
                                  f"{ids}): {type(e).__name__}: {e}") from e
+
+
+def _steps_of(u: UOp) -> int:
+    """How many steps an instruction translates to."""
+    if u.op is Ops.WMMA:
+        return 2
+    if u.op is Ops.INDEX and u.src[0].op is Ops.WMMA:
+        return 1
+    return int(u.op not in _PASSIVE)
+
+
+def _mma(tc: Any, fragments: dict[int, list[list[Any]]]) -> dict[int, tuple[float, ...]]:
+    """D = A·B + C of a warp (lane -> its A, B and C fragments), returned as each lane's elements of D: the
+    products exact and summed in float64, D rounded to the output dtype once."""
+    m, n, k = tc.dims
+    a, b, c = np.zeros((m, k)), np.zeros((k, n)), np.zeros((m, n))
+    for lane, (fa, fb, fc) in fragments.items():
+        for mat, layout, frag, (r, col) in ((a, tc.a, fa, "mk"), (b, tc.b, fb, "kn"), (c, tc.c, fc, "mn")):
+            for e, x in enumerate(frag):
+                at = coordinates(layout, lane, e)
+                mat[at[r], at[col]] = x
+    d = (a @ b + c).astype(_values(tc.dtype_out))
+    out = {}
+    for lane in fragments:
+        at = [coordinates(tc.c, lane, e) for e in range(elements(tc.c))]
+        out[lane] = tuple(d[x["m"], x["n"]].item() for x in at)
+    return out
+
+
+def _lane(o: int, w: int, k: int) -> Step:
+    def step(v: list[Any]) -> None:
+        v[o] = v[w][k]
+    return step
 
 
 # ---- step builders: each returns a closure over slot numbers (the hot loop calls nothing else) ----

@@ -201,7 +201,27 @@ class SpecError(ValueError):
         super().__init__(f"{node.op.value}: {message}{where}")
 
 
-ARG_TYPES: tuple[type, ...] = (BufferArg, ParamArg, ConstArg, ReduceArg, RangeArg, LoadArg, SliceArg, VarArg)
+class TensorCore(NamedTuple):
+    """A Wmma's config: one warp-level matrix multiply-accumulate D = A·B + C, A of M×K, B of K×N, C and D of M×N.
+
+    Each lane of the warp holds a fragment of every operand. `a`, `b` and `c` say which: each is (lane bits,
+    element bits), naming for every bit of the lane id and of an element's position in the lane's fragment (lowest
+    first) the coordinate bit it is ("m0" is bit 0 of the row, "k3" bit 3 of the reduction index, "n1" bit 1 of the
+    column). So the whole layout is data: the renderer spells the instruction, the PYTHON runtime gathers the
+    matrices by it, and the TC opt splits a kernel's axes by it (codegen/tc.py).
+    """
+
+    name: str  # the shape as the instruction names it: "m16n8k16"
+    dims: tuple[int, int, int]  # (M, N, K)
+    dtype_in: DType
+    dtype_out: DType
+    a: tuple[tuple[str, ...], tuple[str, ...]]
+    b: tuple[tuple[str, ...], tuple[str, ...]]
+    c: tuple[tuple[str, ...], tuple[str, ...]]
+
+
+ARG_TYPES: tuple[type, ...] = (BufferArg, ParamArg, ConstArg, ReduceArg, RangeArg, LoadArg, SliceArg, VarArg,
+                               TensorCore)
 
 
 def _const_key(arg: ConstArg) -> tuple[Any, ...]:

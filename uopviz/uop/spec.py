@@ -30,6 +30,7 @@ from uopviz.uop.ops import (
     ReduceArg,
     SliceArg,
     SpecError,
+    TensorCore,
     UOp,
     VarArg,
     prod,
@@ -85,8 +86,8 @@ def _typed(a: Any) -> bool:
 
 _ANY = ("anything", lambda a: True)
 # op -> (what the arg must be, predicate). Ops absent from this table take no arg (arg is None).
-# Function/Call/Sink may carry pass metadata (a name, kernel info), so their arg is not constrained; Wmma's config
-# and Ins's operands are target-specific.
+# Function/Call/Sink may carry pass metadata (a name, kernel info), so their arg is not constrained; Ins's operands
+# are target-specific.
 ARGS: dict[Ops, tuple[str, Callable[[Any], bool]]] = {
     _O.BUFFER: ("a BufferArg", lambda a: isinstance(a, BufferArg)),
     _O.PARAM: ("a ParamArg", lambda a: isinstance(a, ParamArg)),
@@ -105,7 +106,7 @@ ARGS: dict[Ops, tuple[str, Callable[[Any], bool]]] = {
     _O.COPY: ("a device: a str or a tuple of str", _is_device),
     _O.RANGE: ("a RangeArg", lambda a: isinstance(a, RangeArg)),
     _O.SPECIAL: ("a str", lambda a: isinstance(a, str) and a != ""),
-    _O.WMMA: ("a config (not None)", lambda a: a is not None),
+    _O.WMMA: ("a TensorCore", lambda a: isinstance(a, TensorCore)),
     # props.py reads a Custom/Ins dtype from arg[1] when the arg is a tuple
     _O.CUSTOM: ("a format str or a (fmt, dtype, ...) tuple", lambda a: isinstance(a, str) or _typed(a)),
     _O.INS: ("a non-tuple or a (name, dtype, ...) tuple", lambda a: not isinstance(a, tuple) or _typed(a)),

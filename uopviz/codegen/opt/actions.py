@@ -1,7 +1,8 @@
 """The action space of kernel search: every one-step opt BEAM may try, in a fixed order.
 
-The list depends only on the kernel's axes, so a search is reproducible, and `ACTION_SPACE_VERSION` (part of
-the tuning database's cache key) changes whenever the list does.
+The list depends only on the kernel's axes and on whether its target has tensor cores (TC actions lead the list
+there: SPEC puts TC first), so a search is reproducible, and `ACTION_SPACE_VERSION` (part of the tuning
+database's cache key) changes whenever the list does for a target that had tuning results.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ FACTORS: dict[AxisType, tuple[int, ...]] = {
 }
 WHOLE = 16  # UPCAST/UNROLL of a whole axis up to this size
 PADS = (4, 8, 16, 32)
+TC_MODES = (0, 1, 2, 3)  # which pairs of output axes TC makes M and N, innermost first (codegen/tc.py's plan)
 
 
 def actions(sched: Scheduler) -> list[Opt]:
     """Every candidate next opt, legal or not, in the search's order."""
     shape = sched.shape()[:MAX_AXES]
     out: list[Opt] = []
+    if sched.target.tensor_cores and not sched.opts:
+        out += [Opt(OptOps.TC, i, (-1, pad, mode)) for i, (t, _) in enumerate(shape) if t is AxisType.REDUCE
+                for pad in (0, 1) for mode in TC_MODES]
     for target, factors in FACTORS.items():
         for i, (_, n) in enumerate(shape):
             ks = list(factors)

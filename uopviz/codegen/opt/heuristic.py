@@ -2,13 +2,15 @@
 first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors; in a
 row kernel, where each row's reductions come before its outputs, vectorize every pass over the row; share a
 reduction with few outputs among a work-group; spread the outermost output axis over the CPU's cores when the work
-pays for waking them), checked for legality like any opt."""
+pays for waking them), checked for legality like any opt. On a target with tensor cores a matmul-like kernel gets TC
+first (`_tensor_cores`)."""
 
 from __future__ import annotations
 
 import math
 
 from uopviz.codegen.group_reduce import free_ranges
+from uopviz.codegen.opt.actions import TC_MODES
 from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.uop.ops import AxisType, Ops, UOp
 
@@ -19,6 +21,8 @@ FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group 
 
 def heuristic_opts(sched: Scheduler) -> list[Opt]:
     """Opts for sched's kernel on its target, in the order they apply."""
+    if (tc := _tensor_cores(sched)) is not None:
+        return list(tc.opts[len(sched.opts):])
     s = sched
     for choices in _wishes(s):
         for want in choices:  # the first legal one of each wish
@@ -74,6 +78,35 @@ def _is_row_kernel(s: Scheduler, inner: int) -> bool:
     outputs (softmax, layernorm), not inside each output (a matmul)."""
     r = s.axes[inner]
     return all(r not in free_ranges(u) for u in s.ast.toposort() if u.op is Ops.REDUCE)
+
+
+def _tensor_cores(s: Scheduler) -> Scheduler | None:
+    """Where the target has tensor cores and the kernel is a product they compute: TC on the innermost reduce axis
+    and pair of output axes whose sizes are multiples of the tile (else the first that padding to it allows), then
+    more tiles per warp (UPCAST of the two innermost output axes: each fragment loaded feeds several Wmmas) and
+    more warps per block (LOCAL). None where TC does not apply."""
+    if not s.target.tensor_cores:
+        return None
+    reduces = [i for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
+    tc = None
+    for want in (Opt(OptOps.TC, i, (-1, pad, mode)) for pad in (0, 1) for i in reversed(reduces) for mode in TC_MODES):
+        try:
+            tc = s.apply_opt(want)
+            break
+        except KernelOptError:
+            continue
+    if tc is None:
+        return None
+    for which, target, factors in ((-1, AxisType.UPCAST, (4, 2)), (-2, AxisType.UPCAST, (4, 2)),
+                                   (-1, AxisType.LOCAL, (2,)), (-2, AxisType.LOCAL, (2,))):
+        out_axes = [i for i, (t, n) in enumerate(tc.shape()) if t in OUTPUT and n and n > 1]
+        for want in _split(out_axes[which], target, factors) if len(out_axes) >= -which else ():
+            try:
+                tc = tc.apply_opt(want)
+                break
+            except KernelOptError:
+                continue
+    return tc
 
 
 def _split(axis: int, target: AxisType, factors: tuple[int, ...], top: bool = False) -> list[Opt]:

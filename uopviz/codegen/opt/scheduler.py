@@ -10,8 +10,10 @@ An opt rewrites the kernel graph: Split replaces a range r by `outer*k + inner` 
 `top`), Padto by a longer range clamped for indexing and masked (the identity) inside reductions, Swap
 exchanges two axes' places, Nolocals forbids LOCAL and GROUP_REDUCE from then on. LOCAL and GROUP_REDUCE axes
 are the work-items of a work-group: together they count against the target's local dimensions and work-items
-per group, and group reductions against its local memory. What cannot be done raises `KernelOptError` saying
-why.
+per group, and group reductions against its local memory. TC (tensor cores, codegen/tc.py) splits a matmul-like
+kernel's M, N and K axes into the WARP, UPCAST and UNROLL axes of a Wmma; it must come first, its WARP axes are one
+local dimension of 32 work-items, and its axes keep their places (no Swap moves them, no group reduction splits
+its reduction). What cannot be done raises `KernelOptError` saying why.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 
 from uopviz.codegen.expand import EXPANDED, lane_axes
 from uopviz.codegen.group_reduce import LANES, free_by_node, local_memory
+from uopviz.codegen.tc import Plan, TensorCoreError, fields, plan, tc_axes
 from uopviz.schedule.rangeify import identity
 from uopviz.target import Target
-from uopviz.uop.ops import AxisType, Ops, UOp
+from uopviz.uop.ops import AxisType, Ops, TensorCore, UOp
 
 
 class KernelOptError(ValueError):
@@ -43,7 +46,9 @@ class OptOps(enum.Enum):
 @dataclass(frozen=True)
 class Opt:
     """(op, axis, arg) as in SPEC: Split's arg is (factor, target AxisType, top), Padto's the multiple, Swap's
-    the other axis; Nolocals takes neither."""
+    the other axis; Nolocals takes neither. TC's axis is the reduce axis and its arg (tc, opt, mode): tc the index of
+    the target's tensor core (-1: the first that fits), opt 1 to pad M, N and K to the tile (0: they must divide),
+    mode which pair of output axes become M and N (0: the innermost pair, see codegen/tc.py's `plan`)."""
 
     op: OptOps
     axis: int | None = None
@@ -65,6 +70,8 @@ class Opt:
         except ValueError:
             raise KernelOptError(f"unknown OptOp {d['op']!r}; one of {[o.value for o in OptOps]}") from None
         axis, arg = d.get("axis"), d.get("arg")
+        if op is OptOps.TC and isinstance(arg, list):
+            arg = tuple(arg)
         if op is OptOps.SPLIT:
             if not (isinstance(arg, (list, tuple)) and len(arg) in (2, 3)):
                 raise KernelOptError(f"SPLIT's arg is [factor, axis type, top], got {arg!r}")
@@ -91,6 +98,9 @@ class Opt:
             raise KernelOptError(f"SPLIT's arg is (factor, AxisType, top), got {self.arg!r}")
         if self.op in (OptOps.PADTO, OptOps.SWAP) and not integer(self.arg):
             raise KernelOptError(f"{self.op.value} needs an integer arg, got {self.arg!r}")
+        if self.op is OptOps.TC and not (isinstance(self.arg, tuple) and len(self.arg) == 3
+                                         and all(integer(x) for x in self.arg)):
+            raise KernelOptError(f"TC's arg is (tc, opt, mode), three integers, got {self.arg!r}")
 
     def __str__(self) -> str:
         if self.op is OptOps.SPLIT:
@@ -100,6 +110,8 @@ class Opt:
             return f"pad axis {self.axis} to a multiple of {self.arg}"
         if self.op is OptOps.SWAP:
             return f"swap axes {self.axis} and {self.arg}"
+        if self.op is OptOps.TC:
+            return f"tensor cores on axis {self.axis} (tc {self.arg[0]}, opt {self.arg[1]}, mode {self.arg[2]})"
         return self.op.value.lower()
 
 
@@ -121,12 +133,14 @@ MAX_EXPANDED = 32  # UPCAST x UNROLL copies of the kernel body (a vector counts 
 
 @dataclass(frozen=True)
 class Scheduler:
-    """A kernel (after Rangeify) and the opts applied to it; `apply_opt` returns a new Scheduler."""
+    """A kernel (after Rangeify) and the opts applied to it; `apply_opt` returns a new Scheduler. `tc` is the
+    tensor core a TC opt chose, which the `tensor cores` pass computes the kernel's reduction with."""
 
     ast: UOp
     target: Target
     opts: tuple[Opt, ...] = ()
     nolocals: bool = False
+    tc: TensorCore | None = None
 
     @staticmethod
     def of(ast: UOp, target: Target) -> Scheduler:
@@ -146,18 +160,19 @@ class Scheduler:
     def apply_opt(self, opt: Opt) -> Scheduler:
         opt.check_types()
         if opt.op is OptOps.NOLOCALS:
-            used = [i for i, (t, _) in enumerate(self.shape()) if t in (AxisType.LOCAL, AxisType.GROUP_REDUCE)]
+            used = [i for i, (t, _) in enumerate(self.shape()) if t in (AxisType.LOCAL, AxisType.GROUP_REDUCE,
+                                                                        AxisType.WARP)]
             if used:
                 raise KernelOptError(f"nolocals: axis {used[0]} is already {self.shape()[used[0]][0].name}")
             if self.nolocals:
                 raise KernelOptError("nolocals: already applied")
             return replace(self, opts=(*self.opts, opt), nolocals=True)
-        if opt.op is OptOps.TC:
-            raise KernelOptError(f"tc: the {self.target.device} target has no tensor cores")
         axes = self.axes
         if not 0 <= opt.axis < len(axes):  # type: ignore[operator]
             raise KernelOptError(f"{opt.op.value.lower()} of axis {opt.axis}: the kernel has {len(axes)} axes"
                                  + (f" (0..{len(axes) - 1})" if axes else ""))
+        if opt.op is OptOps.TC:
+            return self._tc(opt)
         if opt.op is OptOps.SPLIT:
             ast = self._split(axes, opt.axis, *opt.arg)  # type: ignore[arg-type]
         elif opt.op is OptOps.PADTO:
@@ -204,7 +219,9 @@ class Scheduler:
         if used > self.target.local_memory:
             raise KernelOptError(f"{what}: the group reductions would take {used} bytes of local memory, "
                                  f"{self.target.device} has {self.target.local_memory}")
-        if (copies := expanded_copies(ast, bool(self.target.vectors))) > MAX_EXPANDED:
+        mma = frozenset(tc_axes(sorted(_ranges(ast), key=lambda r: r.arg.idx), self.tc).values()) \
+            if self.tc is not None else frozenset()
+        if (copies := expanded_copies(ast, bool(self.target.vectors), mma)) > MAX_EXPANDED:
             raise KernelOptError(f"{what}: {copies} copies of the kernel body (the limit is {MAX_EXPANDED})")
         return ast
 
@@ -233,6 +250,9 @@ class Scheduler:
             raise KernelOptError(f"swap of axis {i} with axis {j}: the other axis must be another of "
                                  f"0..{len(axes) - 1}")
         a, b = axes[i], axes[j]
+        if self.tc is not None and {a, b} & set(tc_axes(axes, self.tc).values()):
+            raise KernelOptError(f"swap of axis {i} with axis {j}: the tensor core's WARP, UPCAST and UNROLL axes "
+                                 "keep their places (the Wmma's lanes and fragments are laid out by them)")
         if a.arg.type is not b.arg.type:
             raise KernelOptError(f"swap of axis {i} ({a.arg.type.name}) with axis {j} ({b.arg.type.name}): only "
                                  "axes of one AxisType trade places")
@@ -248,9 +268,12 @@ class Scheduler:
                 raise KernelOptError(f"{what}: the {t.device} target has no work-groups or local memory")
             if self.nolocals:
                 raise KernelOptError(f"{what}: nolocals was applied")
-            if sum(x in LANES for x, _ in shape) >= t.local_dims:
+            if target is AxisType.GROUP_REDUCE and self.tc is not None:
+                raise KernelOptError(f"{what}: a tensor-core kernel's reduction stays in its warp's Wmma")
+            warp = math.prod(s or 1 for x, s in shape if x is AxisType.WARP)  # the WARP axes: one dimension, lidx0
+            if sum(x in LANES for x, _ in shape) + (warp > 1) >= t.local_dims:
                 raise KernelOptError(f"{what}: {t.device} has {t.local_dims} local dimensions")
-            local = math.prod(s or 1 for x, s in shape if x in LANES) * k
+            local = math.prod(s or 1 for x, s in shape if x in LANES) * warp * k
             if local > t.max_local:
                 raise KernelOptError(f"{what}: {local} work-items per group exceed {t.device}'s {t.max_local}")
         if target is AxisType.THREAD:
@@ -261,14 +284,79 @@ class Scheduler:
             if k > MAX_THREADS:
                 raise KernelOptError(f"{what}: at most {MAX_THREADS} thread indices")
 
+    def _tc(self, opt: Opt) -> Scheduler:
+        """SPEC's TC: the kernel's M, N and K axes split into the tensor core's WARP, UPCAST and UNROLL axes (padded
+        to the tile first with opt 1); the `tensor cores` pass writes its reduction as Wmma."""
+        which, pad, mode = opt.arg
+        t, axes = self.target, self.axes
+        what = f"tc on axis {opt.axis}"
+        if not t.tensor_cores:
+            raise KernelOptError(f"{what}: the {t.device} target has no tensor cores")
+        if self.opts:
+            raise KernelOptError(f"{what}: TC must be the first opt (SPEC), after {self.opts[0]}")
+        if not 0 <= opt.axis < len(axes):  # type: ignore[operator]
+            raise KernelOptError(f"{what}: the kernel has {len(axes)} axes")
+        if not -1 <= which < len(t.tensor_cores):
+            raise KernelOptError(f"{what}: tc {which} is not -1 or a tensor core of {t.device} "
+                                 f"(0..{len(t.tensor_cores) - 1})")
+        if pad not in (0, 1) or mode < 0:
+            raise KernelOptError(f"{what}: opt is 0 or 1 (pad to the tile) and mode a pair of output axes (0, 1, "
+                                 f"...), got opt {pad} and mode {mode}")
+        try:
+            plans = plan(self.ast, axes, opt.axis, t.tensor_cores, which, bool(pad), mode)  # type: ignore[arg-type]
+        except TensorCoreError as e:
+            raise KernelOptError(f"{what}: {e}") from None
+        warp = 1 << len(plans[0].tc.c[0])
+        if not t.local_dims or warp > t.max_local:
+            raise KernelOptError(f"{what}: a warp of {warp} lanes does not fit {t.device}'s work-groups")
+        errors = []
+        for p in plans:  # the first config whose padding (if any) is legal
+            try:
+                return self._tc_split(opt, p)
+            except KernelOptError as e:
+                errors.append(f"{p.tc.name}: {e}")
+        raise KernelOptError(f"{what}: {'; '.join(errors)}")
 
-def expanded_copies(ast: UOp, vectors: bool) -> int:
+    def _tc_split(self, opt: Opt, p: Plan) -> Scheduler:
+        """The TC's axes for plan p, the M, N and K axes padded to the tile first where they need it."""
+        what, axes = f"tc on axis {opt.axis}", self.axes
+        tiles = {p.m: p.tc.dims[0], p.n: p.tc.dims[1], p.k: p.tc.dims[2]}
+        s = self
+        for i, tile in tiles.items():
+            if _size(axes[i]) % tile:  # type: ignore[operator]
+                s = replace(s, ast=s._padto(s.axes, i, tile))
+        axes = s.axes
+        descs: list[tuple[AxisType, UOp | int]] = []
+        for i, x in enumerate(axes):
+            if i not in tiles:
+                descs.append((x.arg.type, x.src[0]))
+            elif _size(x) > tiles[i]:  # type: ignore[operator]
+                descs.append((x.arg.type, _size(x) // tiles[i]))  # type: ignore[operator]
+        mine = fields(p.tc)
+        new = _place(descs + [(f.type, f.size) for f in mine])
+        outer = dict(zip([i for i, x in enumerate(axes) if i not in tiles or _size(x) > tiles[i]], new))  # type: ignore[operator]
+        made = dict(zip(mine, new[len(descs):]))
+        mapping: dict[UOp, tuple[list[UOp], UOp]] = {x: ([outer[i]], outer[i]) for i, x in enumerate(axes)
+                                                     if i not in tiles}
+        for i, dim in ((p.m, "m"), (p.n, "n"), (p.k, "k")):
+            parts = [(r, 1 << f.lo) for f, r in made.items() if f.dim == dim]
+            expr = outer[i] * tiles[i] if i in outer else None
+            for r, scale in parts:
+                term = r * scale if scale > 1 else r
+                expr = term if expr is None else expr + term
+            mapping[axes[i]] = ([outer[i]] if i in outer else []) + [r for r, _ in parts], expr  # type: ignore[assignment]
+        s = replace(s, tc=p.tc)  # so that _fits counts the tensor core's own axes as one Wmma
+        return replace(s, ast=s._fits(what, _rebuild(s.ast, mapping)), opts=(*self.opts, opt))
+
+
+def expanded_copies(ast: UOp, vectors: bool, mma: frozenset[UOp] = frozenset()) -> int:
     """How many copies of its code Expand makes for the value copied most: the product of the UPCAST and UNROLL
-    ranges it varies with, a lane axis counting once where the target has vectors."""
-    lanes = lane_axes(ast) if vectors else frozenset()
+    ranges it varies with, a lane axis counting once where the target has vectors, and the tensor core's own
+    axes (`mma`) not at all, since one Wmma computes them."""
+    skip = (lane_axes(ast) if vectors else frozenset()) | mma
     copies = 1
     for fs in free_by_node(ast).values():
-        n = math.prod(_size(r) or 1 for r in fs if r.arg.type in EXPANDED and r not in lanes)
+        n = math.prod(_size(r) or 1 for r in fs if r.arg.type in EXPANDED and r not in skip)
         copies = max(copies, n)
     return copies
 
