@@ -415,7 +415,7 @@ export class App {
         commutative: new Set(this.meta.commutative ?? []),
       });
       this.display = display;
-      this.els.drawn.textContent = display.nodes.length === display.total ? `${display.total} nodes` : `${display.nodes.length} drawn of ${display.total}`;
+      this.els.drawn.textContent = `${display.nodes.length} drawn · ${display.total} nodes`;
       if (listing) renderListing(this.els.listing, step, (op) => this.opColors.get(op), (id) => this.selectNode(id, false), this.selected);
       else {
         const layout = await this.layouts.layout(display);

@@ -148,7 +148,9 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
       continue;
     }
     nodes.push(node(key, groups.get(key).members, table, status, exprs, false));
-    for (const use of used) edges.push(edge(key, use));
+    // an edge into a node of many sources is not drawn; it is laid out only where it is the node's one use (so a
+    // Linear program sits below its last instructions without hundreds of long edges to route)
+    for (const use of shown.length ? shown : used) edges.push(edge(key, use));
     for (const [s, ops] of srcs) {
       if (!uses.has(s)) uses.set(s, []);
       const mine = uses.get(s).find(([u]) => u === key); // a bridged and a direct edge from one source merge

@@ -216,7 +216,8 @@ export class GraphView {
     if (!focus.length) return this.root && this.centre(this.root, READABLE, 0.85);
     const box = focus.reduce((b, n) => [Math.min(b[0], n.box[0]), Math.min(b[1], n.box[1]), Math.max(b[2], n.box[2]), Math.max(b[3], n.box[3])], [Infinity, Infinity, -Infinity, -Infinity]);
     const scale = Math.min(MAX_SCALE, this.fitScale(box[2] - box[0] + 2 * FOCUS_PAD, box[3] - box[1] + 2 * FOCUS_PAD));
-    if (scale < READABLE) return this.centre(focus[0], READABLE);
+    // the whole graph rewritten (its root replaced): the root low in the view, the graph above it
+    if (scale < READABLE) return this.centre(focus[0], READABLE, focus[0] === this.root ? 0.85 : 0.5);
     this.centreAt((box[0] + box[2]) / 2, (box[1] + box[3]) / 2, scale);
   }
 
