@@ -191,7 +191,7 @@ class KernelPanel {
       h(
         "div",
         { class: "uv-subtabs" },
-        LISTINGS.filter(([kind]) => !(readOnly && kind === "machine")).map(([kind, label]) =>
+        LISTINGS.filter(([kind]) => !(readOnly && (kind === "machine" || kind === "diff"))).map(([kind, label]) => // both lower or compile
           h("button", { class: `uv-subtab uv-subtab-${kind}${this.listing === kind ? " uv-active" : ""}`, onclick: () => ((this.listing = kind), this.render(), this.loadListing()) }, label),
         ),
       ),
