@@ -285,7 +285,7 @@ export class App {
   async openOpts(opts, patch = {}) {
     const { tid, ci } = this.state;
     const shown = opts ? await this.variant(tid, ci, opts).then((v) => ({ tid: v.trace_id, ci: 0 })) : { tid, ci };
-    const passes = shown.tid == null ? [] : (await this.trace(shown.tid)).contexts[shown.ci].passes;
+    const passes = (await this.trace(shown.tid)).contexts[shown.ci].passes;
     const pi = passes.findLastIndex((p) => p.opt);
     this.go({ opts, ...(pi >= 0 ? { pi, k: passes[pi].steps } : {}), ...patch }, true);
   }
@@ -373,7 +373,7 @@ export class App {
       if (token !== this.token) return;
     }
     this.contexts = shown.trace.contexts;
-    this.shown = { tid: shown.trace.id, ci: shown.context.index };
+    this.shown = { tid: shown.trace.id, ci: shown.context.index, context: shown.context };
     s.pi = Math.min(Math.max(0, s.pi), shown.context.passes.length - 1);
     const pass = shown.context.passes[s.pi];
     this.pass = pass;
@@ -383,7 +383,7 @@ export class App {
     this.onState({ ...s });
 
     this.sidebar.render(this.traces, trace, shown.context, s);
-    this.renderChrome(trace, ctx, shown.context, pass);
+    this.renderChrome(trace, ctx, pass);
     const panel = this.panels.get(s.tab);
     const view = { trace, context: ctx, shown, pass, state: s, step: null };
     panel.update(view);
@@ -466,7 +466,7 @@ export class App {
     this.toggles.listing.hidden = !linearOf(step);
   }
 
-  renderChrome(trace, ctx, shownCtx, pass) {
+  renderChrome(trace, ctx, pass) {
     const s = this.state;
     fill(
       this.els.crumbs,
@@ -488,7 +488,6 @@ export class App {
       this.panelDefs.map(({ id, title }) => h("button", { class: `uv-tab${id === s.tab ? " uv-active" : ""}`, dataset: { tab: id }, onclick: () => this.go({ tab: id }) }, title)),
     );
     for (const [id, body] of this.els.tabBodies) body.hidden = id !== s.tab;
-    this.shownContext = shownCtx;
   }
 
   selectNode(ref, reveal) {
@@ -569,7 +568,7 @@ export class App {
   }
 
   movePass(delta) {
-    const passes = this.shownContext?.passes ?? [];
+    const passes = this.shown?.context.passes ?? [];
     const pi = Math.min(Math.max(0, this.state.pi + delta), passes.length - 1);
     if (pi !== this.state.pi) this.go({ pi, k: 0 });
   }

@@ -24,7 +24,8 @@ def wait_drawn(page: Page, view: str) -> None:
 
 def graph_key(page: Page) -> str:
     """What the main view shows: the graph drawn, or (Linearize and later) the instruction listing."""
-    return page.evaluate("() => { const l = document.querySelector('.uv-listing'), g = document.querySelector('svg');"
+    return page.evaluate("() => { const l = document.querySelector('.uv-listing');"
+                         " const g = document.querySelector('.uv-graph-svg');"
                          " return (l.hidden ? g.dataset.key : l.dataset.key) ?? ''; }")
 
 

@@ -158,7 +158,9 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
       else if (!mine) uses.get(s).push([key, ops]);
     }
   }
-  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${[...options.hidden].sort().join(",")}`;
+  // what the drawn graph depends on (the layout cache's key): with the views on, also what the step marks
+  const marks = options.index || options.lanes ? `|${step.match}|${step.replacement}|${[...changed].join(",")}` : "";
+  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${[...options.hidden].sort().join(",")}${marks}`;
   return { key, root: step.root, nodes, edges, match: step.match, replacement: step.replacement, total: order.length };
 }
 
