@@ -217,3 +217,16 @@ def test_keys_help_legend_filters_and_minimap(page: Page, server: str, shots: Pa
     assert after < before and page.locator(".uv-node[data-op='Add']").count() == 0
     assert page.locator(".uv-edge.uv-bridged").count() > 0  # users wired past the hidden nodes
     page.screenshot(path=shots / "filter-elementwise.png")
+
+
+def test_a_graph_as_python_in_an_overlay(page: Page, server: str) -> None:
+    open_view(page, server, "gemm/1/1/2")
+    page.click(".uv-rewrite .uv-python-graph")
+    text = page.locator(".uv-overlay .uv-overlay-text")
+    text.wait_for()
+    lines = text.inner_text().splitlines()
+    assert lines[0].startswith(("from uopviz", "import")) and lines[-1].startswith("root = ")
+    step = api(page, server, "traces/gemm/contexts/1/passes/1/steps/2")
+    assert sum(line.count(" = UOp(") for line in lines) == len(step["nodes"])  # one line per node
+    page.keyboard.press("Escape")
+    assert page.locator(".uv-overlay").is_hidden()
