@@ -81,9 +81,10 @@ def wait_drawn(page: Page, view: str, timeout: float = 30_000) -> None:
 
 
 def steps_of(page: Page, url: str, tid: str, ci: int) -> list[tuple[int, int]]:
+    """(pass, step) of every view of a context's passes, but the steps folded out of the stepping (→ skips them)."""
     trace = page.request.get(f"{url}api/traces/{tid}").json()
     passes = trace["contexts"][ci]["passes"]
-    return [(p["index"], k) for p in passes for k in range(p["steps"] + 1)]
+    return [(p["index"], k) for p in passes for k in range(p["steps"] + 1) if k not in p["folded"]]
 
 
 def kernel_with(page: Page, url: str, opts: list[dict]) -> str:
