@@ -5,9 +5,14 @@
     navigation to the graph drawn. Then the same steps reached by the keyboard (→, ↓) in one page: the API bytes
     and the time from the key press to the graph drawn. Targets: at most 200 KB and 1 s per step.
 (b) A synthetic graph of 2,000 nodes, served to the same bundle by an in-page data source (the interface of
-    frontend/src/data.js): the time to its first view, then to all of it drawn after "fit", and how long the main
-    thread was blocked meanwhile (the longest gap between animation frames, the longest task). Target: drawn
-    within 5 s, the page responsive.
+    frontend/src/data.js), in an early stage (nothing folded or collapsed): the time to its first view, then to all
+    of it drawn after "fit", and how long the main thread was blocked meanwhile (the longest gap between animation
+    frames, the longest task). Target: drawn within 5 s, the page responsive.
+(c) The last step (render) of the biggest kernel of gemm, conv2d and attention, as a graph (its main view is the
+    instruction listing; the graph is one key away): the nodes drawn and the time to draw them (the app's
+    "uopviz:draw" measure: data, layout in the worker, the first frame painted) before the big-graph views (index
+    arithmetic as text, copies collapsed: both off) and after (both on, as the app opens a late stage), each in a
+    fresh page, with a screenshot of each in bench-artifacts/ui/ (ui-KERNEL-before.png, ui-KERNEL-after.png).
 
     python bench/ui.py [--runs 3] [--opts JSON]
 
@@ -26,6 +31,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, cast
 
 from playwright.sync_api import Browser, Page, sync_playwright
@@ -75,9 +81,10 @@ def wait_drawn(page: Page, view: str, timeout: float = 30_000) -> None:
 
 
 def steps_of(page: Page, url: str, tid: str, ci: int) -> list[tuple[int, int]]:
+    """(pass, step) of every view of a context's passes, but the steps folded out of the stepping (→ skips them)."""
     trace = page.request.get(f"{url}api/traces/{tid}").json()
     passes = trace["contexts"][ci]["passes"]
-    return [(p["index"], k) for p in passes for k in range(p["steps"] + 1)]
+    return [(p["index"], k) for p in passes for k in range(p["steps"] + 1) if k not in p["folded"]]
 
 
 def kernel_with(page: Page, url: str, opts: list[dict]) -> str:
@@ -171,13 +178,15 @@ while (nodes.length < N - 8) {
 while (nodes.length < N - 1) add("Const", [], { arg: String(nodes.length) });
 const used = new Set(nodes.flatMap((n) => n.src));
 const root = add("Sink", nodes.filter((n) => !used.has(n.id)).map((n) => n.id), { dtype: "void" });
-const step = { root, steps: 0, nodes, added: [], removed: [], rule: null, match: null, replacement: null, diff: "" };
+const step = { root, steps: 0, nodes, added: [], removed: [], rebuilt: [], rule: null, match: null, replacement: null,
+  changes: [], changed: 0 };
 const source = {
   meta: async () => meta,
   traces: async () => [{ id: "synthetic", name: "synthetic", source: "bench", contexts: 1 }],
-  trace: async () => ({ id: "synthetic", name: "synthetic", source: "bench", device: null, contexts: [
-    { index: 0, name: "r_g256_u64_R512", kind: "kernel", axes: [], passes: [
-      { index: 0, name: "expanded", stage: "Expand", depth: 0, parent: null, steps: 0, error: null }] }] }),
+  trace: async () => ({ id: "synthetic", name: "synthetic", source: "bench", device: null, origin: null, output: null,
+    contexts: [{ index: 0, name: "r_g256_u64_R512", label: "r_g256_u64_R512", kind: "kernel", axes: [], opts: [],
+      stack: [], time_ns: 0, passes: [{ index: 0, name: "rangeified", stage: "Rangeify", depth: 0, parent: null,
+        steps: 0, error: null, time_ns: 0, folded: [], rules: [], opt: null }] }] }),
   step: async () => step,
   kernel: async () => { throw new Error("no kernel"); },
   applyOpts: async () => { throw new Error("no opts"); },
@@ -227,6 +236,65 @@ def bench_synthetic(browser: Browser, url: str, state: dict[str, Any], runs: int
           f"(max {max(gaps):.0f}), longest task {statistics.median(tasks):.0f} ms (max {max(tasks):.0f})")
 
 
+BIG = ("gemm", "conv2d", "attention")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "bench-artifacts" / "ui"
+
+
+def biggest_last_step(page: Page, url: str, tid: str) -> str:
+    """trace/context/pass/step of the last step of the trace's kernel with the longest Linear program."""
+    contexts = page.request.get(f"{url}api/traces/{tid}").json()["contexts"]
+    size = {c["index"]: len(page.request.get(f"{url}api/traces/{tid}/contexts/{c['index']}/kernel").json()["linear"]
+                            .splitlines()) for c in contexts if c["kind"] == "kernel"}
+    ci = max(size, key=lambda i: size[i])
+    last = contexts[ci]["passes"][-1]
+    return f"{tid}/{ci}/{last['index']}/{last['steps']}"
+
+
+def draw_as_graph(browser: Browser, url: str, state: dict[str, Any], view: str, views_on: bool, shot: Path
+                  ) -> tuple[int, int, float]:
+    """A fresh page at the step before `view`, switched from the listing to the graph, with the big-graph views on
+    (as a late stage opens) or off; then the step `view` by the keyboard, whose draw is measured (its data, its layout
+    in the warm worker, its first frame): (drawn nodes, the graph's distinct nodes, ms)."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000}, storage_state=state)
+    tid, ci, pi, k = view.split("/")
+    before = f"{tid}/{ci}/{pi}/{int(k) - 1}"
+    page.goto(f"{url}#/t/{tid}/c/{ci}/p/{pi}/s/{int(k) - 1}")
+    wait_drawn(page, before, timeout=120_000)
+    for name in ["listing"] + ([] if views_on else ["index", "lanes"]):
+        page.evaluate("document.querySelector('.uv-app').removeAttribute('data-drawn')")
+        page.click(f".uv-graph-tools .uv-{name}")
+        wait_drawn(page, before, timeout=120_000)
+    page.evaluate("performance.clearMeasures()")
+    page.keyboard.press("ArrowRight")
+    wait_drawn(page, view, timeout=120_000)
+    page.wait_for_function("() => document.querySelector('.uv-graph-svg')?.dataset.nodes", timeout=120_000)
+    ms = page.evaluate("performance.getEntriesByType('measure').filter(m => m.name.startsWith('uopviz:draw'))"
+                       ".at(-1).duration")
+    drawn = int(page.get_attribute(".uv-graph-svg", "data-nodes") or 0)
+    total = int(page.inner_text(".uv-drawn").split("·")[1].split()[0])
+    page.screenshot(path=shot)
+    page.close()
+    return drawn, total, ms
+
+
+def bench_collapsing(browser: Browser, url: str, state: dict[str, Any], runs: int) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(storage_state=state)
+    views = {tid: biggest_last_step(page, url, tid) for tid in BIG}
+    page.close()
+    print("(c) the last step of each big kernel as a graph, at 1600x1000: before (index arithmetic and copies drawn "
+          f"as nodes) and after (folded into text, collapsed), {runs} runs, screenshots in {ARTIFACTS}")
+    for tid, view in views.items():
+        row = {}
+        for on, label in ((False, "before"), (True, "after")):
+            got = [draw_as_graph(browser, url, state, view, on, ARTIFACTS / f"ui-{tid}-{label}.png")
+                   for _ in range(runs)]
+            row[label] = (got[0][0], got[0][1], statistics.median(g[2] for g in got), max(g[2] for g in got))
+        (b_drawn, total, b_ms, b_max), (a_drawn, _, a_ms, a_max) = row["before"], row["after"]
+        print(f"    {tid:9s} {view:12s} {total:5d} nodes: before {b_drawn:5d} drawn in {b_ms:5.0f} ms "
+              f"(max {b_max:.0f}); after {a_drawn:4d} drawn in {a_ms:5.0f} ms (max {a_max:.0f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3, help="runs of the synthetic graph")
@@ -246,6 +314,7 @@ def main() -> int:
             print(f"uopviz serve at {url}, Chromium {browser.version}")
             bench_steps(browser, url, state, args.opts)
             bench_synthetic(browser, url, state, args.runs)
+            bench_collapsing(browser, url, state, args.runs)
         finally:
             browser.close()
     return 0

@@ -61,26 +61,27 @@ def first_graph(page: Page, runs: int) -> list[float]:
 def bytes_per_step(page: Page, received: list[int]) -> list[int]:
     app = ".uv-app"
     drawn = lambda: page.get_attribute(app, "data-drawn")  # noqa: E731
-    tid, ci, _, _ = drawn().split("/")
     trace = " ".join(page.inner_text(f"{app} .uv-crumbs").split())
     passes = page.locator(f"{app} .uv-pass").count()
     page.click(f"{app} .uv-graph-tools .uv-fit")  # the view takes the keys
     sizes = []
 
-    def step(key: str, pi: int, k: int) -> None:
+    def step(key: str) -> int:
+        """Press the key; once the next view is drawn, note the bytes it took and answer its step."""
+        was = drawn()
         received.clear()
         page.keyboard.press(key)
-        page.wait_for_function("v => document.querySelector('.uv-app').dataset.drawn === v",
-                               arg=f"{tid}/{ci}/{pi}/{k}", timeout=60_000)
+        page.wait_for_function("v => document.querySelector('.uv-app').dataset.drawn !== v", arg=was,
+                               timeout=60_000)
         page.wait_for_timeout(50)  # the kernel's idle status after the answer
         sizes.append(sum(received))
+        return int(drawn().split("/")[3])
 
     for pi in range(passes):
-        if pi:
-            step("ArrowDown", pi, 0)
-        steps = int(page.inner_text(f"{app} .uv-step-label").split("/")[1])
-        for k in range(1, steps + 1):
-            step("ArrowRight", pi, k)
+        k = step("ArrowDown") if pi else 0
+        steps = int(page.inner_text(f"{app} .uv-step-label").split("/")[1].split()[0])
+        while k < steps:  # → skips the steps folded out of the stepping
+            k = step("ArrowRight")
     print(f"    ({trace}: {len(sizes)} steps over {passes} passes)")
     return sizes
 

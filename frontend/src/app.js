@@ -2,17 +2,27 @@
 // to mount() (see data.js), so it runs the same over HTTP, a widget comm, or data inlined in a static page. The
 // side panel's tabs are the panels it is given (panels/registry.js). On the web page the view state lives in the
 // URL hash; in a notebook widget (hash: false) nothing is global: no hash, no document-level listener.
+//
+// A kernel lowered again with opts (state.opts) is a trace of its own on the data source; the app draws that
+// trace's passes in place of the kernel's, so the graph follows the opts, and lists such variants under the kernel.
 import { fill, h, icon } from "./dom.js";
-import { displayGraph } from "./graph/display.js";
+import { DEFAULT_OPTIONS, displayGraph, searchText } from "./graph/display.js";
 import { renderInspector } from "./graph/inspector.js";
 import { LayoutEngine } from "./graph/layout.js";
 import { legend } from "./graph/legend.js";
+import { linearOf, renderListing } from "./graph/listing.js";
 import { GraphView } from "./graph/view.js";
 import { kernelName } from "./names.js";
+import { describeOpts, formatOpts } from "./opts.js";
+import { Overlay } from "./overlay.js";
 import { Sidebar } from "./sidebar.js";
 import { emptyState, formatHash, parseHash } from "./state.js";
 
 const ICONS = { first: "M3 3h2v10H3zM13 3v10L6 8z", prev: "M11 3v10L4 8z", next: "M5 3v10l7-5z", last: "M11 3h2v10h-2zM3 3v10l7-5z" };
+// Stages whose kernels are big (UPCAST copies, devectorized lanes, index math of every load): there the graph folds
+// index arithmetic and collapses copies alike unless the person says otherwise.
+const LATE_STAGES = new Set(["Expand", "Instruction Selection", "Linearize", "Register/Memory Plan", "Render"]);
+const TALL_ENOUGH_FOR_LEGEND = 900; // px of view below which the legend starts folded
 
 export class App {
   // options: hash (keep the view in location.hash), createWorker (the layout worker), panels (the side panel's
@@ -30,6 +40,11 @@ export class App {
     this.state = { ...emptyState(), ...initial };
     this.token = 0;
     this.showRemoved = true;
+    // the graph's views: null follows the stage (on late), a boolean is the person's choice
+    this.views = { index: null, lanes: null, listing: null, hidden: new Set() };
+    this.query = "";
+    this.hits = [];
+    this.hit = -1;
     this.selected = null;
     this.drawnPass = null;
     this.panels = new Map(); // id -> the panel's instance
@@ -37,6 +52,7 @@ export class App {
   }
 
   async start() {
+    this.legendOpen = this.root.clientHeight >= TALL_ENOUGH_FOR_LEGEND;
     this.buildLayout();
     this.status("Loading…");
     try {
@@ -47,7 +63,8 @@ export class App {
     }
     if (this.useHash) this.state = this.fromHash();
     this.axisColors = new Map(this.meta.axis_types.map((t) => [t.letter, t.color]));
-    this.sidebar = new Sidebar(this.els.side, this.axisColors, (patch, push) => this.go(patch, push));
+    this.opColors = new Map(this.meta.op_groups.flatMap((g) => g.ops.map((op) => [op, g.color])));
+    this.sidebar = new Sidebar(this.els.side, this.axisColors, (patch, push) => this.go(patch, push), (opts) => describeOpts(this.meta, opts));
     const ctx = {
       meta: this.meta,
       axisColors: this.axisColors,
@@ -57,9 +74,14 @@ export class App {
       go: (patch, push) => this.go(patch, push),
       state: () => this.state,
       selectNode: (id) => this.selectNode(id, true),
+      variant: (tid, ci, opts) => this.variant(tid, ci, opts),
+      openOpts: (opts, patch) => this.openOpts(opts, patch),
+      showText: (title, text) => this.overlay.text(title, text),
+      showPython: () => this.showPython(),
     };
     for (const p of this.panelDefs) this.panels.set(p.id, p.create(this.els.tabBodies.get(p.id), ctx));
-    this.els.legend.replaceWith((this.els.legend = legend(this.meta)));
+    this.drawLegend();
+    this.buildFilters();
     if (this.useHash) this.listen(window, "hashchange", () => this.onHash());
     await this.render();
   }
@@ -94,18 +116,46 @@ export class App {
       stepLabel: el("span", "uv-step-label"),
       slider: h("input", { class: "uv-slider", type: "range", min: 0, max: 0, value: 0, "aria-label": "step", oninput: (e) => this.go({ k: Number(e.target.value) }) }),
       graph: el("div", "uv-graph"),
+      listing: h("div", { class: "uv-listing", hidden: true }),
       inspector: h("div", { class: "uv-inspector", hidden: true }),
       legend: el("div", "uv-legend"),
+      tools: el("div", "uv-graph-tools"),
+      drawn: el("span", "uv-drawn"),
+      filters: h("div", { class: "uv-filters", hidden: true }),
+      search: h("input", { class: "uv-search", type: "search", placeholder: "search  /", "aria-label": "search the graph", oninput: (e) => this.search(e.target.value) }),
+      hits: el("span", "uv-hits"),
       tabs: el("div", "uv-tabs"),
       tabBodies: new Map(this.panelDefs.map((p) => [p.id, el("div", `uv-tab-body uv-${p.id}`)])),
     };
     this.els = els;
     const button = (cls, label, title, onclick) => h("button", { class: `uv-button ${cls}`, title, onclick }, label);
-    const removedToggle = button("uv-toggle uv-on", "removed", "draw the nodes this step removed", () => {
-      this.showRemoved = !this.showRemoved;
-      removedToggle.classList.toggle("uv-on", this.showRemoved);
-      this.render();
+    this.toggles = {};
+    const toggle = (name, label, title, onclick) => (this.toggles[name] = button(`uv-toggle uv-${name}`, label, title, onclick));
+    els.search.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") this.nextHit(e.shiftKey ? -1 : 1);
+      else if (e.key === "Escape") {
+        this.search("");
+        els.search.value = "";
+        this.root.focus({ preventScroll: true });
+      } else return;
+      e.preventDefault();
+      e.stopPropagation();
     });
+    fill(
+      els.tools,
+      button("uv-fit", "fit", "frame the whole graph (f)", () => this.view.fit()),
+      toggle("removed", "removed", "draw the nodes this step removed", () => {
+        this.showRemoved = !this.showRemoved;
+        this.render();
+      }),
+      toggle("index", "index", "fold index arithmetic into the Index nodes that read it (i)", () => this.flip("index")),
+      toggle("lanes", "copies", "draw nodes alike but for their constants (UPCAST copies, vector lanes) once, with a count (c)", () => this.flip("lanes")),
+      (this.toggles.filter = button("uv-filter", "ops ▾", "hide op groups (their users are wired to their sources)", () => (els.filters.hidden = !els.filters.hidden))),
+      toggle("listing", "listing", "the instruction listing of a Linear program instead of its graph (g)", () => this.flip("listing")),
+      h("span", { class: "uv-search-box" }, els.search, els.hits),
+      els.drawn,
+      button("uv-help-button", "?", "keys (?)", () => this.overlay.help()),
+    );
     this.root.classList.add("uv-app");
     this.root.tabIndex = 0;
     fill(
@@ -119,9 +169,9 @@ export class App {
           "div",
           { class: "uv-stepper" },
           button("uv-first", icon(ICONS.first), "first step (Home)", () => this.stepTo(0)),
-          button("uv-prev", icon(ICONS.prev), "previous step (←)", () => this.stepTo(this.state.k - 1)),
+          button("uv-prev", icon(ICONS.prev), "previous step (←)", () => this.stepBy(-1)),
           els.stepLabel,
-          button("uv-next", icon(ICONS.next), "next step (→)", () => this.stepTo(this.state.k + 1)),
+          button("uv-next", icon(ICONS.next), "next step (→)", () => this.stepBy(1)),
           button("uv-last", icon(ICONS.last), "last step (End)", () => this.stepTo(Infinity)),
           els.slider,
         ),
@@ -129,18 +179,21 @@ export class App {
       ),
       els.side,
       this.resizer("--uv-side-w", 1),
-      h(
-        "main",
-        { class: "uv-main" },
-        els.graph,
-        h("div", { class: "uv-graph-tools" }, button("uv-fit", "fit", "frame the whole graph", () => this.view.fit()), removedToggle),
-        els.inspector,
-        els.legend,
-      ),
+      h("main", { class: "uv-main" }, els.graph, els.listing, els.tools, els.filters, els.inspector, els.legend),
       this.resizer("--uv-panel-w", -1),
       h("aside", { class: "uv-panel" }, els.tabs, [...els.tabBodies.values()]),
     );
-    this.view = new GraphView(els.graph, (ref) => this.selectNode(ref, false));
+    this.overlay = new Overlay(this.root);
+    // A narrow view (a notebook, a laptop) gives the graph more of its width.
+    const wide = this.root.clientWidth;
+    if (wide && wide < 1500) {
+      this.root.style.setProperty("--uv-side-w", `${Math.round(Math.max(200, wide * 0.17))}px`);
+      this.root.style.setProperty("--uv-panel-w", `${Math.round(Math.max(320, wide * 0.3))}px`);
+    }
+    this.view = new GraphView(els.graph, (ref) => this.selectNode(ref, false), () => ({
+      top: els.tools.offsetHeight + 16,
+      bottom: (els.legend.offsetHeight || 0) + 14,
+    }));
     this.listen(this.root, "keydown", (e) => {
       this.onKey(e);
       // In a notebook the keys typed in the view are the view's: none reaches JupyterLab's shortcuts (a cell's
@@ -151,9 +204,44 @@ export class App {
     if (this.useHash) this.root.focus({ preventScroll: true });
   }
 
+  // The op-group filter: a checkbox per group (and "other"); unticked groups are not drawn.
+  buildFilters() {
+    const groups = [...this.meta.op_groups.map((g) => [g.name, g.color]), ["other", this.meta.other_color]];
+    fill(
+      this.els.filters,
+      groups.map(([name, color]) =>
+        h(
+          "label",
+          { class: "uv-filter-item" },
+          h("input", {
+            type: "checkbox",
+            checked: true,
+            dataset: { group: name },
+            onchange: (e) => {
+              if (e.target.checked) this.views.hidden.delete(name);
+              else this.views.hidden.add(name);
+              this.render();
+            },
+          }),
+          h("i", { class: "uv-swatch", style: `background:${color}` }),
+          name,
+        ),
+      ),
+    );
+  }
+
+  drawLegend() {
+    const next = legend(this.meta, this.legendOpen, () => {
+      this.legendOpen = !this.legendOpen;
+      this.drawLegend();
+    });
+    this.els.legend.replaceWith(next);
+    this.els.legend = next;
+  }
+
   // A drag handle that resizes the column whose width is in CSS variable `name` (sign: which side grows).
   resizer(name, sign) {
-    const handle = h("div", { class: `uv-resizer ${sign > 0 ? "uv-resizer-side" : "uv-resizer-panel"}`, role: "separator" });
+    const handle = h("div", { class: `uv-resizer ${sign > 0 ? "uv-resizer-side" : "uv-resizer-panel"}`, role: "separator", title: "drag to resize" });
     handle.addEventListener("pointerdown", (down) => {
       const start = parseFloat(getComputedStyle(this.root).getPropertyValue(name));
       handle.setPointerCapture(down.pointerId);
@@ -180,11 +268,45 @@ export class App {
   }
 
   trace = (tid) => this.fetch(`trace/${tid}`, () => this.source.trace(tid));
-  stepData = (s, k) => this.fetch(`step/${s.tid}/${s.ci}/${s.pi}/${k}`, () => this.source.step(s.tid, s.ci, s.pi, k));
+  stepData = (tid, ci, pi, k) => this.fetch(`step/${tid}/${ci}/${pi}/${k}`, () => this.source.step(tid, ci, pi, k));
+
+  // Context ci of trace tid lowered again with exactly `opts`: the opts answer (its trace_id is the lowering's
+  // trace) with the new kernel's view (device, listing) when it loads.
+  variant(tid, ci, opts) {
+    return this.fetch(`opts/${tid}/${ci}/${formatOpts(opts)}`, async () => {
+      const applied = await this.source.applyOpts(tid, ci, opts);
+      const lowered = applied.trace_id == null ? {} : await this.source.kernel(applied.trace_id, 0).catch(() => ({}));
+      return { ...lowered, ...applied };
+    });
+  }
+
+  // Show the kernel with `opts` (null: as compiled), at the step where its last opt was applied, so the graph shows
+  // what that opt did; rejects (with the reason) when the opts do not apply.
+  async openOpts(opts, patch = {}) {
+    const { tid, ci } = this.state;
+    const shown = opts ? await this.variant(tid, ci, opts).then((v) => ({ tid: v.trace_id, ci: 0 })) : { tid, ci };
+    const passes = (await this.trace(shown.tid)).contexts[shown.ci].passes;
+    const pi = passes.findLastIndex((p) => p.opt);
+    this.go({ opts, ...(pi >= 0 ? { pi, k: passes[pi].steps } : {}), ...patch }, true);
+  }
 
   go(patch, push = false) {
     this.state = { ...this.state, ...patch };
     this.render(push);
+  }
+
+  // Turn one of the graph's views on or off (away from what the stage chose).
+  flip(name) {
+    this.views[name] = !this.effective(name);
+    this.render();
+  }
+
+  // Whether a view is on: the person's choice, else the stage's (index and copies fold in late stages; the listing
+  // is the main view of a Linear program).
+  effective(name) {
+    if (this.views[name] != null) return this.views[name];
+    if (name === "listing") return Boolean(this.step && linearOf(this.step));
+    return LATE_STAGES.has(this.pass?.stage);
   }
 
   onHash() {
@@ -206,7 +328,7 @@ export class App {
     const started = performance.now();
     const s = this.state;
     if (s.tid != null && !this.traces.some((t) => t.id === s.tid)) {
-      // a trace recorded since the list was read (opts make new ones), or a stale link
+      // a trace recorded since the list was read, or a stale link
       try {
         this.traces = await this.source.traces();
       } catch (err) {
@@ -214,9 +336,13 @@ export class App {
       }
       if (token !== this.token) return;
     }
-    if (s.tid == null || !this.traces.some((t) => t.id === s.tid)) {
-      if (!this.traces.length) return this.status("This server has no traces.");
-      s.tid = this.traces[0].id;
+    // an opts trace is shown as what it is: its kernel with those opts
+    const variant = this.traces.find((t) => t.id === s.tid && t.origin);
+    if (variant) Object.assign(s, { tid: variant.origin.trace_id, ci: variant.origin.context, opts: variant.origin.opts });
+    const own = this.traces.filter((t) => !t.origin);
+    if (s.tid == null || !own.some((t) => t.id === s.tid)) {
+      if (!own.length) return this.status("This server has no traces.");
+      s.tid = own[0].id;
     }
     let trace;
     try {
@@ -226,65 +352,118 @@ export class App {
     }
     if (token !== this.token) return;
     const ctxs = trace.contexts;
-    this.contexts = ctxs;
     if (!ctxs.length) return this.status(`Trace ${trace.name} has no contexts.`);
     if (s.ci == null || !ctxs[s.ci]) s.ci = Math.max(0, ctxs.findIndex((c) => c.kind === "kernel"));
     const ctx = ctxs[s.ci];
-    s.pi = Math.min(Math.max(0, s.pi), ctx.passes.length - 1);
-    const pass = ctx.passes[s.pi];
+    if (ctx.kind !== "kernel") s.opts = null;
+
+    // the context drawn: the kernel's own, or its lowering with the view's opts
+    let shown = { trace, context: ctx };
+    let variantError = null;
+    if (s.opts) {
+      try {
+        const v = await this.variant(s.tid, s.ci, s.opts);
+        const t = await this.trace(v.trace_id);
+        shown = { trace: t, context: t.contexts[0] };
+        // the list now holds this variant
+        if (!this.traces.some((x) => x.id === v.trace_id)) this.traces = await this.source.traces();
+      } catch (err) {
+        variantError = `The opts in this view do not apply: ${err.message}`;
+      }
+      if (token !== this.token) return;
+    }
+    this.contexts = shown.trace.contexts;
+    this.shown = { tid: shown.trace.id, ci: shown.context.index, context: shown.context };
+    s.pi = Math.min(Math.max(0, s.pi), shown.context.passes.length - 1);
+    const pass = shown.context.passes[s.pi];
+    this.pass = pass;
     s.k = Math.min(Math.max(0, s.k), pass?.steps ?? 0);
     if (!this.panels.has(s.tab)) s.tab = this.panelDefs[0].id;
     this.writeHash(push);
     this.onState({ ...s });
 
-    this.sidebar.render(this.traces, trace, s);
+    this.sidebar.render(this.traces, trace, shown.context, s);
     this.renderChrome(trace, ctx, pass);
     const panel = this.panels.get(s.tab);
-    const view = { trace, context: ctx, pass, state: s, step: null };
+    const view = { trace, context: ctx, shown, pass, state: s, step: null };
     panel.update(view);
     if (!pass) {
+      this.step = null;
+      this.showListing(false);
       this.view.draw({ key: "empty", nodes: [], edges: [] }, { width: 0, height: 0, nodes: [], edges: [] }, false);
       return this.status("This context has no passes.");
     }
 
-    this.status("Loading…");
+    this.status(variantError ?? "Loading…", variantError != null);
     let step;
     let removed = null;
+    const at = [shown.trace.id, shown.context.index, s.pi];
     try {
-      step = await this.stepData(s, s.k);
-      if (this.showRemoved && s.k > 0 && step.removed.length) removed = await this.removedNodes(s, step);
+      step = await this.stepData(...at, s.k);
+      if (this.showRemoved && s.k > 0 && step.removed.length) removed = await this.removedNodes(at, s.k, step);
       if (token !== this.token) return;
-      const display = displayGraph(step, removed);
-      const layout = await this.layouts.layout(display);
-      if (token !== this.token) return;
-      const passKey = `${s.tid}/${s.ci}/${s.pi}`;
-      const fit = passKey !== this.drawnPass;
-      this.drawnPass = passKey;
-      if (!(await this.view.draw(display, layout, fit)) || token !== this.token) return;
+      this.step = step;
+      this.table = new Map([...(removed ?? []), ...step.nodes.map((n) => [n.id, n])]);
+      const listing = this.effective("listing") && linearOf(step);
+      this.showListing(listing);
+      this.renderTools(step);
+      const display = displayGraph(step, removed, {
+        ...DEFAULT_OPTIONS,
+        index: this.effective("index"),
+        lanes: this.effective("lanes"),
+        hidden: this.views.hidden,
+        commutative: new Set(this.meta.commutative ?? []),
+      });
+      this.display = display;
+      this.els.drawn.textContent = `${display.nodes.length} drawn · ${display.total} nodes`;
+      if (listing) renderListing(this.els.listing, step, (op) => this.opColors.get(op), (id) => this.selectNode(id, false), this.selected);
+      else {
+        const layout = await this.layouts.layout(display);
+        if (token !== this.token) return;
+        const passKey = at.join("/");
+        const fit = passKey !== this.drawnPass;
+        this.drawnPass = passKey;
+        if (!(await this.view.draw(display, layout, fit)) || token !== this.token) return;
+        if (this.query) this.search(this.query, false);
+      }
     } catch (err) {
       if (token === this.token) this.status(err.message, true);
       return;
     }
-    this.table = new Map([...(removed ?? []), ...step.nodes.map((n) => [n.id, n])]);
     this.selectNode(this.table.has(this.selected) ? this.selected : null, false);
     panel.update({ ...view, step });
-    this.status("");
+    if (!variantError) this.status("");
     // Report the view as drawn once the browser has painted it (tests and bench/ui.py wait for this).
     requestAnimationFrame(() => {
       if (token !== this.token) return;
-      const view = `${s.tid}/${s.ci}/${s.pi}/${s.k}`;
-      performance.measure(`uopviz:draw ${view}`, { start: started });
-      this.root.dataset.drawn = view;
+      const drawn = `${s.tid}/${s.ci}/${s.pi}/${s.k}`;
+      performance.measure(`uopviz:draw ${drawn}`, { start: started });
+      this.root.dataset.drawn = drawn;
     });
   }
 
+  showListing(on) {
+    this.els.listing.hidden = !on;
+    this.els.graph.hidden = Boolean(on);
+  }
+
   // The nodes a step removed come from the step's own table when it has them, else from the step before.
-  async removedNodes(s, step) {
+  async removedNodes(at, k, step) {
     const have = new Map(step.nodes.map((n) => [n.id, n]));
     if (step.removed.every((id) => have.has(id))) return new Map(step.removed.map((id) => [id, have.get(id)]));
-    const before = await this.stepData(s, s.k - 1);
+    const before = await this.stepData(...at, k - 1);
     const prev = new Map(before.nodes.map((n) => [n.id, n]));
     return new Map(step.removed.filter((id) => have.has(id) || prev.has(id)).map((id) => [id, have.get(id) ?? prev.get(id)]));
+  }
+
+  renderTools(step) {
+    const on = (name, value) => this.toggles[name].classList.toggle("uv-on", value);
+    on("removed", this.showRemoved);
+    on("index", this.effective("index"));
+    on("lanes", this.effective("lanes"));
+    on("listing", Boolean(this.effective("listing") && linearOf(step)));
+    on("filter", this.views.hidden.size > 0);
+    this.toggles.listing.hidden = !linearOf(step);
   }
 
   renderChrome(trace, ctx, pass) {
@@ -293,11 +472,16 @@ export class App {
       this.els.crumbs,
       h("span", {}, trace.name),
       h("span", { class: "uv-sep" }, "›"),
-      ctx.kind === "kernel" ? kernelName(ctx.name, this.axisColors) : h("span", {}, ctx.name),
+      ctx.kind === "kernel" ? kernelName(ctx.name, this.axisColors, ctx.label) : h("span", {}, ctx.label),
+      s.opts && [h("span", { class: "uv-sep" }, "›"), h("span", { class: "uv-crumb-opts", title: "lowered again with these opts" }, describeOpts(this.meta, s.opts))],
       pass && [h("span", { class: "uv-sep" }, "›"), h("span", {}, pass.name)],
     );
     const steps = pass?.steps ?? 0;
+    const folded = pass?.folded.length ?? 0;
     this.els.stepLabel.textContent = `step ${s.k} / ${steps}`;
+    this.els.stepLabel.title = folded ? `${folded} of these steps change nothing drawn (the rewriter met a node an earlier step had rewritten): ← → skip them` : "";
+    this.els.stepLabel.dataset.folded = folded;
+    if (folded) this.els.stepLabel.append(h("span", { class: "uv-folded" }, ` · ${folded} folded`));
     Object.assign(this.els.slider, { max: steps, value: s.k, disabled: !steps });
     fill(
       this.els.tabs,
@@ -309,7 +493,27 @@ export class App {
   selectNode(ref, reveal) {
     this.selected = ref;
     this.view.select(ref, reveal);
-    renderInspector(this.els.inspector, ref && this.table?.get(ref), this.table, (id) => this.selectNode(id, true), (n) => this.functionOf(n));
+    for (const line of this.els.listing.querySelectorAll(".uv-line")) line.classList.toggle("uv-selected", line.dataset.ref === ref);
+    const drawn = ref == null ? null : this.view.nodes.find((n) => n.refs.includes(ref));
+    renderInspector(this.els.inspector, {
+      node: ref && this.table?.get(ref),
+      drawn,
+      table: this.table,
+      select: (id) => this.selectNode(id, true),
+      opener: (n) => this.functionOf(n),
+      python: this.readOnly ? null : (id) => this.showPython(id),
+    });
+  }
+
+  // The graph of the step shown (or the part of it under node `id`) as Python, in an overlay.
+  async showPython(id = null) {
+    const { pi, k } = this.state;
+    try {
+      const { text } = await this.source.python(this.shown.tid, this.shown.ci, pi, k, id);
+      this.overlay.text(id ? `Python: the graph under ${id.slice(0, 8)}` : "Python: the graph of this step", text);
+    } catch (err) {
+      this.status(err.message, true);
+    }
   }
 
   // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in.
@@ -317,34 +521,82 @@ export class App {
     const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
     if (fn?.op !== "Function" || !fn.arg) return null;
     const ci = (this.contexts ?? []).findIndex((c) => c.kind === "function" && c.name === `function ${fn.arg}`);
-    return ci < 0 ? null : { label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0 }, true) };
+    return ci < 0 ? null : { label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0, opts: null }, true) };
   }
 
-  // Step k of the current pass (clamped to its steps); nothing happens at either end.
-  async stepTo(k) {
-    const { tid, ci, pi } = this.state;
-    const steps = (await this.trace(tid)).contexts[ci].passes[pi].steps;
-    k = Math.min(Math.max(0, k), steps);
+  // The search box: every drawn node whose op, title, index text or id holds the text is marked; the first (or
+  // the next, with Enter) is brought into view.
+  search(query, reveal = true) {
+    this.query = query.trim().toLowerCase();
+    const nodes = this.view.nodes;
+    this.hits = this.query ? nodes.flatMap((n, i) => (searchText(n).includes(this.query) ? [i] : [])) : [];
+    this.view.search(this.hits);
+    this.hit = -1;
+    if (reveal && this.hits.length) this.nextHit(1);
+    this.showHits();
+  }
+
+  nextHit(delta) {
+    if (!this.hits.length) return;
+    this.hit = (this.hit + delta + this.hits.length) % this.hits.length;
+    this.view.reveal(this.hits[this.hit]);
+    this.showHits();
+  }
+
+  showHits() {
+    this.els.hits.textContent = this.query ? (this.hits.length ? `${this.hit + 1} / ${this.hits.length}` : "none") : "";
+  }
+
+  // The next step that is not folded (one that changes what is drawn), `delta` away; nothing happens at either end.
+  async stepBy(delta) {
+    const { tid, pi } = this.state;
+    const pass = this.pass;
+    if (!pass) return;
+    const folded = new Set(pass.folded);
+    let k = this.state.k + delta;
+    while (k > 0 && k < pass.steps && folded.has(k)) k += delta;
+    k = Math.min(Math.max(0, k), pass.steps);
     if (k !== this.state.k && tid === this.state.tid && pi === this.state.pi) this.go({ k });
   }
 
-  async movePass(delta) {
-    const { tid, ci } = this.state;
-    const passes = (await this.trace(tid)).contexts[ci].passes;
+  // Step k of the current pass (clamped to its steps).
+  stepTo(k) {
+    const pass = this.pass;
+    if (!pass) return;
+    k = Math.min(Math.max(0, k), pass.steps);
+    if (k !== this.state.k) this.go({ k });
+  }
+
+  movePass(delta) {
+    const passes = this.shown?.context.passes ?? [];
     const pi = Math.min(Math.max(0, this.state.pi + delta), passes.length - 1);
-    if (pi !== this.state.pi && tid === this.state.tid) this.go({ pi, k: 0 });
+    if (pi !== this.state.pi) this.go({ pi, k: 0 });
   }
 
   onKey(e) {
     if (e.target.closest("input, select, textarea, [contenteditable]") || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (this.overlay.open) {
+      if (e.key === "Escape" || e.key === "?") {
+        e.preventDefault();
+        this.overlay.close();
+      }
+      return;
+    }
     const actions = {
-      ArrowLeft: () => this.stepTo(this.state.k - 1),
-      ArrowRight: () => this.stepTo(this.state.k + 1),
+      ArrowLeft: () => this.stepBy(-1),
+      ArrowRight: () => this.stepBy(1),
       ArrowUp: () => this.movePass(-1),
       ArrowDown: () => this.movePass(1),
       Home: () => this.stepTo(0),
       End: () => this.stepTo(Infinity),
       Escape: () => this.selectNode(null, false),
+      "/": () => this.els.search.focus(),
+      "?": () => this.overlay.help(),
+      f: () => this.view.fit(),
+      g: () => linearOf(this.step ?? { nodes: [] }) && this.flip("listing"),
+      i: () => this.flip("index"),
+      c: () => this.flip("lanes"),
+      l: () => this.els.legend.querySelector(".uv-legend-toggle").click(),
     };
     if (!actions[e.key]) return;
     e.preventDefault();

@@ -5,7 +5,11 @@
 //   traces()                   GET  /api/traces
 //   trace(tid)                 GET  /api/traces/{tid}
 //   step(tid, ci, pi, k)       GET  /api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}
+//   python(tid, ci, pi, k, node)
+//                              GET  /api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}/python[?node=]
 //   kernel(tid, ci)            GET  /api/traces/{tid}/contexts/{ci}/kernel
+//   timeKernel(tid, ci)        POST /api/traces/{tid}/contexts/{ci}/time  {}
+//   machineCode(tid, ci)       GET  /api/traces/{tid}/contexts/{ci}/machine-code
 //   applyOpts(tid, ci, opts)   POST /api/traces/{tid}/contexts/{ci}/opts  {"opts": opts}
 //   searches(kernelHash, before)
 //                              GET  /api/tuning/searches[?kernel_hash=&before=]  a page, newest first:
@@ -61,7 +65,10 @@ export function httpSource(base = "") {
     traces: () => call(url("traces")),
     trace: (tid) => call(url("traces", tid)),
     step: (tid, ci, pi, k) => call(url(...ctx(tid, ci), "passes", pi, "steps", k)),
+    python: (tid, ci, pi, k, node = null) => call(query(url(...ctx(tid, ci), "passes", pi, "steps", k, "python"), { node })),
     kernel: (tid, ci) => call(url(...ctx(tid, ci), "kernel")),
+    timeKernel: (tid, ci) => post(url(...ctx(tid, ci), "time"), {}),
+    machineCode: (tid, ci) => call(url(...ctx(tid, ci), "machine-code")),
     applyOpts: (tid, ci, opts) => post(url(...ctx(tid, ci), "opts"), { opts }),
     searches: (kernelHash = null, before = null) => call(query(url("tuning", "searches"), { kernel_hash: kernelHash, before })),
     search: (sid) => call(url("tuning", "searches", sid)),

@@ -5,9 +5,11 @@
 // An opt is {op, axis, arg}. A choice with split_to makes arg [amount, split_to, top]; one with an amount makes
 // arg that number; one with other_axis makes arg the other axis; else arg is null (and axis too without axis).
 
-// The choices a kernel on `device` may take (every choice where the device is unknown here).
+// The choices a kernel on `device` may take; for a device this server does not run (a trace recorded elsewhere),
+// those every device here takes, so that no opt is offered that a device cannot take (LOCAL on a CPU).
 export function choicesFor(meta, device) {
-  const labels = meta.device_opts?.[device];
+  const perDevice = Object.values(meta.device_opts ?? {});
+  const labels = meta.device_opts?.[device] ?? (perDevice.length ? meta.opts.map((c) => c.label).filter((l) => perDevice.every((d) => d.includes(l))) : null);
   return labels ? meta.opts.filter((c) => labels.includes(c.label)) : meta.opts;
 }
 

@@ -37,6 +37,9 @@ export async function staticSource(base64) {
     results: (kernelHash = null) => get(key("results", kernelHash)),
     applyOpts: readOnly,
     startBeam: readOnly,
+    python: readOnly,
+    timeKernel: readOnly,
+    machineCode: readOnly,
     beamEvents: (job, onEvent) => {
       onEvent({ event: "error", kind: "failed", detail: "a static view runs no searches" });
       return () => {};

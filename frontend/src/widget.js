@@ -11,7 +11,7 @@ const TRAITS = { tid: "trace", ci: "context", pi: "pass_index", k: "step", opts:
 const NONE = { tid: "", ci: -1 }; // how the traitlets spell "none chosen yet" (opts: null, the kernel as compiled)
 const toTrait = (key, value) => value ?? NONE[key] ?? null;
 const fromTrait = (key, value) => (value === NONE[key] ? null : value);
-const METHODS = ["meta", "traces", "trace", "step", "kernel", "applyOpts", "searches", "search", "results", "startBeam"];
+const METHODS = ["meta", "traces", "trace", "step", "python", "kernel", "timeKernel", "machineCode", "applyOpts", "searches", "search", "results", "startBeam"];
 
 export function commSource(model) {
   let next = 0;

@@ -2,14 +2,16 @@
 // height}], edges: [{v, w, name}]}}; the answer {id, layout} or {id, error}, where layout holds each node's
 // centre and each edge's polyline, in request order.
 //
-// dagre lays out graphs of up to DAGRE_MAX_NODES nodes; bigger ones (an upcast kernel's thousands of nodes)
-// get quickLayout, which takes tens of milliseconds where dagre takes seconds.
+// dagre lays out graphs of up to DAGRE_MAX_NODES nodes and DAGRE_MAX_EDGES edges; bigger ones (an upcast kernel's
+// thousands of nodes, a Linear program whose node has every instruction as a source) get quickLayout, which takes
+// tens of milliseconds where dagre takes seconds to minutes.
 import dagre from "@dagrejs/dagre";
 import { quickLayout } from "./graph/quick-layout.js";
 
 // Network-simplex ranking gives the tidiest layers but grows much faster than linear; tight-tree is close.
 const SIMPLEX_MAX_NODES = 300;
 const DAGRE_MAX_NODES = 700;
+const DAGRE_MAX_EDGES = 1000;
 const SPACING = { nodesep: 14, ranksep: 32, margin: 24 };
 
 function dagreLayout({ nodes, edges }) {
@@ -21,7 +23,7 @@ function dagreLayout({ nodes, edges }) {
     edgesep: 8,
     marginx: SPACING.margin,
     marginy: SPACING.margin,
-    ranker: nodes.length > SIMPLEX_MAX_NODES ? "tight-tree" : "network-simplex",
+    ranker: nodes.length > SIMPLEX_MAX_NODES || edges.length > 2 * SIMPLEX_MAX_NODES ? "tight-tree" : "network-simplex",
   });
   for (const n of nodes) g.setNode(n.id, { width: n.width, height: n.height });
   for (const e of edges) g.setEdge(e.v, e.w, {}, e.name);
@@ -40,7 +42,8 @@ function dagreLayout({ nodes, edges }) {
 
 self.onmessage = ({ data: { id, graph } }) => {
   try {
-    const layout = graph.nodes.length > DAGRE_MAX_NODES ? quickLayout(graph, SPACING) : dagreLayout(graph);
+    const big = graph.nodes.length > DAGRE_MAX_NODES || graph.edges.length > DAGRE_MAX_EDGES;
+    const layout = big ? quickLayout(graph, SPACING) : dagreLayout(graph);
     self.postMessage({ id, layout });
   } catch (err) {
     self.postMessage({ id, error: String(err?.message ?? err) });

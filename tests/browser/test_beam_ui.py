@@ -85,9 +85,14 @@ def check_chart(page: Page, search: dict[str, Any]) -> None:
     assert chart_ids(page, ".uv-beam-dot.uv-on-path") == sorted(search["winning_path"])
     assert page.get_attribute(".uv-beam-path", "d")  # the line through the winning path
     by_id = {c["id"]: c for c in cands}
-    steps = page.eval_on_selector_all(".uv-beam-step .uv-chip", "els => els.map(e => e.textContent)")
+    # every step of the winning path with its full opts, the unoptimized and the heuristic's kernels named as such
+    steps = page.eval_on_selector_all(".uv-beam-step", "els => els.map(e => [e.dataset.kind, "
+                                                       "[...e.querySelectorAll('.uv-chip')].map(c => c.textContent)])")
     path = [by_id[i] for i in search["winning_path"]]
-    assert steps == [describe(c["opts"][-1]) if c["opts"] else "unoptimized" for c in path]
+    kinds = ["unoptimized" if c["parent"] is None else "heuristic" if c["round"] == 0 else "step" for c in path]
+    assert steps == [[kind, [describe(o) for o in c["opts"]] or ["no opts"]] for kind, c in zip(kinds, path)]
+    times = page.eval_on_selector_all(".uv-beam-step-time", "els => els.map(e => e.textContent)")
+    assert all("GFLOP/s" in t and "GB/s" in t for t, c in zip(times, path) if c["median_s"] is not None), times
 
 
 def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candidates(page: Page, server: str,

@@ -78,6 +78,8 @@ def test_the_widget_draws_steps_and_applies_an_opt_in_jupyterlab(browser: Browse
     for axis_type, fill in fills:
         n = int(AxisType[axis_type].colour.lstrip("#"), 16)
         assert fill == f"rgb({n >> 16}, {(n >> 8) & 255}, {n & 255})", (axis_type, fill)
+    assert "GLOBAL" not in page.inner_text(".uv-app .uv-legend")  # folded in a view this low: one button
+    page.click(".uv-app .uv-legend-toggle")
     assert "GLOBAL" in page.inner_text(".uv-app .uv-legend")
 
     # the keyboard steps the view while it has focus; no key reaches JupyterLab (no cell added or selected)

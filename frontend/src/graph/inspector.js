@@ -1,9 +1,11 @@
-// The node inspector: the selected node's op, id, dtype, shape, arg, sources and users, over the graph; a node that
-// stands for more than itself (a call of a function) links to where that is shown (`opener(node)`: {label, open}).
+// The node inspector: the selected node's op, id, dtype, shape, arg, sources and users, over the graph; for a drawn
+// node that stands for more (copies alike, an Index with its index text) that too. A node that stands for more than
+// itself in another way (a call of a function) links to where that is shown (`opener(node)`: {label, open}), and
+// `python(id)` (when given) shows the graph under the node as Python.
 import { fill, h } from "../dom.js";
 import { argText } from "./display.js";
 
-export function renderInspector(el, node, table, select, opener = () => null) {
+export function renderInspector(el, { node, drawn, table, select, opener = () => null, python = null }) {
   if (!node) {
     el.hidden = true;
     return;
@@ -15,6 +17,7 @@ export function renderInspector(el, node, table, select, opener = () => null) {
   };
   const users = [...table.values()].filter((n) => n.src.includes(node.id)).map((n) => n.id);
   const target = opener(node);
+  const copies = drawn && drawn.refs.length > 1 ? drawn.refs.length : 0;
   fill(
     el,
     h("div", { class: "uv-inspector-head" }, h("b", {}, node.op), h("button", { class: "uv-close", title: "close (Esc)", onclick: () => select(null) }, "×")),
@@ -31,11 +34,14 @@ export function renderInspector(el, node, table, select, opener = () => null) {
       h("dd", {}, [node.group ?? "no group", node.axis_type && ` · AxisType ${node.axis_type}`]),
       h("dt", {}, "arg"),
       h("dd", {}, h("span", { class: "uv-arg" }, node.arg || "—")),
+      drawn?.expr && [h("dt", {}, "index"), h("dd", {}, h("span", { class: "uv-arg uv-expr" }, drawn.expr))],
+      copies > 0 && [h("dt", {}, "copies"), h("dd", {}, `drawn as one of ${copies} nodes alike but for their constants: `, drawn.refs.slice(0, 16).map(link), copies > 16 && "…")],
       h("dt", {}, "src"),
       h("dd", {}, node.src.length ? node.src.map(link) : "—"),
       h("dt", {}, "users"),
       h("dd", {}, users.length ? users.map(link) : "—"),
     ),
     target && h("button", { class: "uv-open", onclick: target.open }, target.label),
+    python && h("button", { class: "uv-button uv-python", title: "Python that rebuilds the graph under this node", onclick: () => python(node.id) }, "as Python"),
   );
 }

@@ -1,10 +1,11 @@
-// The legend under the graph: AxisType colours (Range fills), op-group colours, and how steps are marked.
+// The legend under the graph: AxisType colours (Range fills), op-group colours, and how steps are marked. It folds to
+// one button, so that on a small screen it covers nothing (`toggle` opens and closes it).
 import { h } from "../dom.js";
 
-export function legend(meta) {
-  return h(
+export function legend(meta, open, toggle) {
+  const body = h(
     "div",
-    { class: "uv-legend" },
+    { class: "uv-legend-body" },
     h(
       "div",
       { class: "uv-legend-row" },
@@ -26,11 +27,21 @@ export function legend(meta) {
       "div",
       { class: "uv-legend-row" },
       h("span", { class: "uv-legend-head" }, "Step"),
-      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-added" }), "added by this step"),
-      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-removed" }), "removed by it (drawn beside)"),
+      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-added" }), "added"),
+      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-removed" }), "removed (beside)"),
+      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-rebuilt" }), "rebuilt ancestor"),
       h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-match" }), "matched"),
       h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-replacement" }), "replacement"),
-      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-hub" }), "shared node, drawn once per use"),
+      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-hub" }), "shared, once per use"),
+      h("span", { class: "uv-legend-item" }, h("i", { class: "uv-swatch uv-swatch-many" }), "×n: copies alike"),
+      h("span", { class: "uv-legend-item" }, h("b", { class: "uv-legend-operand" }, "1"), "operand number"),
     ),
+  );
+  body.hidden = !open;
+  return h(
+    "div",
+    { class: `uv-legend${open ? " uv-open" : ""}` },
+    h("button", { class: "uv-button uv-legend-toggle", title: "show or hide the legend", "aria-expanded": String(open), onclick: toggle }, open ? "legend ▾" : "legend ▸"),
+    body,
   );
 }

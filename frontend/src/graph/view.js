@@ -1,8 +1,10 @@
 // Draws a laid-out display graph as SVG: pan and zoom (d3-zoom), nodes coloured by op group (Range nodes by
-// AxisType), what the step added outlined, what it removed dashed and faded; a click selects a node.
+// AxisType), what the step added outlined, what it removed dashed and faded, the ancestors it rebuilt dashed blue;
+// an edge into an op whose operands are ordered says which operand it is; a click selects a node.
 // Only what lies in and around the view is in the DOM: elements are added a slice per animation frame as
 // the view moves and dropped when far outside it, so a graph of thousands of nodes stays light to draw,
-// pan and zoom, and the page keeps answering while it appears.
+// pan and zoom, and the page keeps answering while it appears. A minimap shows the whole graph and where the view
+// is when the view does not hold it all; a click or a drag on it moves the view there.
 
 import { select } from "d3-selection";
 import { zoom, zoomIdentity } from "d3-zoom";
@@ -11,10 +13,10 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 const SLICE = 250; // nodes (and as many edges) added per frame
 const NEAR = 0.5; // draw what lies within half a view of the view...
 const FAR = 1.5; // ...and drop what lies more than one and a half views away
-const MIN_FIT_SCALE = 0.3; // below this a whole-graph view is unreadable: frame a part of it instead
-const START_SCALE = 0.8;
-const INSET_TOP = 44; // the graph tools above...
-const INSET_BOTTOM = 84; // ...and the legend below
+const READABLE = 0.85; // the smallest scale whose node text (11 px) reads well: a view pans rather than shrink below it
+const MAX_SCALE = 1.25; // a small graph is not blown up past this
+const FOCUS_PAD = 48; // room around what a step changed when it is framed
+const MINIMAP = { width: 200, height: 130, share: 0.24 }; // at most this big, and this share of the view's width
 
 const svgEl = (tag, attrs) => {
   const el = document.createElementNS(SVG_NS, tag);
@@ -23,10 +25,12 @@ const svgEl = (tag, attrs) => {
 };
 
 export class GraphView {
-  constructor(container, onSelect) {
+  // insets(): {top, bottom}, the pixels of the view that the tools above and the legend below cover.
+  constructor(container, onSelect, insets = () => ({ top: 44, bottom: 12 })) {
+    this.insets = insets;
     this.svg = select(container).append("svg").attr("class", "uv-graph-svg");
     const defs = this.svg.append("defs");
-    for (const kind of ["plain", "added", "removed"]) {
+    for (const kind of ["plain", "added", "removed", "rebuilt"]) {
       defs
         .append("marker")
         .attr("id", `uv-arrow-${kind}`)
@@ -57,12 +61,14 @@ export class GraphView {
       const el = event.target.closest(".uv-node");
       onSelect(el ? this.nodes[Number(el.dataset.index)].ref : null);
     });
+    this.minimap = new Minimap(container, (x, y) => this.centreAt(x, y, this.transform.k));
     this.nodes = [];
     this.edges = [];
     this.nodeEls = new Map(); // index -> element, for the nodes now in the DOM
     this.edgeEls = new Map();
     this.size = { width: 0, height: 0 };
     this.selected = null;
+    this.found = new Set(); // indices of the nodes a search found
     this.userMoved = false;
     this.fillPending = false;
     this.waiters = [];
@@ -79,27 +85,39 @@ export class GraphView {
       return { ...n, x, y, box: [x - n.width / 2, y - n.height / 2, x + n.width / 2, y + n.height / 2] };
     });
     this.edges = display.edges.flatMap((e, i) => (e.hidden ? [] : [{ ...e, points: layout.edges[i], box: bounds(layout.edges[i]) }]));
-    this.special = new Map([
-      [display.match, "uv-match"],
-      [display.replacement, "uv-replacement"],
-    ]);
+    this.special = (n) => (n.refs.includes(display.replacement) ? "uv-replacement" : n.refs.includes(display.match) ? "uv-match" : null);
+    this.found = new Set();
     this.nodeEls.clear();
     this.edgeEls.clear();
     this.edgeLayer.replaceChildren();
     this.nodeLayer.replaceChildren();
     this.svg.attr("data-key", null).attr("data-nodes", null);
     this.root = this.nodes.find((n) => n.ref === display.root);
-    const changed = this.nodes.filter((n) => n.status);
-    const view = this.viewRect(0);
+    const focus = this.focusOf();
     if (fit) this.userMoved = false;
-    if (!this.userMoved) this.frame(changed[0]);
-    else if (changed.length && !changed.some((n) => meets(n.box, view))) this.centre(changed[0]);
+    if (!this.userMoved) this.frame(focus);
+    else if (focus.length && !focus.some((n) => meets(n.box, this.viewRect(0)))) this.centre(focus[0], Math.max(this.transform.k, READABLE));
+    this.minimap.draw(this.nodes, this.size, this.viewSize().width);
+    this.minimap.view(this.viewRect(0), this.size);
     const done = new Promise((resolve) => this.waiters.push(resolve));
     this.scheduleFill();
     return done.then((complete) => {
-      if (complete) this.svg.attr("data-key", display.key).attr("data-nodes", this.nodes.length);
+      if (complete) {
+        // for tests: the scale, and whether what the step changed is in the free part of the view
+        const [top, height] = this.free();
+        const { width } = this.viewSize();
+        const t = this.transform;
+        const inView = (n) => { const [x, y] = [n.x * t.k + t.x, n.y * t.k + t.y]; return x >= 0 && x <= width && y >= top && y <= top + height; };
+        this.svg.attr("data-key", display.key).attr("data-nodes", this.nodes.length).attr("data-scale", t.k.toFixed(3)).attr("data-focus", focus.length ? String(inView(focus[0])) : "none");
+      }
       return complete;
     });
+  }
+
+  // What a step changed, the replacement first: the nodes to frame.
+  focusOf() {
+    const rank = (n) => (this.special(n) === "uv-replacement" ? 0 : this.special(n) === "uv-match" ? 1 : n.status === "added" ? 2 : n.status === "removed" ? 3 : 4);
+    return this.nodes.filter((n) => rank(n) < 4).sort((a, b) => rank(a) - rank(b));
   }
 
   settle(complete) {
@@ -131,6 +149,7 @@ export class GraphView {
     }
     const near = this.viewRect(NEAR);
     const more = this.add(this.edges, this.edgeEls, this.edgeLayer, near, (e) => edgeElement(e)) | this.add(this.nodes, this.nodeEls, this.nodeLayer, near, (n, i) => this.nodeElement(n, i));
+    this.minimap.view(this.viewRect(0), this.size);
     if (more) this.scheduleFill();
     else this.settle(true);
   }
@@ -164,78 +183,179 @@ export class GraphView {
   }
 
   nodeElement(d, index) {
-    const cls = ["uv-node", d.hub && "uv-hub", d.status && `uv-${d.status}`, this.special.get(d.ref), d.ref === this.selected && "uv-selected"];
+    const cls = ["uv-node", d.hub && "uv-hub", d.status && `uv-${d.status}`, this.special(d), d.refs.includes(this.selected) && "uv-selected", this.found.has(index) && "uv-found", d.refs.length > 1 && "uv-many"];
     const g = svgEl("g", {
       class: cls.filter(Boolean).join(" "),
       transform: `translate(${d.box[0]},${d.box[1]})`,
       "data-index": index,
       "data-ref": d.ref,
       "data-op": d.op,
+      "data-count": d.refs.length,
     });
     if (d.axisType) g.setAttribute("data-axis-type", d.axisType);
-    g.append(svgEl("rect", { width: d.width, height: d.height, rx: d.hub ? d.height / 2 : 4, fill: d.fill }));
-    const title = svgEl("text", { class: "uv-node-title", x: d.width / 2, y: d.sub ? 14 : 15, fill: d.ink });
-    title.textContent = d.title;
-    g.append(title);
-    if (d.sub) {
-      const sub = svgEl("text", { class: "uv-node-sub", x: d.width / 2, y: 27, fill: d.ink });
-      sub.textContent = d.sub;
-      g.append(sub);
+    if (d.refs.length > 1) g.append(svgEl("rect", { class: "uv-stack", x: 3, y: 3, width: d.width, height: d.height, rx: 4, fill: d.fill }));
+    g.append(svgEl("rect", { width: d.width, height: d.height, rx: d.hub ? Math.min(11, d.height / 2) : 4, fill: d.fill }));
+    d.lines.forEach((line, i) => {
+      const text = svgEl("text", { class: `uv-node-${line.kind}`, x: d.width / 2, y: 15 + 13 * i, fill: d.ink });
+      text.textContent = line.text;
+      g.append(text);
+    });
+    if (d.expr) {
+      const tip = svgEl("title", {});
+      tip.textContent = `${d.lines[0].text} ${d.expr}`;
+      g.append(tip);
     }
     return g;
   }
 
-  // The first view of a graph: all of it, or when that would be unreadably small, `focus` (what the step
-  // changed) in the middle, else the root near the bottom, at a readable scale.
+  // The first view of a step: all of the graph where that reads well; else what the step changed, framed as
+  // close as reads well (the replacement in the middle when all of it does not fit); else the root.
   frame(focus) {
     if (!this.viewSize().width || !this.size.width) return;
-    if (this.fitScale() >= MIN_FIT_SCALE) return this.fit();
-    if (focus) this.centre(focus, START_SCALE);
-    else if (this.root) this.centre(this.root, START_SCALE, 0.9);
+    if (this.fitScale(this.size.width, this.size.height) >= READABLE) return this.fit();
+    if (!focus.length) return this.root && this.centre(this.root, READABLE, 0.85);
+    const box = focus.reduce((b, n) => [Math.min(b[0], n.box[0]), Math.min(b[1], n.box[1]), Math.max(b[2], n.box[2]), Math.max(b[3], n.box[3])], [Infinity, Infinity, -Infinity, -Infinity]);
+    const scale = Math.min(MAX_SCALE, this.fitScale(box[2] - box[0] + 2 * FOCUS_PAD, box[3] - box[1] + 2 * FOCUS_PAD));
+    // the whole graph rewritten (its root replaced): the root low in the view, the graph above it
+    if (scale < READABLE) return this.centre(focus[0], READABLE, focus[0] === this.root ? 0.85 : 0.5);
+    this.centreAt((box[0] + box[2]) / 2, (box[1] + box[3]) / 2, scale);
   }
 
   // Frames the whole graph in the part of the view that the tools and the legend leave free.
   fit() {
     const { width } = this.viewSize();
     const [top, height] = this.free();
-    const scale = this.fitScale();
+    const scale = Math.min(MAX_SCALE, this.fitScale(this.size.width, this.size.height));
     const t = zoomIdentity.translate((width - this.size.width * scale) / 2, top + Math.max(0, (height - this.size.height * scale) / 2));
     this.svg.call(this.zoom.transform, t.scale(scale));
   }
 
-  fitScale() {
+  // The scale at which a w x h part of the graph fills the free part of the view.
+  fitScale(w, h) {
     const { width } = this.viewSize();
-    return Math.min(width / this.size.width, this.free()[1] / this.size.height, 1.25) * 0.96;
+    return Math.min(width / w, this.free()[1] / h) * 0.96;
   }
 
   // The free band of the view: [top, height].
   free() {
     const { height } = this.viewSize();
-    return [INSET_TOP, Math.max(1, height - INSET_TOP - INSET_BOTTOM)];
+    const { top, bottom } = this.insets();
+    return [top, Math.max(1, height - top - bottom)];
   }
 
   // Puts `node` in the middle of the free band (or at fraction `at` of its height).
   centre(node, scale = this.transform.k, at = 0.5) {
-    const { width } = this.viewSize();
-    const [top, height] = this.free();
-    this.svg.call(this.zoom.transform, zoomIdentity.translate(width / 2 - node.x * scale, top + height * at - node.y * scale).scale(scale));
+    this.centreAt(node.x, node.y, scale, at);
   }
 
-  // Marks every copy of node `ref` as selected and, when asked, brings the first one into view.
+  centreAt(x, y, scale, at = 0.5) {
+    const { width } = this.viewSize();
+    const [top, height] = this.free();
+    this.svg.call(this.zoom.transform, zoomIdentity.translate(width / 2 - x * scale, top + height * at - y * scale).scale(scale));
+  }
+
+  // Marks every node that stands for node `ref` as selected and, when asked, brings the first one into view.
   select(ref, reveal) {
     this.selected = ref;
-    for (const el of this.nodeEls.values()) el.classList.toggle("uv-selected", el.dataset.ref === ref);
-    const node = reveal && ref != null && this.nodes.find((n) => n.ref === ref);
-    if (node) this.centre(node);
+    for (const [i, el] of this.nodeEls) el.classList.toggle("uv-selected", ref != null && this.nodes[i].refs.includes(ref));
+    const node = reveal && ref != null && this.nodes.find((n) => n.refs.includes(ref));
+    if (node) this.centre(node, Math.max(this.transform.k, READABLE));
+  }
+
+  // Marks the drawn nodes of these indices as found by a search.
+  search(matches) {
+    this.found = new Set(matches);
+    for (const [i, el] of this.nodeEls) el.classList.toggle("uv-found", this.found.has(i));
+    this.minimap.mark(this.nodes, this.found);
+  }
+
+  // Brings drawn node `index` to the middle of the view at a readable scale.
+  reveal(index) {
+    const n = this.nodes[index];
+    if (n) this.centre(n, Math.max(this.transform.k, READABLE));
+  }
+}
+
+// The whole graph in a corner: nodes as their colours, the view as a frame, search hits as white dots.
+class Minimap {
+  constructor(container, moveTo) {
+    this.canvas = document.createElement("canvas");
+    this.canvas.className = "uv-minimap";
+    this.canvas.hidden = true;
+    this.canvas.title = "the whole graph: click or drag to move the view";
+    container.append(this.canvas);
+    this.ctx = this.canvas.getContext("2d");
+    this.base = null; // the drawn nodes, kept to repaint under the view frame
+    this.moveTo = moveTo;
+    this.scale = 1;
+    const go = (e) => this.moveTo(e.offsetX / this.scale, e.offsetY / this.scale);
+    this.canvas.addEventListener("pointerdown", (e) => {
+      this.canvas.setPointerCapture(e.pointerId);
+      go(e);
+      const move = (m) => go(m);
+      this.canvas.addEventListener("pointermove", move);
+      this.canvas.addEventListener("pointerup", () => this.canvas.removeEventListener("pointermove", move), { once: true });
+    });
+  }
+
+  draw(nodes, size, viewWidth) {
+    const most = Math.min(MINIMAP.width, viewWidth * MINIMAP.share);
+    this.scale = Math.min(most / size.width, (most * MINIMAP.height) / MINIMAP.width / size.height) || 1;
+    this.canvas.width = Math.max(1, Math.round(size.width * this.scale));
+    this.canvas.height = Math.max(1, Math.round(size.height * this.scale));
+    const ctx = this.ctx;
+    ctx.fillStyle = "rgba(20, 22, 27, 0.9)";
+    ctx.fillRect(0, 0, this.canvas.width, this.canvas.height);
+    for (const n of nodes) {
+      ctx.fillStyle = n.status === "added" ? "#00e676" : n.status === "removed" ? "#ff5370" : n.fill;
+      const [x0, y0, x1, y1] = n.box.map((v) => v * this.scale);
+      ctx.fillRect(x0, y0, Math.max(1.5, x1 - x0), Math.max(1.5, y1 - y0));
+    }
+    this.base = ctx.getImageData(0, 0, this.canvas.width, this.canvas.height);
+    this.hits = [];
+  }
+
+  mark(nodes, found) {
+    this.hits = [...found].map((i) => nodes[i]);
+    if (this.last) this.view(...this.last);
+  }
+
+  // Repaints the view's frame; hidden while the view holds the whole graph.
+  view(rect, size) {
+    this.last = [rect, size];
+    const whole = rect[0] <= 0 && rect[1] <= 0 && rect[2] >= size.width && rect[3] >= size.height;
+    this.canvas.hidden = whole || !this.base;
+    if (this.canvas.hidden) return;
+    const ctx = this.ctx;
+    ctx.putImageData(this.base, 0, 0);
+    ctx.fillStyle = "#fff";
+    for (const n of this.hits ?? []) ctx.fillRect(n.x * this.scale - 2, n.y * this.scale - 2, 4, 4);
+    ctx.strokeStyle = "#4fa3ff";
+    ctx.lineWidth = 1.5;
+    const [x0, y0, x1, y1] = rect.map((v) => v * this.scale);
+    ctx.strokeRect(x0, y0, x1 - x0, y1 - y0);
   }
 }
 
 function edgeElement(edge) {
-  return svgEl("path", {
+  const kind = edge.status ?? "plain";
+  const path = svgEl("path", {
     d: curve(edge.points),
-    class: `uv-edge${edge.status ? ` uv-${edge.status}` : ""}`,
-    "marker-end": `url(#uv-arrow-${edge.status ?? "plain"})`,
+    class: `uv-edge${edge.status ? ` uv-${edge.status}` : ""}${edge.bridged ? " uv-bridged" : ""}`,
+    "marker-end": `url(#uv-arrow-${kind})`,
   });
+  if (edge.operand == null) return path;
+  // the operand number, beside the edge just before its arrow
+  const p = edge.points;
+  const n = p.length;
+  const [x1, y1, x0, y0] = [p[n - 2], p[n - 1], p[n - 4], p[n - 3]];
+  const len = Math.hypot(x1 - x0, y1 - y0) || 1;
+  const [dx, dy] = [(x1 - x0) / len, (y1 - y0) / len];
+  const g = svgEl("g", { class: "uv-edge-group" });
+  const label = svgEl("text", { class: "uv-operand", x: x1 - dx * 14 + dy * 7, y: y1 - dy * 14 - dx * 7 + 3 });
+  label.textContent = edge.operand;
+  g.append(path, label);
+  return g;
 }
 
 const meets = (a, b) => a[2] >= b[0] && a[0] <= b[2] && a[3] >= b[1] && a[1] <= b[3];

@@ -1,10 +1,12 @@
 // The BEAM tab: start a BEAM search of the kernel shown (a width and a number of rounds) and follow it live;
 // browse the searches in the tuning database. A search is drawn as candidate times per round with its winning
-// path, whose opts are listed step by step and can be opened in the Kernel tab.
+// path, whose candidates are listed step by step with their full opts (the heuristic's kernel named as such), times,
+// GFLOP/s and GB/s, and can be opened in the Kernel tab.
 import { fill, h } from "../dom.js";
 import { kernelName } from "../names.js";
 import { describeOpt, describeOpts } from "../opts.js";
 import { beamChart, formatSeconds } from "./beam-chart.js";
+import { speedText } from "./kernel.js";
 
 const LIMITS = { width: [1, 16], rounds: [1, 16] }; // as the server checks them
 
@@ -17,6 +19,13 @@ export function pathTo(candidates, bestId) {
 }
 
 export const timed = (c) => c.error == null && c.median_s != null;
+
+// Round 0 measures the unoptimized kernel (no parent) and the heuristic's opts (its child, all opts at once); every
+// later candidate adds one opt to its parent.
+export function candidateKind(c) {
+  if (c.parent == null) return "unoptimized";
+  return c.round === 0 ? "heuristic" : "step";
+}
 
 function ago(t) {
   const s = Date.now() / 1000 - t;
@@ -67,6 +76,7 @@ class BeamPanel {
   update({ trace, context, state }) {
     this.tid = trace.id;
     this.context = context;
+    this.loadWork();
     const changed = this.listKey() !== this.key || state.search !== this.sid;
     if (this.listKey() !== this.key) this.loadList();
     if (state.search !== this.sid) {
@@ -75,6 +85,27 @@ class BeamPanel {
       this.loadSearch();
     }
     if (changed) this.render();
+  }
+
+  // The kernel's work (flops, bytes), for GFLOP/s and GB/s beside the times of its searches.
+  async loadWork() {
+    const [tid, ci] = [this.tid, this.context.index];
+    if (this.context.kind !== "kernel" || this.workKey === `${tid}/${ci}`) return;
+    this.workKey = `${tid}/${ci}`;
+    this.work = null;
+    try {
+      const kernel = await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.source.kernel(tid, ci));
+      if (this.workKey === `${tid}/${ci}`) [this.work, this.workHash] = [kernel.work, this.context.kernel_hash];
+    } catch {
+      return; // a kernel that did not render: times alone
+    }
+    this.render();
+  }
+
+  // A time with GFLOP/s and GB/s when the search is of the kernel shown (whose work is known).
+  speed(s, time) {
+    if (time == null) return "–";
+    return this.work && s.kernel_hash === this.workHash ? speedText(time, this.work) : formatSeconds(time);
   }
 
   listKey() {
@@ -305,19 +336,24 @@ class BeamPanel {
         "div",
         { class: "uv-label" },
         s.status === "done" ? "Winner " : "Best so far ",
-        h("span", { class: "uv-dim" }, `${formatSeconds(best.median_s)}${speedup ? ` · ${speedup.toFixed(2)}× as fast as unoptimized (${formatSeconds(s.unoptimized_s)})` : ""}`),
+        h("span", { class: "uv-dim" }, `${this.speed(s, best.median_s)}${speedup ? ` · ${speedup.toFixed(2)}× as fast as unoptimized (${formatSeconds(s.unoptimized_s)})` : ""}`),
       ),
       h(
         "ol",
         { class: "uv-beam-path-list" },
         s.winning_path.map((id) => {
           const c = byId.get(id);
-          const added = c.opts.length ? describeOpt(this.meta, c.opts[c.opts.length - 1]) : "unoptimized";
+          const parent = byId.get(c.parent);
+          const kind = candidateKind(c);
+          const fresh = parent ? c.opts.length - parent.opts.length : c.opts.length; // the opts this step added
           return h(
             "li",
-            { class: `uv-beam-step${id === this.picked ? " uv-active" : ""}`, dataset: { id }, onclick: () => ((this.picked = id), this.render()) },
-            h("span", { class: "uv-chip uv-opt-chip" }, added),
-            h("span", { class: "uv-dim" }, ` round ${c.round} · ${formatSeconds(c.median_s)}`),
+            { class: `uv-beam-step${id === this.picked ? " uv-active" : ""}`, dataset: { id, kind }, onclick: () => ((this.picked = id), this.render()) },
+            kind !== "step" && h("span", { class: `uv-beam-kind uv-beam-kind-${kind}` }, kind),
+            c.opts.length
+              ? c.opts.map((o, i) => h("span", { class: `uv-chip uv-opt-chip${i >= c.opts.length - fresh ? " uv-new-opt" : ""}`, title: i >= c.opts.length - fresh ? "added by this step" : "" }, describeOpt(this.meta, o)))
+              : h("span", { class: "uv-chip uv-opt-chip" }, "no opts"),
+            h("span", { class: "uv-dim uv-beam-step-time" }, ` round ${c.round} · ${this.speed(s, c.median_s)}`),
           );
         }),
       ),
@@ -327,7 +363,7 @@ class BeamPanel {
 
   renderCandidate(c, s) {
     const facts = [
-      ["time", c.error ? null : c.median_s == null ? "same program as an earlier candidate" : `${formatSeconds(c.median_s)} (median of ${c.samples.length || "?"} runs)`],
+      ["time", c.error ? null : c.median_s == null ? "same program as an earlier candidate" : `${this.speed(s, c.median_s)} (median of ${c.samples.length || "?"} runs)`],
       ["error", c.error],
       ["program", c.program_hash],
       ["uops", c.uop_count],
@@ -336,7 +372,7 @@ class BeamPanel {
     return h(
       "div",
       { class: "uv-beam-picked" },
-      h("div", { class: "uv-label" }, `Candidate #${c.id} `, h("span", { class: "uv-dim" }, `round ${c.round}${c.parent != null ? `, from #${c.parent}` : ""}`)),
+      h("div", { class: "uv-label" }, `Candidate #${c.id} `, h("span", { class: "uv-dim" }, `${candidateKind(c) === "step" ? "" : `${candidateKind(c)} · `}round ${c.round}${c.parent != null ? `, from #${c.parent}` : ""}`)),
       h("div", { class: "uv-applied" }, c.opts.length ? c.opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(this.meta, o))) : h("span", { class: "uv-dim" }, "no opts (the unoptimized kernel)")),
       h("dl", { class: "uv-beam-facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "error" ? "uv-error" : "" }, String(v))])),
       this.openButton(s, c.opts, "Open in the Kernel tab"),
@@ -346,7 +382,7 @@ class BeamPanel {
   // Opts of the kernel shown can be opened in the Kernel tab (a search of another kernel's cannot).
   openButton(s, opts, label) {
     if (this.kernelHash() == null || s.kernel_hash !== this.kernelHash()) return null;
-    return h("button", { class: "uv-button uv-beam-open", title: describeOpts(this.meta, opts), onclick: () => this.go({ opts, tab: "kernel" }, true) }, label);
+    return h("button", { class: "uv-button uv-beam-open", title: describeOpts(this.meta, opts), onclick: () => this.ctx.openOpts(opts, { tab: "kernel" }) }, label);
   }
 
   renderList() {
@@ -398,7 +434,7 @@ class BeamPanel {
                   !mine && h("td", {}, kernelName(s.kernel_name, this.axisColors)),
                   h("td", { title: s.device_name }, s.device),
                   h("td", {}, s.width ?? "–"),
-                  h("td", {}, formatSeconds(s.best_s)),
+                  h("td", {}, this.speed(s, s.best_s)),
                   h("td", {}, s.n_candidates),
                   h("td", { title: new Date(s.started_at * 1000).toLocaleString() }, ago(s.started_at)),
                   h("td", {}, h("span", { class: `uv-beam-pill uv-pill-${s.status}`, title: s.error ?? "" }, s.status)),

@@ -1,17 +1,34 @@
-// The Kernel tab: the kernel's name in axis colours, its axes (click one to pick it), a form to apply an
-// opt to that axis (the choices the data source's meta offers for the kernel's device), the opts applied so far,
-// and the C source or the Linear listing. With opts in the view state it shows the kernel lowered again with
-// exactly those opts (the data source records that lowering as a new trace).
+// The Kernel tab: the kernel's name in axis colours, where in the user's code it was made, its axes (click one to
+// pick it), a form to apply an opt to that axis (the choices the data source's meta offers for the kernel's
+// device), the opts applied so far, "time it" (a run on the device: time, GFLOP/s, GB/s), and the source, its diff
+// against the kernel without the last opt, the Linear listing, or the machine code. With opts in the view state it
+// shows the kernel lowered again with exactly those opts (the data source records that lowering as a new trace,
+// whose passes the graph then shows, at the step of the last opt).
 import { fill, h, textOn } from "../dom.js";
-import { highlight, highlightListing } from "../highlight.js";
+import { highlight, highlightDiff, highlightListing } from "../highlight.js";
 import { kernelName } from "../names.js";
 import { choicesFor, describeOpt, formatOpts, makeOpt } from "../opts.js";
+import { unifiedDiff } from "../text-diff.js";
+import { formatSeconds } from "./beam-chart.js";
 
 export const kernelPanel = {
   id: "kernel",
   title: "Kernel",
   create: (el, ctx) => new KernelPanel(el, ctx),
 };
+
+const LISTINGS = [
+  ["source", "Source"],
+  ["diff", "Diff"],
+  ["linear", "Linear"],
+  ["machine", "Machine code"],
+];
+
+// "0.067 s · 32.0 GFLOP/s · 0.19 GB/s"
+export function speedText(time, work) {
+  const rate = (amount, unit) => (amount != null && time > 0 ? ` · ${(amount / time / 1e9).toFixed(amount / time / 1e9 < 10 ? 2 : 1)} ${unit}` : "");
+  return `${formatSeconds(time)}${rate(work?.flops, "GFLOP/s")}${rate(work?.bytes, "GB/s")}`;
+}
 
 class KernelPanel {
   constructor(el, ctx) {
@@ -24,6 +41,8 @@ class KernelPanel {
     this.error = null;
     this.busy = false;
     this.key = null; // trace/context/opts of the kernel shown
+    this.extra = new Map(); // per kernel shown and listing: the diff or machine code, or the error getting it
+    this.timings = new Map(); // per kernel shown: {timing} | {error} | {running}
   }
 
   destroy() {}
@@ -31,17 +50,21 @@ class KernelPanel {
   async update({ trace, context, state }) {
     const { ci, opts } = state;
     const tid = trace.id;
+    this.context = context;
     const key = `${tid}/${ci}/${opts ? formatOpts(opts) : ""}`;
     if (key === this.key) return;
     const sameKernel = this.key?.startsWith(`${tid}/${ci}/`);
     this.key = key;
-    if (context.kind !== "kernel") return this.showMessage(`${context.name} is a ${context.kind} context: pick a kernel to see its source and opts.`);
+    if (context.kind !== "kernel") return this.showMessage(`${context.label} is a ${context.kind} context: pick a kernel to see its source and opts.`);
     if (!sameKernel) this.showMessage("Loading the kernel…");
     let view;
     let error = null;
     try {
-      view = await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.ctx.source.kernel(tid, ci));
-      if (opts) view = await this.optsView(tid, ci, opts);
+      view = { ...(await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.ctx.source.kernel(tid, ci))), shown: { tid, ci } };
+      if (opts) {
+        const variant = await this.ctx.variant(tid, ci, opts);
+        view = { ...variant, shown: { tid: variant.trace_id, ci: 0 } };
+      }
     } catch (err) {
       if (!view) return this.key === key && this.showMessage(err.message, true);
       error = `The opts in this view do not apply: ${err.message}`;
@@ -49,28 +72,10 @@ class KernelPanel {
     if (this.key === key) this.show(view, opts !== null && !error, error);
   }
 
-  // The kernel lowered again with exactly `opts`: the data source records that lowering as a new trace whose one
-  // context is the new kernel; its kernel view adds the device and the Linear listing to the opts answer.
-  optsView(tid, ci, opts) {
-    const { source } = this.ctx;
-    return this.ctx.fetch(`opts/${tid}/${ci}/${formatOpts(opts)}`, async () => {
-      const applied = await source.applyOpts(tid, ci, opts);
-      // without it the panel still has the name, source and axes, and says the listing is missing
-      const lowered = applied.trace_id == null ? {} : await source.kernel(applied.trace_id, 0).catch(() => ({}));
-      return { ...lowered, ...applied };
-    });
-  }
-
-  // Apply and Undo (a list of opts) and Reset (null: the kernel as compiled). On success the opts go into the
-  // view state; an illegal list rejects with the reason.
-  async apply(opts) {
-    const { tid, ci } = this.ctx.state();
-    if (opts) await this.optsView(tid, ci, opts);
-    this.ctx.go({ opts }, true);
-  }
-
-  openTrace(tid) {
-    this.ctx.go({ tid, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite" }, true);
+  // Apply and Undo (a list of opts) and Reset (null: the kernel as compiled): the graph goes to the step of the
+  // last opt; an illegal list rejects with the reason.
+  apply(opts) {
+    return this.ctx.openOpts(opts);
   }
 
   // A context that is not a kernel (the schedule), or a kernel that could not be loaded.
@@ -80,13 +85,19 @@ class KernelPanel {
   }
 
   // view: the kernel as compiled, or lowered again with chosen opts (custom), as the data source returned it;
-  // view.opts are the opts behind it and view.axes its axes, which the next opt refers to.
+  // view.opts are the opts behind it and view.axes its axes, which the next opt refers to; view.shown the trace and
+  // context of its lowering (for timing and machine code).
   show(view, custom, error = null) {
     this.view = view;
     this.custom = custom;
     this.error = error;
     if (this.form.axis >= view.axes.length) this.form.axis = 0;
     this.render();
+    this.loadListing();
+  }
+
+  shownKey() {
+    return `${this.view.shown.tid}/${this.view.shown.ci}`;
   }
 
   render() {
@@ -113,6 +124,7 @@ class KernelPanel {
     fill(
       this.el,
       h("div", { class: "uv-section-title uv-kernel-title" }, kernelName(view.name, this.axisColors), h("span", { class: "uv-dim" }, view.device ?? "")),
+      this.provenance(),
       h("div", { class: "uv-label" }, "Axes ", h("span", { class: "uv-dim" }, "click one to optimize it")),
       h(
         "div",
@@ -136,36 +148,36 @@ class KernelPanel {
         ),
       ),
       !readOnly &&
-      h(
-        "form",
-        {
-          class: "uv-opt-form",
-          onsubmit: (event) => {
-            event.preventDefault();
-            submit([...opts, makeOpt(choice, form)]);
-          },
-        },
         h(
-          "select",
-          { class: "uv-opt-op", "aria-label": "opt", onchange: (e) => ((form.choice = Number(e.target.value)), this.render()) },
-          choices.map((c, i) => h("option", { value: i, selected: i === form.choice, title: c.doc }, c.label)),
+          "form",
+          {
+            class: "uv-opt-form",
+            onsubmit: (event) => {
+              event.preventDefault();
+              submit([...opts, makeOpt(choice, form)]);
+            },
+          },
+          h(
+            "select",
+            { class: "uv-opt-op", "aria-label": "opt", title: `the opts ${view.device ?? "this device"} can take`, onchange: (e) => ((form.choice = Number(e.target.value)), this.render()) },
+            choices.map((c, i) => h("option", { value: i, selected: i === form.choice, title: c.doc }, c.label)),
+          ),
+          choice.axis && h("span", { class: "uv-dim" }, `a${form.axis}`),
+          choice.amount &&
+            h("input", {
+              class: "uv-opt-amount",
+              type: "number",
+              min: 1,
+              value: form.amount,
+              "aria-label": choice.amount,
+              title: choice.doc,
+              oninput: (e) => (form.amount = Number(e.target.value)),
+            }),
+          choice.top &&
+            h("label", { class: "uv-opt-top", title: "split as (k, n/k) instead of (n/k, k)" }, h("input", { type: "checkbox", checked: form.top, onchange: (e) => (form.top = e.target.checked) }), "top"),
+          choice.other_axis && ["with ", h("select", { class: "uv-opt-other", onchange: (e) => (form.other = Number(e.target.value)) }, axisOptions(form.other))],
+          h("button", { class: "uv-button uv-primary uv-opt-apply", type: "submit", disabled: this.busy }, "Apply"),
         ),
-        choice.axis && h("span", { class: "uv-dim" }, `a${form.axis}`),
-        choice.amount &&
-          h("input", {
-            class: "uv-opt-amount",
-            type: "number",
-            min: 1,
-            value: form.amount,
-            "aria-label": choice.amount,
-            title: choice.doc,
-            oninput: (e) => (form.amount = Number(e.target.value)),
-          }),
-        choice.top &&
-          h("label", { class: "uv-opt-top", title: "split as (k, n/k) instead of (n/k, k)" }, h("input", { type: "checkbox", checked: form.top, onchange: (e) => (form.top = e.target.checked) }), "top"),
-        choice.other_axis && ["with ", h("select", { class: "uv-opt-other", onchange: (e) => (form.other = Number(e.target.value)) }, axisOptions(form.other))],
-        h("button", { class: "uv-button uv-primary uv-opt-apply", type: "submit", disabled: this.busy }, "Apply"),
-      ),
       this.error && h("div", { class: "uv-error uv-opt-error" }, this.error),
       h(
         "div",
@@ -175,32 +187,95 @@ class KernelPanel {
         !readOnly && opts.length > 0 && h("button", { class: "uv-button uv-opt-undo", title: "lower the kernel without the last opt", onclick: () => submit(opts.slice(0, -1)) }, "Undo"),
         !readOnly && this.custom && h("button", { class: "uv-button uv-opt-reset", title: "back to the kernel as compiled", onclick: () => submit(null) }, "Reset"),
       ),
-      view.trace_id &&
-        h(
-          "p",
-          { class: "uv-hint" },
-          "Lowered again with these opts: ",
-          h("button", { class: "uv-button uv-open-trace", onclick: () => this.openTrace(view.trace_id) }, "see its rewrites"),
-        ),
+      !readOnly && this.timeRow(),
       h(
         "div",
         { class: "uv-subtabs" },
-        ["source", "linear"].map((kind) =>
-          h("button", { class: `uv-subtab${this.listing === kind ? " uv-active" : ""}`, onclick: () => ((this.listing = kind), this.render()) }, kind === "source" ? "Source" : "Linear"),
+        LISTINGS.filter(([kind]) => !(readOnly && (kind === "machine" || kind === "diff"))).map(([kind, label]) => // both lower or compile
+          h("button", { class: `uv-subtab uv-subtab-${kind}${this.listing === kind ? " uv-active" : ""}`, onclick: () => ((this.listing = kind), this.render(), this.loadListing()) }, label),
         ),
       ),
       this.code(),
     );
   }
 
+  // Where the kernel was made: the innermost frames of the user's code, newest first.
+  provenance() {
+    const stack = this.context?.stack ?? [];
+    if (!stack.length) return null;
+    const [inner, ...outer] = [...stack].reverse();
+    const frame = (f) => h("div", { class: "uv-frame", title: f.file }, h("code", { class: "uv-location" }, `${f.file}:${f.line}`), h("span", { class: "uv-dim" }, ` in ${f.function}`), f.code && h("pre", { class: "uv-frame-code" }, f.code));
+    return h(
+      "div",
+      { class: "uv-provenance" },
+      h("div", { class: "uv-label" }, "Made by ", h("span", { class: "uv-dim" }, "the code that realized it")),
+      frame(inner),
+      outer.length > 0 && h("details", {}, h("summary", { class: "uv-dim" }, `${outer.length} calling frames`), outer.map(frame)),
+    );
+  }
+
+  timeRow() {
+    const got = this.timings.get(this.shownKey());
+    const run = async () => {
+      const key = this.shownKey();
+      const { tid, ci } = this.view.shown;
+      this.timings.set(key, { running: true });
+      this.render();
+      try {
+        this.timings.set(key, { timing: await this.ctx.source.timeKernel(tid, ci) });
+      } catch (err) {
+        this.timings.set(key, { error: err.message });
+      }
+      if (this.view && this.shownKey() === key) this.render();
+    };
+    return h(
+      "div",
+      { class: "uv-time-row" },
+      h("button", { class: "uv-button uv-time-it", disabled: Boolean(got?.running), title: `run this kernel on ${this.view.device ?? "its device"} as BEAM times a candidate: checked, then timed`, onclick: run }, got?.running ? "timing…" : "time it"),
+      got?.timing && h("span", { class: "uv-timing", title: `median of ${got.timing.samples.length} runs` }, speedText(got.timing.time_s, this.view.work)),
+      got?.error && h("span", { class: "uv-error uv-timing-error" }, got.error),
+    );
+  }
+
+  // Loads what the listing shown needs beyond the kernel view: the source without the last opt, the machine code.
+  async loadListing() {
+    const view = this.view;
+    if (!view || !["diff", "machine"].includes(this.listing)) return;
+    const key = `${this.listing}/${this.shownKey()}`;
+    if (this.extra.has(key)) return;
+    this.extra.set(key, { loading: true });
+    try {
+      if (this.listing === "machine") this.extra.set(key, { machine: await this.ctx.fetch(`machine/${this.shownKey()}`, () => this.ctx.source.machineCode(view.shown.tid, view.shown.ci)) });
+      else if (view.opts.length) {
+        const prev = await this.ctx.variant(this.ctx.state().tid, this.ctx.state().ci, view.opts.slice(0, -1));
+        this.extra.set(key, { diff: unifiedDiff(prev.source, view.source, ["without the last opt", `with ${describeOpt(this.ctx.meta, view.opts[view.opts.length - 1])}`]) });
+      } else this.extra.set(key, { note: "No opts: there is no earlier kernel to compare with." });
+    } catch (err) {
+      this.extra.set(key, { error: err.message });
+    }
+    if (this.view === view) this.render();
+  }
+
   code() {
     const { view } = this;
     const pre = h("pre", { class: `uv-code uv-kernel-${this.listing}` });
+    const extra = this.extra.get(`${this.listing}/${this.shownKey()}`);
     if (this.listing === "source") {
       if (view.source) pre.innerHTML = highlight(view.source, "c");
       else pre.textContent = "This device runs the Linear program directly: there is no source.";
-    } else if (view.linear) pre.innerHTML = highlightListing(view.linear, (op) => this.opColors.get(op));
-    else pre.textContent = "No Linear listing was returned for these opts.";
+    } else if (this.listing === "linear") {
+      if (view.linear) pre.innerHTML = highlightListing(view.linear, (op) => this.opColors.get(op));
+      else pre.textContent = "No Linear listing was returned for these opts.";
+    } else if (!extra || extra.loading) pre.textContent = "Loading…";
+    else if (extra.error) return h("p", { class: "uv-error" }, extra.error);
+    else if (extra.note) return h("p", { class: "uv-hint" }, extra.note);
+    else if (this.listing === "diff") {
+      if (extra.diff) pre.innerHTML = highlightDiff(extra.diff);
+      else pre.textContent = "The last opt leaves the source as it was.";
+    } else {
+      const m = extra.machine;
+      return [h("p", { class: "uv-hint uv-machine-note" }, m.note), m.text && h("pre", { class: "uv-code uv-kernel-machine" }, m.text)];
+    }
     return pre;
   }
 }

@@ -10,10 +10,14 @@
 //   go(patch, push)    change the view state (push: a new history entry, on the web page)
 //   selectNode(id)     select and reveal a node of the graph
 //   readOnly           true when the data source cannot change anything (a static export): no opts, no searches
+//   variant(tid, ci, opts)   a kernel context lowered again with opts (the opts answer with its kernel view), cached
+//   openOpts(opts, patch)    show the kernel with these opts (null: as compiled) at the step of the last one
+//   showPython()       the graph of the step shown as Python, in an overlay
 //
 // mount(el, source, {panels}) takes the list; a view that adds a panel passes [...PANELS, itsPanel].
 import { beamPanel } from "./beam.js";
 import { kernelPanel } from "./kernel.js";
 import { rewritePanel } from "./rewrite.js";
+import { tracePanel } from "./trace.js";
 
-export const PANELS = [rewritePanel, kernelPanel, beamPanel];
+export const PANELS = [rewritePanel, kernelPanel, beamPanel, tracePanel];

@@ -1,0 +1,43 @@
+// The instruction listing of a step whose graph is a Linear program (Linearize and later; under a Program after
+// Render): one numbered line per instruction, operands as %n, what the step added or rebuilt marked, and a click on
+// a line selecting its node. A linear program is read top to bottom, which its graph (every instruction a source of
+// the Linear node) cannot show.
+import { fill, h } from "../dom.js";
+
+// The Linear node of a step's graph (the root, or the Program's first source), or null.
+export function linearOf(step) {
+  const table = new Map(step.nodes.map((n) => [n.id, n]));
+  const root = table.get(step.root);
+  const linear = root?.op === "Program" ? table.get(root.src[0]) : root;
+  return linear?.op === "Linear" ? { linear, table } : null;
+}
+
+// Draws the listing into `el`; opColor(op) is an op's group colour, select(id) selects a node.
+export function renderListing(el, step, opColor, select, selected) {
+  const { linear, table } = linearOf(step);
+  const number = new Map(linear.src.map((id, i) => [id, i]));
+  const width = String(linear.src.length - 1).length;
+  const marks = new Map([...step.added.map((id) => [id, "added"]), ...(step.rebuilt ?? []).map(([, id]) => [id, "rebuilt"])]);
+  const lines = linear.src.map((id, i) => {
+    const n = table.get(id);
+    const operands = n.src.map((s) => (number.has(s) ? `%${number.get(s)}` : (table.get(s)?.op ?? "?")));
+    const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
+    const mark = marks.get(id);
+    return h(
+      "div",
+      { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id }, onclick: () => select(id) },
+      h("span", { class: "uv-line-no" }, String(i).padStart(width)),
+      h("span", { class: "uv-line-op", style: `color:${opColor(n.op) ?? "inherit"}` }, n.op),
+      h("span", { class: "uv-line-type" }, `${n.dtype ?? ""}${shape}`),
+      h("span", { class: "uv-line-src" }, operands.join(" ")),
+      h("span", { class: "uv-line-arg" }, n.arg),
+    );
+  });
+  const removed = step.removed.length;
+  el.dataset.key = step.root;
+  fill(
+    el,
+    h("div", { class: "uv-listing-head" }, `${linear.src.length} instructions`, step.added.length || removed ? h("span", { class: "uv-dim" }, ` · this step: +${step.added.length} −${removed}`) : null),
+    lines,
+  );
+}

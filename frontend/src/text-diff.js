@@ -1,0 +1,73 @@
+// A unified diff of two texts by lines (longest common subsequence), as `diff -u` writes it: what a kernel's source
+// became when one more opt was applied. Kernel sources are at most a few thousand lines, so the quadratic table is
+// small; lines the texts share at both ends are set aside first.
+
+export function unifiedDiff(before, after, names = ["before", "after"], context = 3) {
+  const a = before.split("\n");
+  const b = after.split("\n");
+  let head = 0;
+  while (head < a.length && head < b.length && a[head] === b[head]) head++;
+  let tail = 0;
+  while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
+  const ops = [...a.slice(0, head).map((t) => [" ", t]), ...middle(a.slice(head, a.length - tail), b.slice(head, b.length - tail)), ...a.slice(a.length - tail).map((t) => [" ", t])];
+  if (!ops.some(([k]) => k !== " ")) return "";
+  return [`--- ${names[0]}`, `+++ ${names[1]}`, ...hunks(ops, context)].join("\n");
+}
+
+// The edit script of two line lists: [kind, line] with kind " " (both), "-" (before only) or "+" (after only).
+function middle(a, b) {
+  const [n, m] = [a.length, b.length];
+  const lcs = new Uint32Array((n + 1) * (m + 1)); // lcs[i*(m+1)+j]: common lines of a[i:] and b[j:]
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      lcs[i * (m + 1) + j] = a[i] === b[j] ? lcs[(i + 1) * (m + 1) + j + 1] + 1 : Math.max(lcs[(i + 1) * (m + 1) + j], lcs[i * (m + 1) + j + 1]);
+    }
+  }
+  const out = [];
+  let [i, j] = [0, 0];
+  while (i < n && j < m) {
+    if (a[i] === b[j]) {
+      out.push([" ", a[i++]]);
+      j++;
+    } else if (lcs[(i + 1) * (m + 1) + j] >= lcs[i * (m + 1) + j + 1]) out.push(["-", a[i++]]);
+    else out.push(["+", b[j++]]);
+  }
+  while (i < n) out.push(["-", a[i++]]);
+  while (j < m) out.push(["+", b[j++]]);
+  return out;
+}
+
+// The changed lines with `context` lines around them, in "@@ -l,s +l,s @@" hunks (changes closer than twice the
+// context share one).
+function hunks(ops, context) {
+  const changed = ops.map(([k]) => k !== " ");
+  const out = [];
+  let i = 0;
+  while (i < ops.length) {
+    if (!changed[i]) {
+      i++;
+      continue;
+    }
+    let last = i;
+    for (let j = i + 1; j < ops.length && j - last <= 2 * context; j++) if (changed[j]) last = j;
+    const start = Math.max(0, i - context);
+    const end = Math.min(ops.length, last + context + 1);
+    const [aStart, bStart] = positions(ops, start);
+    const part = ops.slice(start, end);
+    const aLen = part.filter(([k]) => k !== "+").length;
+    const bLen = part.filter(([k]) => k !== "-").length;
+    out.push(`@@ -${aStart + 1},${aLen} +${bStart + 1},${bLen} @@`, ...part.map(([k, t]) => k + t));
+    i = end;
+  }
+  return out;
+}
+
+// The line numbers (0-based) in before and after at which ops[index] stands.
+function positions(ops, index) {
+  let [a, b] = [0, 0];
+  for (const [k] of ops.slice(0, index)) {
+    if (k !== "+") a++;
+    if (k !== "-") b++;
+  }
+  return [a, b];
+}

@@ -1,0 +1,69 @@
+"""Issue 17: a kernel of a served script links to the line of the script that realized it (the Kernel tab, the
+Trace tab, the sidebar), and the script's stdout and stderr are shown. The server runs the script, as
+`uopviz serve script.py` does."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from backend.child import base_and_token, served
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from uopviz import Tensor
+
+    a = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    b = (a * 2).sum(axis=1)
+    print("row sums:", b.numpy().tolist())
+    print("done", file=sys.stderr)
+""")
+LINE = 8  # the line of `print("row sums:", ...)`, where b is realized
+
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`uopviz serve` of the script (its folder is the one the server may read)."""
+    folder = tmp_path_factory.mktemp("scripts")
+    (folder / "row_sums.py").write_text(SCRIPT)
+    with served(str(tmp_path_factory.mktemp("cache")), str(folder / "row_sums.py")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def server(printed: str) -> str:
+    return base_and_token(printed)[0]
+
+
+def test_a_kernel_links_to_its_script_line_and_the_output_is_shown(page: Page, server: str, shots: Path) -> None:
+    assert SCRIPT.splitlines()[LINE - 1].startswith('print("row sums:"')
+    trace = page.request.get(f"{server}api/traces/row_sums").json()
+    ci = next(c["index"] for c in trace["contexts"] if c["kind"] == "kernel")
+    page.goto(f"{server}#/t/row_sums/c/{ci}/p/0/s/0/v/kernel")
+    page.locator(".uv-provenance").wait_for()
+    frame = page.locator(".uv-provenance .uv-frame").first
+    assert frame.locator(".uv-location").inner_text().endswith(f"row_sums.py:{LINE}")
+    assert frame.locator(".uv-frame-code").inner_text() == 'print("row sums:", b.numpy().tolist())'
+    assert page.inner_text(f".uv-ctx[data-ci='{ci}'] .uv-made-at") == f"row_sums.py:{LINE}"  # in the sidebar too
+    page.screenshot(path=shots / "script-kernel-made-by.png")
+
+    page.click(".uv-tab[data-tab='trace']")
+    page.locator(".uv-stdout").wait_for()
+    assert page.inner_text(".uv-stdout").strip() == "row sums: [12.0, 44.0, 76.0]"
+    assert page.inner_text(".uv-stderr").strip() == "done"
+    made = page.locator(".uv-made").filter(has_text=f"row_sums.py:{LINE}")
+    assert made.locator(".uv-made-context").count() == 2  # the line realized b: its schedule and its kernel
+    made.locator(f".uv-made-context[data-ci='{ci}']").click()  # the kernel opens
+    page.wait_for_function("ci => location.hash.includes(`/c/${ci}/`) && location.hash.endsWith('/v/kernel')",
+                           arg=ci)
+    page.screenshot(path=shots / "script-output.png")
