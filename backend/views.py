@@ -220,8 +220,9 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
                         match=None, replacement=None, changes=[], changed=0)
     s = p.steps[k - 1]
     now = set(order)
+    # a node that merged into one the graph already held is removed, not rebuilt
     rebuilt = [(o, n) for o, n in renamed.items() if o != s.match and n in now and o not in now
-               and _same_node(tr.node(o), tr.node(n))]
+               and n not in before and _same_node(tr.node(o), tr.node(n))]
     old_rebuilt, new_rebuilt = {o for o, _ in rebuilt}, {n for _, n in rebuilt}
     added = [n for n in order if n not in before and n not in new_rebuilt]
     removed = before - now - old_rebuilt
