@@ -213,11 +213,13 @@ class BeamPanel {
   }
 
   // The search shown: the database's account, with the candidates a search followed live has reported since.
-  // Its best is the fastest verified candidate (as the search's winner is; ties go to the earlier one).
+  // While it runs, its best is the fastest verified candidate (ties go to the earlier one); once the database says
+  // it is done, its winner is the database's (the final round times the leaders again, so the fastest of an
+  // earlier round may lose).
   view() {
     const live = this.live?.sid === this.sid ? this.live : null;
     const d = this.detail;
-    if (!live) return d;
+    if (!live || (live.state !== "running" && d?.id === this.sid && d.status !== "running")) return d;
     const byId = new Map(live.candidates);
     for (const c of d?.candidates ?? []) byId.set(c.id, c); // the database's account has the samples
     const candidates = [...byId.values()].sort((a, b) => a.round - b.round || a.id - b.id);
