@@ -189,10 +189,13 @@ def test_every_single_legal_opt_keeps_the_answer(name: str, device: str) -> None
 
 @pytest.mark.parametrize("device", [d for d in DEVICES if d != "PYTHON"])
 def test_random_opt_sequences_keep_the_answer(device: str) -> None:
+    """150 sequences on the CPU; 60 on CL, where each compile costs several times more (the codegen before the
+    renderer is the same, so CL's share is its dialect's spelling of what the opts make)."""
     rng = random.Random(1234)
     all_cases = [c for name in ZOO for c in cases(name, device)]
     seen = set()
-    for _ in range(150):
+    runs = 150 if device == "CPU" else 60
+    for _ in range(runs):
         case = rng.choice(all_cases)
         s = case.sched()
         for _ in range(rng.randint(2, 4)):
@@ -202,7 +205,7 @@ def test_random_opt_sequences_keep_the_answer(device: str) -> None:
             _, s = rng.choice(legal)
         seen.add((case.name, s.opts))
         case.check(list(s.opts))
-    assert len(seen) > 100
+    assert len(seen) > runs * 2 // 3
 
 
 def test_thread_axis_splits_cpu_work(gemm_cpu: Case) -> None:
