@@ -357,6 +357,8 @@ class CandidateView(BaseModel):
     samples: list[float] = Field(description="seconds per timed run")
     median_s: float | None
     duplicate: bool = Field(description="its program is an earlier candidate's, so it was not timed again")
+    built_on: str | None = Field(None, description="the machine (and Ray node) that lowered and compiled it")
+    measured_on: str | None = Field(None, description="the machine (and Ray node) that verified and timed it")
 
 
 class RoundView(BaseModel):
