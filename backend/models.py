@@ -422,6 +422,8 @@ class StartEvent(_Event):
     device: str
     resumed: bool
     stored: int = Field(description="candidates stored by an interrupted run of the search, reused")
+    executor: str | None = Field(None, description="where candidates are built and timed (this machine, or a Ray "
+                                                   "cluster: nodes, CPUs, timing workers)")
 
 
 class RoundEvent(_Event):
@@ -444,6 +446,8 @@ class CandidateEvent(_Event):
     duplicate: bool
     measured: bool = Field(description="false: taken from an interrupted run of the search")
     best_s: float | None = Field(description="the search's best time so far")
+    built_on: str | None = Field(None, description="the machine (and Ray node) that built it")
+    measured_on: str | None = Field(None, description="the machine (and Ray node) that timed it")
 
 
 class RoundEndEvent(_Event):
