@@ -357,6 +357,8 @@ class CandidateView(BaseModel):
     samples: list[float] = Field(description="seconds per timed run")
     median_s: float | None
     duplicate: bool = Field(description="its program is an earlier candidate's, so it was not timed again")
+    built_on: str | None = Field(None, description="the machine (and Ray node) that lowered and compiled it")
+    measured_on: str | None = Field(None, description="the machine (and Ray node) that verified and timed it")
 
 
 class RoundView(BaseModel):
@@ -420,6 +422,8 @@ class StartEvent(_Event):
     device: str
     resumed: bool
     stored: int = Field(description="candidates stored by an interrupted run of the search, reused")
+    executor: str | None = Field(None, description="where candidates are built and timed (this machine, or a Ray "
+                                                   "cluster: nodes, CPUs, timing workers)")
 
 
 class RoundEvent(_Event):
@@ -442,6 +446,8 @@ class CandidateEvent(_Event):
     duplicate: bool
     measured: bool = Field(description="false: taken from an interrupted run of the search")
     best_s: float | None = Field(description="the search's best time so far")
+    built_on: str | None = Field(None, description="the machine (and Ray node) that built it")
+    measured_on: str | None = Field(None, description="the machine (and Ray node) that timed it")
 
 
 class RoundEndEvent(_Event):

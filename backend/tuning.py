@@ -103,7 +103,8 @@ def search(path: Path, sid: int, live: dict[int, str]) -> SearchDetail:
         action_space_version=info.key.action_space_version, uopviz_version=info.key.uopviz_version, rounds=rounds,
         candidates=[CandidateView(id=c.id, parent=c.parent_id, round=c.round, opts=c.opts, program_hash=c.program_hash,
                                   uop_count=c.uop_count, compile_s=c.compile_s, error=c.error, samples=c.samples,
-                                  median_s=c.median_s, duplicate=_duplicate(c)) for c in cands],
+                                  median_s=c.median_s, duplicate=_duplicate(c), built_on=c.built_on,
+                                  measured_on=c.measured_on) for c in cands],
         winning_path=path_ids[::-1])
 
 

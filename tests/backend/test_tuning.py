@@ -24,6 +24,7 @@ from backend.app import create_app
 from backend.security import Access
 from backend.store import TraceStore
 from uopviz.search.db import TuningDB
+from uopviz.search.executor import LocalExecutor
 from uopviz.search.keys import CacheKey, TargetInfo
 
 BEAM = "/api/traces/{tid}/contexts/{ci}/beam"
@@ -84,7 +85,8 @@ def test_a_search_streams_its_progress_and_the_routes_show_what_it_stored(client
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     first, done = events[0], events[-1]
     assert first == {"seq": 1, "event": "start", "search_id": started["search_id"], "kernel": kernel["name"],
-                     "device": "CPU", "resumed": False, "stored": 0}
+                     "device": "CPU", "resumed": False, "stored": 0,
+                     "executor": LocalExecutor().describe()}
     assert done["event"] == "done" and done["search_id"] == started["search_id"]
     assert client.get(f"/api/beam/{started['job']}/events").text == stream.text  # a late reader sees it all
 
@@ -95,6 +97,8 @@ def test_a_search_streams_its_progress_and_the_routes_show_what_it_stored(client
     streamed = [e for e in events if e["event"] == "candidate"]
     assert [(e["id"], e["parent"], e["round"], e["opts"], e["error"], e["time_s"]) for e in streamed] == [
         (c["id"], c["parent"], c["round"], c["opts"], c["error"], None if c["error"] else c["median_s"]) for c in cands]
+    assert [(e["built_on"], e["measured_on"]) for e in streamed] == [(c["built_on"], c["measured_on"]) for c in cands]
+    assert all(c["measured_on"] for c in cands if c["samples"])  # where each timing was taken (this machine)
     with TuningDB(db) as tdb:  # the database the app was given is the one the search wrote
         assert [c.id for c in tdb.candidates(sid)] == [c["id"] for c in cands]
     timed = [c for c in cands if c["median_s"] is not None and c["error"] is None]

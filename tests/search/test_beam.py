@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pickle
+import socket
 import subprocess
 import sys
 import time
@@ -24,8 +25,11 @@ from uopviz.compiler import compile_kernel
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search import BeamResult, beam
-from uopviz.search.beam import FINAL_REPEATS, BeamError, Progress, _build, _flatten, _Node, _Pool, _unflatten, cache_key
+from uopviz.search import executor as executor_module
+from uopviz.search.beam import FINAL_REPEATS, BeamError, Progress, _Node
 from uopviz.search.db import SearchBusyError, TuningDB
+from uopviz.search.executor import LocalExecutor, Pool, build_candidate, flatten, unflatten
+from uopviz.search.keys import cache_key
 from uopviz.search.policy import default_opts
 from uopviz.search.timing import Workbench
 from uopviz.target import Kernel
@@ -171,7 +175,7 @@ def test_identical_programs_are_timed_once(db_path: Path, monkeypatch: pytest.Mo
 def test_a_repeated_search_is_answered_from_the_database(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first = search(db_path)
     calls: list[str] = []
-    for cls, name in ((_Pool, "build"), (CPURuntime, "compile"), (Workbench, "__init__")):
+    for cls, name in ((Pool, "build"), (CPURuntime, "compile"), (Workbench, "__init__")):
         monkeypatch.setattr(cls, name, lambda *a, _n=name, **k: calls.append(_n))
     t0 = time.perf_counter()
     again = search(db_path)
@@ -283,13 +287,13 @@ def build_or_die(flat: Any, opts: Any, *args: Any) -> Any:
     """A worker's build that kills the worker for the DIE candidate."""
     if opts == DIE:
         os._exit(1)
-    return _build(flat, opts, *args)
+    return build_candidate(flat, opts, *args)
 
 
 def test_a_dying_worker_is_charged_to_its_candidate_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(beam_module, "_build", build_or_die)
+    monkeypatch.setattr(executor_module, "build_candidate", build_or_die)
     ast, _ = kernel("gemm")
-    pool = _Pool(ast, "CPU", CPURuntime.target, 2, 60.0)
+    pool = Pool(ast, "CPU", CPURuntime.target, 2, 60.0)
     try:
         first, dead, last = pool.build([[], DIE, [Opt(OptOps.SPLIT, 1, (5, AxisType.UPCAST, False)).to_json()]])
     finally:
@@ -324,12 +328,14 @@ def test_progress_events_tell_the_whole_search(db_path: Path, capsys: pytest.Cap
     assert "beam " not in capsys.readouterr().err  # the hook takes the place of the status line
     start, *rest = events
     assert start == {"event": "start", "search_id": r.search_id, "kernel": r.kernel_name, "device": "CPU",
-                     "resumed": False, "stored": 0}
+                     "resumed": False, "stored": 0, "executor": LocalExecutor().describe()}
     cands = [e for e in rest if e["event"] == "candidate"]
     with TuningDB(db_path) as db:
         stored = db.candidates(r.search_id)  # type: ignore[arg-type]
-    assert [(e["id"], e["parent"], e["round"], e["opts"], e["error"]) for e in cands] == \
-        [(c.id, c.parent_id, c.round, c.opts, c.error) for c in stored]
+    assert [(e["id"], e["parent"], e["round"], e["opts"], e["error"], e["built_on"], e["measured_on"])
+            for e in cands] == [(c.id, c.parent_id, c.round, c.opts, c.error, c.built_on, c.measured_on)
+                                for c in stored]
+    assert {e["measured_on"] for e in cands if e["time_s"] is not None} == {socket.gethostname()}
     assert all(e["time_s"] == c.median_s and e["duplicate"] == (not c.samples and c.error is None) and e["measured"]
                for e, c in zip(cands, stored, strict=True))
     ends = [e for e in rest if e["event"] == "round_end"]
@@ -488,4 +494,4 @@ def test_flat_form_survives_pickle_of_deep_graphs() -> None:
         u = u + i
     with pytest.raises(RecursionError):
         pickle.dumps(u)
-    assert _unflatten(pickle.loads(pickle.dumps(_flatten(u)))) is u
+    assert unflatten(pickle.loads(pickle.dumps(flatten(u)))) is u

@@ -28,7 +28,8 @@ def db_path(tmp_path: Path) -> Path:
         h = db.begin_search(KEY, "r_L64_L64_R64", "SINK(STORE(...))", {"beam": 2})
         base = db.add_candidate(h.id, None, 0, [], "p0", 40, 0.2, None, [2e-3, 3e-3, 2e-3])
         best = db.add_candidate(h.id, base, 1, [{"op": "UPCAST", "axis": 0, "arg": 4}], "p1", 52, 0.3, None,
-                                [5e-4, 6e-4, 5e-4])
+                                [5e-4, 6e-4, 5e-4], built_on="w1 (ray node 1a2b3c4d)",
+                                measured_on="w2 (ray node 5e6f7a8b)")
         db.add_candidate(h.id, base, 1, [{"op": "UNROLL", "axis": 1, "arg": 3}], None, None, 0.1,
                          "split of axis 1 (size 64) by 3: 64 is not divisible", [])
         db.finish_search(h.id, best)
@@ -39,9 +40,9 @@ def db_path(tmp_path: Path) -> Path:
 def test_ls_lists_results(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "ls", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["search", "kernel", "device", "median", "opts", "tuned"]
+    assert out[0].split() == ["search", "kernel", "device", "median", "opts", "tuned", "measured", "on"]
     assert out[1].split()[:7] == ["1", "r_L64_L64_R64", "CPU", "(Test", "CPU)", "500.0", "µs"]
-    assert "UPCAST axis=0 arg=4" in out[1]
+    assert "UPCAST axis=0 arg=4" in out[1] and out[1].endswith("w2 (ray node 5e6f7a8b)")
     assert out[2] == f"1 results, 2 searches (1 unfinished) in {db_path}"
 
 
@@ -58,8 +59,8 @@ def test_show_prints_a_search_round_by_round(db_path: Path, capsys: pytest.Captu
     assert out.startswith("search 1: r_L64_L64_R64 on CPU (Test CPU), done\n")
     assert '  params   {"beam": 2}' in out and "  best     candidate 2, 500.0 µs" in out
     rows = out.split("round  ")[1].splitlines()
-    assert rows[1].split() == ["0", "1", "-", "2.00", "ms", "3", "200.00", "ms", "40", "(none)"]
-    assert rows[2].split()[:3] == ["1", "*", "2"] and "UPCAST axis=0 arg=4" in rows[2]
+    assert rows[1].split() == ["0", "1", "-", "2.00", "ms", "3", "200.00", "ms", "40", "-", "(none)"]
+    assert rows[2].split()[:3] == ["1", "*", "2"] and "w2 (ray node 5e6f7a8b)  UPCAST axis=0 arg=4" in rows[2]
     assert rows[3].split()[:2] == ["3", "1"] and "error: split of axis 1 (size 64) by 3" in rows[3]
     assert out.endswith("kernel AST:\nSINK(STORE(...))\n")
     assert main(["cache", "show", "9", "--db", str(db_path)]) == 1

@@ -280,6 +280,32 @@ def test_a_later_migration_upgrades_an_existing_database(tmp_path: Path, monkeyp
         assert conn.execute("PRAGMA user_version").fetchone() == (v + 1,)
 
 
+def test_a_database_from_before_where_was_recorded_keeps_working(tmp_path: Path) -> None:
+    """Schema 3 (no built_on / measured_on) is migrated: its candidates say nowhere; new ones say where; an export
+    without those fields (from an older uopviz) still imports."""
+    path = tmp_path / "t.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        for statement in [s for m in dbmod.MIGRATIONS[:3] for s in m]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 3")
+    with TuningDB(path) as db:
+        h = db.begin_search(KEY, "r_k", "AST", {})
+        db._conn.execute("INSERT INTO candidates (search_id, round, opts, samples, median_s, created_at) "
+                         "VALUES (?, 0, '[]', '[0.002]', 0.002, 0)", (h.id,))
+        new = db.add_candidate(h.id, None, 1, UPCAST4, "p", 1, 0.1, None, [1e-3], built_on="a", measured_on="b")
+        db.finish_search(h.id, new)
+        old_c, new_c = db.candidates(h.id)
+        assert (old_c.built_on, old_c.measured_on, new_c.built_on, new_c.measured_on) == (None, None, "a", "b")
+        assert db.lookup(KEY).measured_on == "b"  # type: ignore[union-attr]
+        doc = db.export_doc()
+    for c in doc["searches"][0]["candidates"]:
+        del c["built_on"], c["measured_on"]
+    doc["searches"][0]["uid"] = "older"
+    with TuningDB(tmp_path / "u.db") as other:
+        assert other.import_doc(doc)["candidates"] == 2
+        assert [c.measured_on for c in other.candidates(other.searches()[0].id)] == [None, None]
+
+
 def test_export_clear_import_round_trip(tmp_path: Path) -> None:
     with TuningDB(tmp_path / "t.db") as db:
         h = db.begin_search(KEY, "r_k", "AST", {"beam": 2})

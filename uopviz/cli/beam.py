@@ -1,9 +1,11 @@
-"""`uopviz beam KERNEL`: BEAM-search the opts of every kernel of a program and compare the result with the
-unoptimized kernels and the heuristic's opts.
+"""`uopviz beam KERNEL...`: BEAM-search the opts of every kernel of one or more programs and compare the result
+with the unoptimized kernels and the heuristic's opts.
 
-KERNEL is a zoo name (`uopviz kernels` lists them) or `path.py:function`, a function returning a lazy Tensor
-(--shape values are passed to it as keyword arguments). Every kernel the program's realize runs is searched, in
-order; results go to the tuning database, so running the same command again answers from it at once.
+KERNEL is a zoo name (`uopviz kernels` lists them; `all` is the whole zoo) or `path.py:function`, a function
+returning a lazy Tensor (--shape values are passed to it as keyword arguments). Every kernel the programs' realize
+runs is searched, in order; results go to the tuning database, so running the same command again answers from it
+at once. With --ray the candidates are built and timed on a Ray cluster (`uopviz ray-resources` says what its
+nodes advertise); this process keeps the search and the database.
 
 Exit codes: 0 done; 1 the search could not run (device unavailable, database unusable, the program or the
 unoptimized kernel failed); 2 bad usage (unknown kernel or device, bad --shape); 130 interrupted (the candidates
@@ -30,7 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     """Register `beam` on the `uopviz` command line."""
     p = subparsers.add_parser("beam", help="search the fastest opts for a program's kernels (BEAM)",
                               description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("kernel", metavar="KERNEL", help="a zoo kernel name, or path.py:function returning a Tensor")
+    p.add_argument("kernels", nargs="+", metavar="KERNEL",
+                   help="a zoo kernel name (all: the whole zoo), or path.py:function returning a Tensor")
     p.add_argument("--beam", type=_width, default=4, metavar="N", help="beam width (default: 4)")
     p.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
     p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=VALUE",
@@ -40,7 +43,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--db", metavar="PATH", type=Path,
                    help="the tuning database (default: $UOPVIZ_CACHE_DIR/tuning.db, else ~/.cache/uopviz/tuning.db)")
     p.add_argument("--force", action="store_true", help="search again even where the database has a result")
+    p.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                   help="build and time on a Ray cluster (ADDRESS as `ray start` printed it, HOST:PORT; default: "
+                        "the cluster this machine belongs to); needs the ray extra")
     p.set_defaults(fn=cmd_beam)
+    r = subparsers.add_parser("ray-resources", help="the Ray resources a node owning these devices advertises",
+                              description="Prints the JSON for `ray start --resources` on a machine whose devices "
+                                          "should time BEAM candidates (each device's runtime is started here).")
+    r.add_argument("devices", nargs="+", metavar="DEVICE", help="CPU, CL, CUDA or PYTHON")
+    r.set_defaults(fn=cmd_ray_resources)
 
 
 class UsageError(ValueError):
@@ -67,43 +78,75 @@ def cmd_beam(args: argparse.Namespace) -> int:
     from uopviz.runtime.device import DeviceError, UnknownDeviceError
     from uopviz.search.beam import BeamError, beam
     from uopviz.search.db import TuningDB
+    from uopviz.search.executor import Executor
+    from uopviz.search.ray_executor import RayClusterError, RayUnavailableError
     from uopviz.search.report import report
+    docs = []
+    executor: Executor | None = None
     try:
         device = devices.canonical(args.device)
-        program = _program(args, device)
-        kernels = kernels_of(schedule([program.tensor.uop]))
-        if program.bytes is None:
-            program.bytes = sum(b.arg.size * b.arg.dtype.itemsize for _, bufs in kernels for b in bufs)
-        t0 = time.perf_counter()
+        programs = [_program(args, name, device) for name in _names(args.kernels)]
+        if args.ray is not None:
+            from uopviz.search.ray_executor import RayExecutor
+            executor = RayExecutor(args.ray)
         with TuningDB(args.db) as db:
-            results = [beam(ast, args.beam, bufs[0].arg.device, db=db, force=args.force) for ast, bufs in kernels]
-        wall = time.perf_counter() - t0
+            for program in programs:
+                kernels = kernels_of(schedule([program.tensor.uop]))
+                if program.bytes is None:
+                    program.bytes = sum(b.arg.size * b.arg.dtype.itemsize for _, bufs in kernels for b in bufs)
+                t0 = time.perf_counter()
+                results = [beam(ast, args.beam, bufs[0].arg.device, db=db, force=args.force, executor=executor)
+                           for ast, bufs in kernels]
+                docs.append(report(program.label, device, args.beam, results, time.perf_counter() - t0,
+                                   program.flops, program.bytes))
     except (UsageError, UnknownDeviceError) as e:
         return _fail(e, 2)
-    except (ProgramError, TuningDBError, DeviceError, BeamError, OSError) as e:
+    except (ProgramError, TuningDBError, DeviceError, BeamError, RayUnavailableError, RayClusterError, OSError) as e:
         return _fail(e, 1)
     except KeyboardInterrupt:
         print("uopviz: interrupted; the candidates measured so far are stored: run the same command to resume",
               file=sys.stderr)
         return 130
-    doc = report(program.label, device, args.beam, results, wall, program.flops, program.bytes)
+    finally:
+        if executor is not None:
+            executor.close()
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
     else:
-        print(_table(doc, colour=sys.stdout.isatty()))
+        print("\n\n".join(_table(doc, colour=sys.stdout.isatty()) for doc in docs))
     return 0
 
 
-def _program(args: argparse.Namespace, device: str) -> Program:
+def cmd_ray_resources(args: argparse.Namespace) -> int:
+    from uopviz.runtime.device import DeviceError, UnknownDeviceError
+    from uopviz.search.ray_executor import device_resources
+    try:
+        print(json.dumps(device_resources(args.devices)))
+    except UnknownDeviceError as e:
+        return _fail(e, 2)
+    except DeviceError as e:
+        return _fail(e, 1)
+    return 0
+
+
+def _names(names: list[str]) -> list[str]:
+    """The programs asked for, `all` standing for every zoo kernel."""
+    if "all" not in names:
+        return names
+    from kernels import ZOO
+    return [z for n in names for z in (list(ZOO) if n == "all" else [n])]
+
+
+def _program(args: argparse.Namespace, name: str, device: str) -> Program:
     shapes = dict(args.shape)
-    if ":" in args.kernel and args.kernel.split(":")[0].endswith(".py"):
+    if ":" in name and name.split(":")[0].endswith(".py"):
         if args.small:
             raise UsageError("--small applies to zoo kernels; give a function its sizes with --shape")
-        return _function_program(args.kernel, shapes, device)
+        return _function_program(name, shapes, device)
     from kernels import ZOO
-    z = ZOO.get(args.kernel)
+    z = ZOO.get(name)
     if z is None:
-        raise UsageError(f"no zoo kernel {args.kernel!r} (the zoo has: {', '.join(ZOO)}); or give path.py:function")
+        raise UsageError(f"no zoo kernel {name!r} (the zoo has: {', '.join(ZOO)}); or give path.py:function")
     try:
         sizes = z.sizes(small=args.small, **shapes)
     except ValueError as e:

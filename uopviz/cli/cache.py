@@ -56,8 +56,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         results, searches = db.results(), db.searches()
     if results:
         rows = [(str(r.search_id or "-"), r.kernel_name, _device(r.key.device, r.key.device_name),
-                 _duration(r.median_s), _opts(r.opts, 48), _date(r.created_at)) for r in results]
-        _table(("search", "kernel", "device", "median", "opts", "tuned"), rows, right=(0, 3))
+                 _duration(r.median_s), _opts(r.opts, 48), _date(r.created_at), r.measured_on or "-") for r in results]
+        _table(("search", "kernel", "device", "median", "opts", "tuned", "measured on"), rows, right=(0, 3))
     running = sum(s.status == "running" for s in searches)
     print(f"{len(results)} results, {len(searches)} searches ({running} unfinished) in {db.path}")
     return 0
@@ -95,11 +95,11 @@ def _show_search(s: SearchInfo, cands: list[Candidate]) -> None:
                      ("* " if c.id == s.best_candidate_id else "") + str(c.id), str(c.parent_id or "-"),
                      _duration(c.median_s) if c.median_s is not None else "-", str(len(c.samples)),
                      _duration(c.compile_s) if c.compile_s is not None else "-",
-                     str(c.uop_count) if c.uop_count is not None else "-",
+                     str(c.uop_count) if c.uop_count is not None else "-", c.measured_on or "-",
                      _opts(c.opts, 200) + (f"  error: {c.error.splitlines()[0][:80]}" if c.error else "")))
         last_round = c.round
     if rows:
-        _table(("round", "id", "parent", "median", "runs", "compile", "uops", "opts"), rows,
+        _table(("round", "id", "parent", "median", "runs", "compile", "uops", "measured on", "opts"), rows,
                right=(0, 1, 2, 3, 4, 5, 6))
 
 

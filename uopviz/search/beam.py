@@ -8,9 +8,9 @@ Round 0 measures the unoptimized kernel and the heuristic's opts, and a last rou
 again, in turns and with more runs (`_final_check`), so BEAM never ends slower than the heuristic or no opts.
 Each later round expands the `width` best kernels of the round before (those within the early-abort factor of the
 best so far: a far slower kernel's children are as slow to time and rarely win) by every legal one-step action
-(`codegen.opt.actions`), skipping kernel graphs already built (the same kernel reached by other opts), compiles
-the new candidates in a process pool, then verifies and times them one at a time (`timing.Workbench`: no compile
-competes with a timed run). A candidate whose program is identical to an earlier one (same rendered source and
+(`codegen.opt.actions`), skipping kernel graphs already built (the same kernel reached by other opts), builds
+the new candidates in parallel, then verifies and times them (`timing.Workbench`; locally one at a time, so no
+compile competes with a timed run). A candidate whose program is identical to an earlier one (same rendered source and
 launch) is stored without samples instead of being timed again. The next beam is the round's `width` fastest
 distinct programs; the search stops when a round's best gains less than `threshold` over the best so far, when
 no new kernel is left, or after `max_rounds`.
@@ -19,45 +19,36 @@ Every candidate is stored in the tuning database as soon as it is measured. A se
 a result is answered from it without compiling anything; an interrupted one (Ctrl-C, kill -9) resumes: stored
 candidates are reused, so it replays the same decisions and measures only what is missing.
 
-Workers are spawned, not forked (forking a process with an OpenCL context or running threads is unsafe), and
-they do not re-run the parent's main script (`_main_not_rerun`), so a script searched as it runs (UOPVIZ_BEAM)
-needs no `if __name__ == "__main__":` guard. Kernels travel to workers as flat node lists: pickling a deep UOp
-graph recurses once per level.
+Where candidates are built and timed is the executor's business (`uopviz.search.executor`): by default a local
+process pool builds and this process times; `executor=RayExecutor(...)` (uopviz.search.ray_executor) builds on a
+Ray cluster and times on the machines that own the device. Either way this process keeps the beam, makes every
+decision, and is the only writer of the database, so the same timings give the same search.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import math
 import os
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.machinery import ModuleSpec
-from multiprocessing import get_context, parent_process
-from multiprocessing.connection import wait
 from typing import Any, TextIO
 
 from uopviz import hooks
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import KernelOptError, Opt, Scheduler
-from uopviz.codegen.opt.actions import legal_actions
+from uopviz.codegen.opt.actions import ACTION_SPACE_VERSION, legal_actions
 from uopviz.codegen.opt.heuristic import heuristic_opts
-from uopviz.compiler import compile_kernel
-from uopviz.pipeline import lower, scheduler
+from uopviz.pipeline import scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
-from uopviz.search.keys import CacheKey, cache_key
-from uopviz.search.timing import ABORT_FACTOR, Timing, Workbench, describe_error, timed_run, values_to_verify
+from uopviz.search.executor import Built, Executor, LocalExecutor, Measured
+from uopviz.search.keys import CacheKey
+from uopviz.search.timing import ABORT_FACTOR, Timing
 from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
 from uopviz.uop.ops import UOp
@@ -68,7 +59,6 @@ FINAL_REPEATS = 20
 LEASE_POLL_S = 1.0
 """How often a search waiting for another process's search of the same kernel looks again."""
 
-FlatUOp = list[tuple[Any, tuple[int, ...], Any, Any]]
 ProgressHook = Callable[[dict[str, Any]], None]
 """Receives a search's progress events as JSON-ready dicts (see Progress), e.g. to stream them to a web page."""
 
@@ -103,34 +93,37 @@ class BeamResult:
 
 def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
          max_rounds: int = 8, threshold: float = 0.01, force: bool = False, workers: int | None = None,
-         timeout_s: float = 60.0, progress: bool | ProgressHook = True, seed: int = 0, wait: bool = True
-         ) -> BeamResult:
+         timeout_s: float = 60.0, progress: bool | ProgressHook = True, seed: int = 0, wait: bool = True,
+         executor: Executor | None = None) -> BeamResult:
     """The best opts BEAM of `width` finds for a kernel (as `kernels_of` gives it) on device (None: the default).
 
     db: a TuningDB or its path (default: the default database). force: search again although the database has
-    a result. workers: compile processes (default: one per core). timeout_s: the most one candidate may take to
-    lower and compile. progress: True for a status line on stderr, or a ProgressHook that receives every event
-    instead. seed: of the random inputs candidates are checked on. wait: while another process searches this
-    kernel on this device (it holds the kernel's lease in the database), wait for it and then use its result
-    (or, with force, search after it); False raises SearchBusyError instead.
+    a result. workers: compile processes of the default (local) executor (default: one per core). timeout_s: the
+    most one candidate may take to lower and compile, and (on a Ray cluster) to be timed. progress: True for a
+    status line on stderr, or a ProgressHook that receives every event instead. seed: of the random inputs
+    candidates are checked on. wait: while another process searches this kernel on this device (it holds the
+    kernel's lease in the database), wait for it and then use its result (or, with force, search after it); False
+    raises SearchBusyError instead. executor: where candidates are built and timed (default:
+    LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
     device = devices.canonical(device)
+    executor = executor or LocalExecutor(workers)
     owned = not isinstance(db, TuningDB)
     tdb = db if isinstance(db, TuningDB) else TuningDB(db)
     try:
         with unrecorded():
-            key = cache_key(ast, device)
+            info, target = executor.target(device)
+            key = CacheKey.of(node_id(ast), info, ACTION_SPACE_VERSION)
             hit = None if force else tdb.lookup(key)
-            if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
+            if hit is not None and (answer := _answered(tdb, hit, ast, target)) is not None:
                 return answer
             params = {"beam": width, "max_rounds": max_rounds, "threshold": threshold}
             shown = Progress(enabled=progress is True, hook=None if isinstance(progress, bool) else progress)
             while True:
                 try:
-                    search = _Search(ast, device, tdb, key, params, workers or os.cpu_count() or 1, timeout_s, seed,
-                                     shown)
+                    search = _Search(ast, device, target, tdb, key, params, executor, timeout_s, seed, shown)
                     break
                 except SearchBusyError as e:
                     if not wait:
@@ -138,7 +131,7 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
                     shown.waiting(e)
                     time.sleep(LEASE_POLL_S)
                     hit = None if force else tdb.lookup(key)
-                    if hit is not None and (answer := _answered(tdb, hit, ast, device)) is not None:
+                    if hit is not None and (answer := _answered(tdb, hit, ast, target)) is not None:
                         return answer
             display = _notebook_display(search.name, device, width) if progress is True else None
             if display is not None:
@@ -179,11 +172,13 @@ class Progress:
     finished round otherwise, so a log does not fill with carriage returns), and/or events to a hook.
 
     The hook receives dicts, each with "event":
-      start      search_id, kernel, device, resumed (an interrupted search continued), stored (its candidates)
+      start      search_id, kernel, device, resumed (an interrupted search continued), stored (its candidates),
+                 executor (where candidates are built and timed, e.g. "ray: 2 nodes, ...")
       round      round, candidates (so far; sent again when round 0 grows by the heuristic's kernel), measured
       candidate  round, id, parent, opts, time_s (median; null when failed or a copy), error, duplicate (the
                  program of an earlier candidate, not timed again), measured (false: stored by an interrupted run),
-                 best_s (the best time so far)
+                 best_s (the best time so far), built_on, measured_on (the machine, and Ray node, that built
+                 and timed it; null where it was not)
       round_end  round, best_s, best_id (the fastest verified candidate so far)
       wait       holder, pid, host, search_id: another process is searching this kernel; sent once, before start
     """
@@ -208,8 +203,9 @@ class Progress:
             self.stream.write(f"beam: waiting: {busy}\n")
             self.stream.flush()
 
-    def begin(self, name: str, device: str, search_id: int, resumed: bool, stored: int) -> None:
-        self._emit("start", search_id=search_id, kernel=name, device=device, resumed=resumed, stored=stored)
+    def begin(self, name: str, device: str, search_id: int, resumed: bool, stored: int, executor: str) -> None:
+        self._emit("start", search_id=search_id, kernel=name, device=device, resumed=resumed, stored=stored,
+                   executor=executor)
 
     def add(self, name: str, round: int, total: int, done: int) -> None:
         """More candidates for a round (`done` of them already measured)."""
@@ -227,7 +223,8 @@ class Progress:
             self.best_s, self.best_id = node.time, node.id
         self._emit("candidate", round=round, id=node.id, parent=parent, opts=_opts_json(node.opts),
                    time_s=node.median_s if node.error is None else None, error=node.error,
-                   duplicate=node.median_s is None and node.error is None, measured=measured, best_s=self.best_s)
+                   duplicate=node.median_s is None and node.error is None, measured=measured, best_s=self.best_s,
+                   built_on=node.built_on, measured_on=node.measured_on)
         if measured:
             self.done += 1
             if self.tty:
@@ -266,6 +263,8 @@ class _Node:
     program_hash: str | None
     median_s: float | None
     error: str | None
+    built_on: str | None = None
+    measured_on: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -284,35 +283,35 @@ Item = tuple[tuple[Opt, ...], int | None, Scheduler]
 class _Search:
     """One search's state: every candidate so far, the programs already timed, the kernel graphs already built."""
 
-    def __init__(self, ast: UOp, device: str, db: TuningDB, key: CacheKey, params: dict[str, Any], workers: int,
-                 timeout_s: float, seed: int, progress: Progress) -> None:
+    def __init__(self, ast: UOp, device: str, target: Target, db: TuningDB, key: CacheKey, params: dict[str, Any],
+                 executor: Executor, timeout_s: float, seed: int, progress: Progress) -> None:
         self.ast, self.device, self.db, self.seed, self.progress = ast, device, db, seed, progress
-        self.rt = devices.get(device)
-        self.sched0 = scheduler(ast, self.rt.target)
+        self.sched0 = scheduler(ast, target)
         self.name = kernel_name(self.sched0.ast)
+        self.executor = executor
         self.handle = db.begin_search(key, self.name, ast.tree(), params)
-        self.pool = _Pool(ast, device, self.rt.target, workers, timeout_s)
+        self.station = executor.station(ast, device, seed, timeout_s)
         self.stored = 0  # candidates in the database, resumed ones included
         self.programs: set[str] = set()  # hashes of the programs built so far
         self.seen: set[UOp] = set()
         self.best_s: float | None = None
         self.timed: list[_Node] = []  # the verified candidates with a time, the unoptimized kernel first
-        self._bench: Workbench | None = None
 
     def run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
         try:
             return self._run(width, max_rounds, threshold)
         except BaseException:
-            self.pool.close(wait=False)  # interrupted: drop queued builds; the stored candidates remain
+            self.station.close(wait=False)  # interrupted: drop queued builds; the stored candidates remain
             with contextlib.suppress(TuningDBError):  # the search may be resumed, by anyone
                 self.db.release(self.handle.id)
             raise
         finally:
-            self.pool.close(wait=True)
+            self.station.close(wait=True)
             self.progress.finish()
 
     def _run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
-        self.progress.begin(self.name, self.device, self.handle.id, self.handle.resumed, len(self.handle.candidates))
+        self.progress.begin(self.name, self.device, self.handle.id, self.handle.resumed, len(self.handle.candidates),
+                            self.executor.describe())
         self._new(self.sched0)
         base = self.evaluate([((), None, self.sched0)], 0)[0]
         if not base.ok:
@@ -348,7 +347,7 @@ class _Search:
         self.db.finish_search(self.handle.id, best.id)
         return BeamResult(self.name, kernel_name(best.sched.ast), best.opts, best.time, base.time,
                           h_node.time if h_node and h_node.ok else None, heur, self.handle.id,
-                          False, rounds, self.stored, self.pool.built)
+                          False, rounds, self.stored, self.station.built)
 
     def _final_check(self, best: _Node, rivals: list[_Node | None], round: int) -> _Node | None:
         """The search's winner against the heuristic's and the unoptimized kernels, timed again in turns with
@@ -359,16 +358,12 @@ class _Search:
         contenders = list({n.id: n for n in [best, *rivals] if n is not None and n.ok}.values())
         if len(contenders) < 2:
             return None
-        bench = self._bench or Workbench(self.ast, self.device, self.seed)
-        progs = [bench.bind(*compile_kernel(self.ast, self.device, n.opts)) for n in contenders]
-        samples: list[list[float]] = [[] for _ in contenders]
-        for _ in range(FINAL_REPEATS):
-            for times, prog in zip(samples, progs, strict=True):
-                times.append(timed_run(prog, bench.handles))
+        samples, where = self.station.retime([_opts_json(n.opts) for n in contenders], FINAL_REPEATS)
         self.progress.add(self.name, round, len(contenders), 0)
         final = []
         for n, times in zip(contenders, samples, strict=True):
-            node = self._store((n.opts, n.id, n.sched), round, _Built(None), n.program_hash, Timing(times))
+            node = self._store((n.opts, n.id, n.sched), round, Built(None, where=None), n.program_hash,
+                               Measured(Timing(times), where))
             self.progress.candidate(round, node, n.id, measured=True)
             final.append(node)
         self.progress.end_round()
@@ -378,14 +373,8 @@ class _Search:
         """A symbolic kernel is timed at one value of its variables: the winner must also be right at others
         (values_to_verify). The fastest candidate that is, else (a candidate that fails somewhere is rejected in
         the database with why) the next fastest; the unoptimized kernel is the reference, so one always is."""
-        checks = values_to_verify(self.ast, self.seed)
-        if not checks:
-            return best
-        benches = [Workbench(self.ast, self.device, self.seed, values) for values in checks]
         for node in [best, *sorted((n for n in self.timed if n is not best), key=lambda n: n.time)]:
-            kernel, prog = compile_kernel(self.ast, self.device, node.opts)
-            wrong = next((f"at {bench.values}: {err}" for bench in benches
-                          if (err := bench.mismatch(bench.run_from_start(bench.bind(kernel, prog))[1]))), None)
+            wrong = self.station.wrong_at(_opts_json(node.opts))
             if wrong is None:
                 return node
             self.db.reject_candidate(self.handle.id, node.id, wrong)
@@ -414,37 +403,43 @@ class _Search:
         stored = [self.handle.measured(_opts_json(opts)) for opts, _, _ in items]
         todo = [items[i] for i, c in enumerate(stored) if c is None]
         self.progress.add(self.name, round, len(items), len(items) - len(todo))
-        built = iter(self.pool.build([_opts_json(opts) for opts, _, _ in todo]))
-        out = []
+        built = iter(self.station.build([_opts_json(opts) for opts, _, _ in todo]))
+        fresh = [(item, next(built)) for item, c in zip(items, stored, strict=True) if c is None]
+        # which new candidates are timed: built, and a program no earlier candidate has (decided in order)
+        hashes: list[str | None] = []
+        timed: dict[int, Built] = {}
+        seen = set(self.programs)
+        for i, (_, b) in enumerate(fresh):
+            phash = None if b.error is not None else program_hash(self.device, b.rebuild())
+            hashes.append(phash)
+            if phash is not None and phash not in seen:
+                seen.add(phash)
+                timed[i] = b
+        measured = self.station.measure(list(timed.values()), lambda: self.best_s)
+        out, k = [], 0
         for item, c in zip(items, stored, strict=True):
             if c is not None:
-                node = self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error))
+                node = self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error, c.built_on,
+                                            c.measured_on))
             else:
-                node = self._measure(item, round, next(built))
+                b, phash = fresh[k][1], hashes[k]
+                if b.error is not None:
+                    node = self._store(item, round, b, None, Measured(Timing([], b.error), None))
+                elif k in timed:  # the measurements come in the order asked; taken one by one, so best_s follows
+                    node = self._store(item, round, b, phash, next(measured))
+                else:  # an identical program was measured already
+                    node = self._store(item, round, b, phash, Measured(Timing([]), None))
+                k += 1
             self.progress.candidate(round, node, item[1], measured=c is None)
             out.append(node)
         return out
 
-    def _measure(self, item: Item, round: int, b: _Built) -> _Node:
-        if b.error is not None:
-            return self._store(item, round, b, None, Timing([], b.error))
-        kernel = b.rebuild()
-        phash = program_hash(self.device, kernel)
-        if phash in self.programs:  # an identical program was measured already
-            return self._store(item, round, b, phash, Timing([]))
-        try:
-            prog = self.rt.compile(kernel)
-        except Exception as e:  # the candidate's failure, not the search's
-            return self._store(item, round, b, phash, Timing([], describe_error(e)))
-        if self._bench is None:
-            self._bench = Workbench(self.ast, self.device, self.seed)
-        return self._store(item, round, b, phash, self._bench.measure(self._bench.bind(kernel, prog), self.best_s))
-
-    def _store(self, item: Item, round: int, b: _Built, phash: str | None, t: Timing) -> _Node:
+    def _store(self, item: Item, round: int, b: Built, phash: str | None, m: Measured) -> _Node:
         opts, parent, sched = item
+        t = m.timing
         cid = self.db.add_candidate(self.handle.id, parent, round, _opts_json(opts), phash, b.uop_count,
-                                    b.compile_s, t.error, t.samples)
-        return self._remember(_Node(cid, opts, sched, phash, t.median_s, t.error))
+                                    b.compile_s, t.error, t.samples, built_on=b.where, measured_on=m.where)
+        return self._remember(_Node(cid, opts, sched, phash, t.median_s, t.error, b.where, m.where))
 
     def _remember(self, n: _Node) -> _Node:
         self.stored += 1
@@ -457,10 +452,10 @@ class _Search:
         return n
 
 
-def _answered(db: TuningDB, hit: Result, ast: UOp, device: str) -> BeamResult | None:
+def _answered(db: TuningDB, hit: Result, ast: UOp, target: Target) -> BeamResult | None:
     """A result from the database, with the unoptimized and heuristic times its search measured (no compiling);
     None when its opts no longer apply to the kernel (then it is searched again)."""
-    sched0 = scheduler(ast, devices.get(device).target)
+    sched0 = scheduler(ast, target)
     try:
         opts = tuple(Opt.from_json(o) for o in hit.opts)
         chosen = _apply(sched0, opts)
@@ -495,135 +490,3 @@ def _apply(s: Scheduler, opts: Sequence[Opt]) -> Scheduler:
 
 def _opts_json(opts: Sequence[Opt]) -> list[dict[str, Any]]:
     return [o.to_json() for o in opts]
-
-
-# ---- the compile workers ----
-@dataclass(frozen=True)
-class _Built:
-    """What a worker made of one candidate: the Kernel's fields (its Linear program flattened), or (kernel None)
-    the error."""
-
-    compile_s: float | None
-    error: str | None = None
-    kernel: dict[str, Any] | None = None
-    uop_count: int | None = None
-
-    def rebuild(self) -> Kernel:
-        fields = dict(self.kernel or {})
-        fields["linear"] = _unflatten(fields["linear"])
-        return Kernel(**fields)
-
-
-class _Pool:
-    """The process pool that lowers (and, where the dialect compiles in a worker, compiles) candidates, started on
-    first use.
-
-    A worker that dies (a crash, a kill) breaks the pool and fails every candidate in flight: those are built
-    again one at a time in a fresh pool, so only the candidate that kills a worker is charged with it.
-    """
-
-    def __init__(self, ast: UOp, device: str, target: Target, workers: int, timeout_s: float) -> None:
-        self.flat, self.device, self.target = _flatten(ast), device, target
-        self.workers, self.timeout_s = workers, timeout_s
-        self.built = 0
-        self._ex: ProcessPoolExecutor | None = None
-
-    def build(self, opts_list: list[list[dict[str, Any]]]) -> list[_Built]:
-        """Each candidate's build, in the order given."""
-        first = [self._result(f) for f in [self._submit(o) for o in opts_list]]
-        self.built += len(opts_list)
-        return [b if b is not None else self._alone(o) for b, o in zip(first, opts_list, strict=True)]
-
-    def _alone(self, opts: list[dict[str, Any]]) -> _Built:
-        """A build whose worker died, again alone in a fresh pool: if that one dies too, this candidate is the cause."""
-        return self._result(self._submit(opts)) or \
-            _Built(None, "the compile worker died while building this candidate (crashed or was killed)")
-
-    def close(self, wait: bool) -> None:
-        """Stop the workers, cancelling queued builds (wait: for those running to end)."""
-        if self._ex is not None:
-            self._ex.shutdown(wait=wait, cancel_futures=True)
-            self._ex = None
-
-    def _submit(self, opts: list[dict[str, Any]]) -> Future[_Built]:
-        with _main_not_rerun():  # workers are started as work is submitted
-            if self._ex is None:
-                self._ex = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"),
-                                               initializer=_worker_init)
-            return self._ex.submit(_build, self.flat, opts, self.device, self.target, self.timeout_s)
-
-    def _result(self, f: Future[_Built]) -> _Built | None:
-        """f's build; None when its worker died (the pool is then replaced)."""
-        try:
-            return f.result()
-        except BrokenProcessPool:
-            if self._ex is not None:
-                self._ex.shutdown(wait=False, cancel_futures=True)
-                self._ex = None
-            return None
-        except Exception as e:  # e.g. the timeout firing just after the build finished
-            return _Built(None, describe_error(e))
-
-
-@contextmanager
-def _main_not_rerun() -> Iterator[None]:
-    """Start spawned workers without the parent's main module: they need nothing from it, and would otherwise run
-    the parent's main script again (all of it, for a script without the `__main__` guard) before any work. A main
-    module whose spec is named "__main__" is the case multiprocessing leaves alone (as for a package's __main__)."""
-    main = sys.modules["__main__"]
-    saved = getattr(main, "__spec__", None)
-    main.__spec__ = ModuleSpec("__main__", None)
-    try:
-        yield
-    finally:
-        main.__spec__ = saved
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _worker_init() -> None:
-    """Leave Ctrl-C to the search process (it stops the pool), and exit when that process dies: a worker holds
-    its own end of the task queue, so a killed parent (kill -9) would otherwise leave it waiting forever."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = parent_process()
-    if parent is not None:
-        threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(1)), daemon=True).start()
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _Timeout("lowering and compiling took longer than the per-candidate timeout")
-
-
-def _build(flat_ast: FlatUOp, opts: list[dict[str, Any]], device: str, target: Target, timeout_s: float) -> _Built:
-    """In a worker: lower the kernel with opts (and compile it where the program is cached on disk)."""
-    t0 = time.perf_counter()
-    signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)  # interrupts Python code and waits on the C compiler alike
-    try:
-        kernel = lower(_unflatten(flat_ast), target, [Opt.from_json(o) for o in opts])
-        if target.dialect is not None and target.dialect.compiles_in_worker:  # else the program cannot leave
-            devices.get(device).compile(kernel)
-    except Exception as e:  # the candidate's failure, reported with it
-        return _Built(time.perf_counter() - t0, describe_error(e))
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    fields = {f.name: getattr(kernel, f.name) for f in dataclasses.fields(Kernel)}
-    fields["linear"] = _flatten(kernel.linear)
-    return _Built(time.perf_counter() - t0, None, fields, len(kernel.linear.src))
-
-
-def _flatten(root: UOp) -> FlatUOp:
-    """root's graph as (op, source positions, arg, tag) rows, sources first: picklable without recursion."""
-    nodes = root.toposort()
-    pos = {u: i for i, u in enumerate(nodes)}
-    return [(u.op, tuple(pos[s] for s in u.src), u.arg, u.tag) for u in nodes]
-
-
-def _unflatten(rows: FlatUOp) -> UOp:
-    out: list[UOp] = []
-    for op, src, arg, tag in rows:
-        out.append(UOp(op, tuple(out[i] for i in src), arg, tag))
-    return out[-1]
-

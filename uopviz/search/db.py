@@ -129,6 +129,11 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "WHERE error IS NULL AND median_s IS NOT NULL",
         "CREATE INDEX candidates_roots ON candidates (search_id, round) WHERE parent_id IS NULL",
     ),
+    (  # 3 -> 4: where each candidate was built and timed (a search on a Ray cluster uses several machines);
+       # rows from before stay NULL: unknown
+        "ALTER TABLE candidates ADD COLUMN built_on TEXT",
+        "ALTER TABLE candidates ADD COLUMN measured_on TEXT",
+    ),
 ]
 """MIGRATIONS[v] takes a database from schema version v to v + 1 (PRAGMA user_version); append, never edit."""
 
@@ -206,6 +211,10 @@ class Candidate:
     samples: list[float]
     median_s: float | None
     created_at: float
+    built_on: str | None = None
+    """The machine (and Ray node) that lowered and compiled it; None for a re-timing or a row from before."""
+    measured_on: str | None = None
+    """The machine (and Ray node) that verified and timed it; None where it was not timed."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +268,8 @@ class Result:
     median_s: float
     search_id: int | None
     created_at: float
+    measured_on: str | None = None
+    """The machine (and Ray node) that timed the winning candidate, when the search that found it is here."""
 
 
 P = ParamSpec("P")
@@ -344,11 +355,11 @@ class TuningDB:
     @_guarded
     def add_candidate(self, search_id: int, parent: int | None, round: int, opts: Any, program_hash: str | None,
                       uop_count: int | None, compile_s: float | None, error: str | None,
-                      samples: Sequence[float]) -> int:
+                      samples: Sequence[float], built_on: str | None = None, measured_on: str | None = None) -> int:
         """Store one candidate in its own transaction (a kill loses at most this one); returns its id.
 
         samples: seconds per timed run (empty when it did not compile or run; error says why); the median
-        is computed here.
+        is computed here. built_on, measured_on: the machines (and workers) that built and timed it.
         """
         times = [_seconds(s, "samples") for s in samples]
         for what, n in (("round", round), ("uop_count", uop_count)):
@@ -362,10 +373,11 @@ class TuningDB:
                 raise ValueError(f"parent candidate {parent} is not in search {search_id}")
             cur = c.execute(
                 "INSERT INTO candidates (search_id, parent_id, round, opts, program_hash, uop_count, compile_s, "
-                "error, samples, median_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "error, samples, median_s, created_at, built_on, measured_on) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (search_id, parent, round, _dumps(opts, "opts", canonical=False), program_hash, uop_count,
                  None if compile_s is None else _seconds(compile_s, "compile_s"), error, _dumps(times),
-                 statistics.median(times) if times else None, time.time()))
+                 statistics.median(times) if times else None, time.time(), built_on, measured_on))
             return _rowid(cur)
 
     @_guarded
@@ -489,7 +501,8 @@ class TuningDB:
                 "finished_at": s.finished_at, "best_candidate": s.best_candidate_id,
                 "candidates": [{"id": x.id, "parent": x.parent_id, "round": x.round, "opts": x.opts,
                                 "program_hash": x.program_hash, "uop_count": x.uop_count, "compile_s": x.compile_s,
-                                "error": x.error, "samples": x.samples, "created_at": x.created_at}
+                                "error": x.error, "samples": x.samples, "created_at": x.created_at,
+                                "built_on": x.built_on, "measured_on": x.measured_on}
                                for x in cands]})
         results = [{"key": _fields(r.key), "opts": r.opts, "median_s": r.median_s,
                     "search_uid": uids.get(r.search_id) if r.search_id is not None else None,
@@ -523,10 +536,12 @@ class TuningDB:
                 for x in s["candidates"]:
                     new_ids[x["id"]] = _rowid(c.execute(
                         "INSERT INTO candidates (search_id, parent_id, round, opts, program_hash, uop_count, "
-                        "compile_s, error, samples, median_s, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "compile_s, error, samples, median_s, created_at, built_on, measured_on) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (search_id, new_ids.get(x["parent"]), x["round"], _dumps(x["opts"], canonical=False),
                          x["program_hash"], x["uop_count"], x["compile_s"], x["error"], _dumps(x["samples"]),
-                         statistics.median(x["samples"]) if x["samples"] else None, x["created_at"])))
+                         statistics.median(x["samples"]) if x["samples"] else None, x["created_at"],
+                         x["built_on"], x["measured_on"])))
                 c.execute("UPDATE searches SET best_candidate_id = ? WHERE id = ?",
                           (new_ids.get(s["best_candidate"]), search_id))
                 counts["searches"] += 1
@@ -564,10 +579,12 @@ class TuningDB:
 
 
 _CANDIDATE_COLUMNS = ("id, search_id, parent_id, round, opts, program_hash, uop_count, compile_s, error, samples, "
-                      "median_s, created_at")
+                      "median_s, created_at, built_on, measured_on")
 _KEY_COLUMNS = ("k.hash, t.device, t.device_name, t.driver, t.compiler, t.compiler_version, "
                 "{0}.action_space_version, {0}.uopviz_version")
-_RESULTS_SELECT = (f"SELECT {_KEY_COLUMNS.format('r')}, k.name, r.opts, r.median_s, r.search_id, r.created_at "
+_RESULTS_SELECT = (f"SELECT {_KEY_COLUMNS.format('r')}, k.name, r.opts, r.median_s, r.search_id, r.created_at, "
+                   "(SELECT c.measured_on FROM searches s JOIN candidates c ON c.id = s.best_candidate_id "
+                   " WHERE s.id = r.search_id) "
                    "FROM results r JOIN kernels k ON k.id = r.kernel_id JOIN targets t ON t.id = r.target_id")
 # The leading candidate is the winner once done, else the fastest verified one (index candidates_timed); the
 # unoptimized time is the first verified root without opts (index candidates_roots).
@@ -762,7 +779,9 @@ def _parse_export(doc: Any) -> tuple[dict[str, tuple[str, str]], list[dict[str, 
         cands, ids = [], set()
         for j, x in enumerate(out["candidates"]):
             cw = f"{where}.candidates[{j}]"
-            x = {f: _take(_obj(x, cw), f, kind, cw) for f, kind in _CANDIDATE_FIELDS.items()}
+            x = _obj(x, cw)
+            x = {f: _take(x, f, kind, cw) for f, kind in _CANDIDATE_FIELDS.items()} | \
+                {f: _take(x, f, kind, cw) if f in x else None for f, kind in _CANDIDATE_OPTIONAL.items()}
             if x["id"] in ids or (x["parent"] is not None and x["parent"] not in ids):
                 raise ValueError(f"{cw}: id {x['id']} repeats, or parent {x['parent']} is not an earlier candidate")
             for t in x["samples"]:
@@ -791,6 +810,7 @@ _SEARCH_FIELDS = {"uid": "str", "kernel_hash": "str", "target": "dict", "action_
                   "finished_at": "num?", "best_candidate": "int?", "candidates": "list"}
 _CANDIDATE_FIELDS = {"id": "int", "parent": "int?", "round": "int", "opts": "any", "program_hash": "str?",
                      "uop_count": "int?", "compile_s": "num?", "error": "str?", "samples": "list", "created_at": "num"}
+_CANDIDATE_OPTIONAL = {"built_on": "str?", "measured_on": "str?"}  # added later: documents from before lack them
 _RESULT_FIELDS = {"key": "dict", "opts": "any", "median_s": "num", "search_uid": "str?", "created_at": "num"}
 _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "num": (int, float), "list": (list,),
                                        "dict": (dict,)}

@@ -7,7 +7,7 @@ import { fill, h } from "../dom.js";
 import { kernelName } from "../names.js";
 import { describeOpts } from "../opts.js";
 import { beamChart, formatSeconds } from "./beam-chart.js";
-import { pathTo, timed } from "./beam.js";
+import { pathTo, timed, whereLine } from "./beam.js";
 
 const VARIANTS = [
   ["unoptimized", "unoptimized"],
@@ -34,13 +34,14 @@ export function renderBeamLive(el, model) {
     const mine = [...events.values()].filter((e) => e.kernel === i).sort((a, b) => a.seq - b.seq);
     const candidates = mine
       .filter((e) => e.event === "candidate")
-      .map((e) => ({ id: e.id, parent: e.parent, round: e.round, opts: e.opts, median_s: e.time_s, error: e.error, duplicate: e.duplicate, samples: [] }));
+      .map((e) => ({ id: e.id, parent: e.parent, round: e.round, opts: e.opts, median_s: e.time_s, error: e.error, duplicate: e.duplicate, samples: [], built_on: e.built_on, measured_on: e.measured_on }));
     const best = candidates.filter(timed).reduce((b, c) => (b && b.median_s <= c.median_s ? b : c), null);
     const round = mine.filter((e) => e.event === "round").at(-1);
     const done = mine.find((e) => e.event === "done");
     const error = mine.find((e) => e.event === "error");
     const measured = mine.filter((e) => e.event === "candidate" && e.measured && e.round === round?.round).length;
     return {
+      executor: mine.find((e) => e.event === "start")?.executor,
       round,
       measured,
       done,
@@ -66,7 +67,7 @@ export function renderBeamLive(el, model) {
       (k.done
         ? `done: ${formatSeconds(k.done.time_s)} with ${describeOpts(meta, k.done.opts)}${k.done.from_db ? " (from the tuning database)" : ` after ${k.done.rounds} rounds, ${k.done.candidates} candidates`}`
         : k.round
-          ? `round ${k.round.round} · ${k.measured}/${k.round.candidates} candidates measured · best ${formatSeconds(k.search.best_s)}`
+          ? `round ${k.round.round} · ${k.measured}/${k.round.candidates} candidates measured · best ${formatSeconds(k.search.best_s)}${whereLine(k.executor, k.search.candidates)}`
           : "starting…");
     fill(
       el,

@@ -20,6 +20,12 @@ export function pathTo(candidates, bestId) {
 
 export const timed = (c) => c.error == null && c.median_s != null;
 
+// Where a live search runs (its start event's executor, e.g. a Ray cluster) and on how many machines it has timed.
+export function whereLine(executor, candidates) {
+  const machines = new Set(candidates.map((c) => c.measured_on).filter((m) => m != null)).size;
+  return executor ? ` · ${executor}${machines > 1 ? `, timed on ${machines} machines` : ""}` : "";
+}
+
 // Round 0 measures the unoptimized kernel (no parent) and the heuristic's opts (its child, all opts at once); every
 // later candidate adds one opt to its parent.
 export function candidateKind(c) {
@@ -186,10 +192,11 @@ class BeamPanel {
 
   onEvent(live, e) {
     if (live !== this.live) return;
-    if (e.event === "round") [live.round, live.inRound, live.measured] = [e.round, e.candidates, e.measured];
+    if (e.event === "start") live.executor = e.executor;
+    else if (e.event === "round") [live.round, live.inRound, live.measured] = [e.round, e.candidates, e.measured];
     else if (e.event === "round_end") this.loadList(); // the list's best time and count
     else if (e.event === "candidate") {
-      live.candidates.set(e.id, { id: e.id, parent: e.parent, round: e.round, opts: e.opts, median_s: e.time_s, error: e.error, duplicate: e.duplicate, samples: [] });
+      live.candidates.set(e.id, { id: e.id, parent: e.parent, round: e.round, opts: e.opts, median_s: e.time_s, error: e.error, duplicate: e.duplicate, samples: [], built_on: e.built_on, measured_on: e.measured_on });
       if (e.measured) live.measured++;
     } else if (e.event === "done" || e.event === "error") {
       [live.state, live.done, live.message] = [e.event, e.event === "done" ? e : null, e.event === "error" ? e.detail : null];
@@ -287,7 +294,7 @@ class BeamPanel {
     if (!live || live.sid !== this.sid) return null;
     if (live.state === "running") {
       const best = this.view()?.best_s;
-      return h("div", { class: "uv-beam-status uv-beam-progress" }, h("span", { class: "uv-beam-spinner" }), `round ${live.round} · ${live.measured}/${live.inRound} candidates measured · best ${formatSeconds(best)}`);
+      return h("div", { class: "uv-beam-status uv-beam-progress" }, h("span", { class: "uv-beam-spinner" }), `round ${live.round} · ${live.measured}/${live.inRound} candidates measured · best ${formatSeconds(best)}${whereLine(live.executor, [...live.candidates.values()])}`);
     }
     if (live.state === "done") {
       const d = live.done;
@@ -370,6 +377,8 @@ class BeamPanel {
       ["program", c.program_hash],
       ["uops", c.uop_count],
       ["compile", c.compile_s != null ? formatSeconds(c.compile_s) : null],
+      ["built on", c.built_on],
+      ["measured on", c.measured_on],
     ].filter(([, v]) => v != null);
     return h(
       "div",

@@ -1,0 +1,313 @@
+"""BEAM on a Ray cluster: candidates are lowered and compiled by Ray tasks anywhere in the cluster, and verified and
+timed only by timing actors on the machines that own the device, one candidate at a time per device.
+
+    from uopviz.search.ray_executor import RayExecutor
+    with RayExecutor("auto") as ex:                      # or "HOST:PORT", or None: a cluster of this machine alone
+        beam(ast, 4, "CPU", executor=ex)                 # the beam, the decisions and the database stay here
+
+A machine owns a device for the cluster when its node advertises the device's resources, which `device_resources`
+computes there (`uopviz ray-resources CPU CL` prints them for `ray start --resources`): "uopviz:<DEVICE>" and
+"uopviz:<DEVICE>:<digest of its target>" (the device's name, driver and compiler), each 1, so one actor per
+machine and device times, and a tuning key is only ever timed on machines that match it.
+
+Faults: a timing actor that dies (its worker or machine killed) or outlives the per-candidate timeout (then it is
+killed) loses only its candidate, which is retried on another timing actor, up to MAX_ATTEMPTS times, then
+recorded as failed with why. A build task whose worker dies is retried by Ray once. The search's process remains
+the only writer of the tuning database, so killing it leaves the database as a local search's kill does.
+
+Ray sends task arguments with its own serializer (pickle underneath), as the local process pool does: connect only
+to a cluster you own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import fields
+from typing import Any
+
+from uopviz.runtime import device as devices
+from uopviz.search.executor import (
+    Built,
+    DeviceBench,
+    Executor,
+    FlatUOp,
+    Measured,
+    OptsJson,
+    Station,
+    build_candidate,
+    flatten,
+    here,
+)
+from uopviz.search.keys import TargetInfo, describe_target
+from uopviz.search.timing import Timing
+from uopviz.target import Target
+from uopviz.trace.ids import node_id
+from uopviz.uop.ops import UOp
+
+RESOURCE_PREFIX = "uopviz:"
+MAX_ATTEMPTS = 2
+"""Timing actors a candidate may lose (died or timed out) before it is recorded as failed."""
+INSTALL_HINT = "pip install 'uopviz[ray]'"
+FREE_WAIT_S = 10.0
+"""How long a new executor waits for a device's timing resources to be released before giving up."""
+
+
+class RayUnavailableError(RuntimeError):
+    """Ray is not installed: distributed search needs the `ray` extra."""
+
+
+class RayClusterError(RuntimeError):
+    """The cluster cannot time the device: no node owns it, or nodes of different targets do."""
+
+
+def import_ray() -> Any:
+    """The ray module, or RayUnavailableError saying how to install it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise RayUnavailableError(f"distributed BEAM (--ray) needs Ray, which is not installed ({e}); install it "
+                                  f"with `{INSTALL_HINT}`") from None
+    return ray
+
+
+def target_digest(info: TargetInfo) -> str:
+    """A short name for a target (device, name, driver, compiler): timings are only comparable within one."""
+    text = json.dumps([getattr(info, f.name) for f in fields(TargetInfo)])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def device_resources(names: Sequence[str]) -> dict[str, float]:
+    """The Ray resources a node owning these devices advertises (each device's runtime is started to describe it):
+    one unit of the device's kind and one of its exact target."""
+    out: dict[str, float] = {}
+    for name in names:
+        info = describe_target(devices.canonical(name))
+        out[f"{RESOURCE_PREFIX}{info.device}"] = 1.0
+        out[f"{RESOURCE_PREFIX}{info.device}:{target_digest(info)}"] = 1.0
+    return out
+
+
+def _where(ray: Any) -> str:
+    ctx = ray.get_runtime_context()
+    return f"{here()} (ray node {ctx.get_node_id()[:8]})"
+
+
+class _Timer:
+    """A timing actor: the device side of searches (DeviceBench), on a machine that owns the device; Ray runs its
+    calls one at a time."""
+
+    def __init__(self) -> None:
+        import ray
+        self.where = _where(ray)
+        self.benches: dict[tuple[str, str, int], DeviceBench] = {}
+
+    def describe(self, device: str) -> tuple[TargetInfo, Target, str]:
+        return describe_target(device), devices.get(device).target, self.where
+
+    def _bench(self, kernel_hash: str, flat: FlatUOp, device: str, seed: int) -> DeviceBench:
+        key = (kernel_hash, device, seed)
+        if key not in self.benches:
+            from uopviz.search.executor import unflatten
+            if len(self.benches) >= 4:  # searches run one after another: keep the latest few kernels' buffers
+                self.benches.pop(next(iter(self.benches)))
+            self.benches[key] = DeviceBench(unflatten(flat), device, seed)
+        return self.benches[key]
+
+    def measure(self, kernel_hash: str, flat: FlatUOp, device: str, seed: int, built: Built,
+                best_s: float | None) -> Measured:
+        return Measured(self._bench(kernel_hash, flat, device, seed).measure(built.rebuild(), best_s), self.where)
+
+    def retime(self, kernel_hash: str, flat: FlatUOp, device: str, seed: int, opts_list: list[OptsJson],
+               repeats: int) -> tuple[list[list[float]], str]:
+        return self._bench(kernel_hash, flat, device, seed).retime(opts_list, repeats), self.where
+
+    def wrong_at(self, kernel_hash: str, flat: FlatUOp, device: str, seed: int, opts: OptsJson) -> str | None:
+        return self._bench(kernel_hash, flat, device, seed).wrong_at(opts)
+
+
+def _build_task(flat: FlatUOp, opts: OptsJson, device: str, target: Target, timeout_s: float,
+                info: TargetInfo) -> Built:
+    """A Ray task: build_candidate, compiling only on a machine whose device is the search's target (elsewhere the
+    program could not be used: the timing machine compiles it itself)."""
+    import ray
+    try:
+        compile_here = (target.dialect is not None and target.dialect.compiles_in_worker
+                        and describe_target(device) == info)
+    except devices.DeviceError:  # this machine has no such device: lowering is all it can do
+        compile_here = False
+    return build_candidate(flat, opts, device, target, timeout_s, compile_here, _where(ray))
+
+
+class RayExecutor(Executor):
+    """Searches on a Ray cluster: `address` as ray.init takes it ("auto": the cluster this machine belongs to,
+    "HOST:PORT"; None: start a one-machine cluster here). Connects on creation (unless Ray is already initialized);
+    `close` (or leaving a with block) disconnects if it connected, and ends its timing actors."""
+
+    def __init__(self, address: str | None = "auto") -> None:
+        self.ray = ray = import_ray()
+        self._connected = not ray.is_initialized()
+        if self._connected:
+            ray.init(address=address, log_to_driver=False)
+        self._build = ray.remote(num_cpus=1, max_retries=1)(_build_task)
+        self._timer_class = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=1)(_Timer)
+        self._targets: dict[str, tuple[TargetInfo, Target, str]] = {}
+        self._actors: dict[str, list[Any]] = {}
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for actors in self._actors.values():
+            for a in actors:
+                self.ray.kill(a)
+        self._actors.clear()
+        if self._connected and self.ray.is_initialized():
+            self.ray.shutdown()
+
+    def describe(self) -> str:
+        nodes = [n for n in self.ray.nodes() if n.get("Alive")]
+        timers = sum(len(a) for a in self._actors.values())
+        return (f"ray: {len(nodes)} node{'s' * (len(nodes) != 1)}, {int(self.ray.cluster_resources().get('CPU', 0))} "
+                f"CPUs for builds, {timers} timing worker{'s' * (timers != 1)}")
+
+    def resource(self, device: str) -> str:
+        """The one target resource of device in the cluster (RayClusterError if none or several)."""
+        kind = f"{RESOURCE_PREFIX}{device}:"
+        found = sorted(r for r in self.ray.cluster_resources() if r.startswith(kind))
+        if not found:
+            raise RayClusterError(f"no node of the Ray cluster owns a {device} device: start one with "
+                                  f"`ray start --address ... --resources \"$(uopviz ray-resources {device})\"`")
+        if len(found) > 1:
+            raise RayClusterError(f"the Ray cluster has {device} devices of {len(found)} different targets "
+                                  f"({', '.join(found)}): their timings are not comparable; give each target its "
+                                  "own cluster")
+        return found[0]
+
+    def target(self, device: str) -> tuple[TargetInfo, Target]:
+        if device not in self._targets:
+            actor = self.actors(device)[0]
+            self._targets[device] = self.ray.get(actor.describe.remote(device))
+        info, target, _ = self._targets[device]
+        return info, target
+
+    def actors(self, device: str) -> list[Any]:
+        """The live timing actors of device, started as the cluster's resources allow (RayClusterError: none)."""
+        if not self._actors.get(device):
+            res = self.resource(device)
+            deadline = time.monotonic() + FREE_WAIT_S
+            while (n := int(self.ray.available_resources().get(res, 0))) == 0 and time.monotonic() < deadline:
+                time.sleep(0.2)  # a timing actor just ended (another executor's, or one killed) frees it soon
+            if n == 0:
+                raise RayClusterError(f"no worker owning {res} is free or alive in the Ray cluster (another "
+                                      "search's timing workers may hold them)")
+            self._actors[device] = [self._timer_class.options(resources={res: 1}).remote() for _ in range(n)]
+        return self._actors[device]
+
+    def drop(self, device: str, actor: Any) -> None:
+        """Forget (and kill) a timing actor that died or hung."""
+        self.ray.kill(actor)
+        self._actors[device] = [a for a in self._actors.get(device, []) if a is not actor]
+
+    def station(self, ast: UOp, device: str, seed: int, timeout_s: float) -> Station:
+        return RayStation(self, ast, device, seed, timeout_s)
+
+
+class RayStation(Station):
+    def __init__(self, ex: RayExecutor, ast: UOp, device: str, seed: int, timeout_s: float) -> None:
+        self.ex, self.ray, self.device, self.seed, self.timeout_s = ex, ex.ray, device, seed, timeout_s
+        self.info, self.target = ex.target(device)
+        self.flat = flatten(ast)
+        self.flat_ref = self.ray.put(self.flat)
+        self.hash = node_id(ast)
+        self.built = 0
+
+    def build(self, opts_list: list[OptsJson]) -> list[Built]:
+        refs = [self.ex._build.remote(self.flat_ref, o, self.device, self.target, self.timeout_s, self.info)
+                for o in opts_list]
+        self.built += len(refs)
+        out = []
+        for ref in refs:
+            try:
+                out.append(self.ray.get(ref))
+            except self.ray.exceptions.RayError as e:  # its worker died twice, or the task could not run
+                out.append(Built(None, f"the compile worker died while building this candidate ({type(e).__name__})"))
+        return out
+
+    def measure(self, builts: Sequence[Built], best: Callable[[], float | None]) -> Iterator[Measured]:
+        """Candidates spread over the timing actors, each busy with one at a time, yielded in the order given."""
+        pending = deque(range(len(builts)))
+        lost = [0] * len(builts)
+        done: dict[int, Measured] = {}
+        running: dict[Any, tuple[int, Any, float]] = {}  # ref -> (candidate, actor, start)
+        nxt = 0
+        while nxt < len(builts):
+            busy = {a for _, a, _ in running.values()}
+            idle = [a for a in self._actors() if a not in busy]
+            while pending and idle:
+                i, a = pending.popleft(), idle.pop()
+                ref = a.measure.remote(self.hash, self.flat_ref, self.device, self.seed, builts[i], best())
+                running[ref] = (i, a, time.monotonic())
+            if not running:  # no actor left to time on
+                for i in pending:
+                    done[i] = Measured(Timing([], f"no Ray worker owning {self.device} was left to time it"), None)
+                pending.clear()
+            else:
+                ready, _ = self.ray.wait(list(running), num_returns=1, timeout=0.2)
+                for ref in ready:
+                    i, a, _ = running.pop(ref)
+                    try:
+                        done[i] = self.ray.get(ref)
+                    except self.ray.exceptions.RayActorError as e:
+                        self._lost(i, a, lost, pending, done, f"its timing worker died ({type(e).__name__})")
+                now = time.monotonic()
+                for ref, (i, a, t0) in list(running.items()):
+                    if now - t0 > self.timeout_s:
+                        del running[ref]
+                        self._lost(i, a, lost, pending, done, f"timing took longer than {self.timeout_s:g} s")
+            while nxt in done:
+                yield done.pop(nxt)
+                nxt += 1
+
+    def _lost(self, i: int, actor: Any, lost: list[int], pending: deque[int], done: dict[int, Measured],
+              why: str) -> None:
+        """Candidate i's timing actor died or hung: drop the actor; retry i elsewhere or record it failed."""
+        self.ex.drop(self.device, actor)
+        lost[i] += 1
+        if lost[i] < MAX_ATTEMPTS:
+            pending.appendleft(i)
+        else:
+            done[i] = Measured(Timing([], f"not measured: {why}, {lost[i]} times"), None)
+
+    def _actors(self) -> list[Any]:
+        try:
+            return self.ex.actors(self.device)
+        except RayClusterError:
+            return []
+
+    def _call(self, method: str, *args: Any, timeout_s: float) -> Any:
+        """One actor call for the whole search (re-timing, checks), retried on another actor if its actor dies."""
+        for _ in range(MAX_ATTEMPTS):
+            actor = self.ex.actors(self.device)[0]
+            ref = getattr(actor, method).remote(self.hash, self.flat_ref, self.device, self.seed, *args)
+            try:
+                return self.ray.get(ref, timeout=timeout_s)
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
+                self.ex.drop(self.device, actor)
+        raise RayClusterError(f"{method} of {self.device} candidates failed on {MAX_ATTEMPTS} timing workers")
+
+    def retime(self, opts_list: list[OptsJson], repeats: int) -> tuple[list[list[float]], str | None]:
+        samples, where = self._call("retime", opts_list, repeats, timeout_s=self.timeout_s * len(opts_list))
+        return samples, where
+
+    def wrong_at(self, opts: OptsJson) -> str | None:
+        return self._call("wrong_at", opts, timeout_s=self.timeout_s)
+
+    def close(self, wait: bool) -> None:
+        """Nothing to stop: builds are awaited as they are asked for; the timing actors serve the next search."""
