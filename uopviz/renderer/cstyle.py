@@ -211,7 +211,7 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
     if op in w.d.functions:
         if not dt.is_float:
             raise RenderError(f"{op.value} of {dt.name} (cast to a float first)")
-        return f"{w.d.functions[op].format(f='f' if dt is dtypes.float32 else '')}({s[0]})"
+        return f"{w.d.functions[op].format(f='f' if dt is dtypes.float32 else '')}({', '.join(s)})"
     raise RenderError(f"the {w.d.name} dialect cannot render {op.value} (instruction selection should have "
                       f"decomposed it)")
 

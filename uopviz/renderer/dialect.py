@@ -129,7 +129,7 @@ class CDialect(Dialect):
     kernel_prefix = "void"
     types = C_TYPES
     functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
-                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}
+                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}", Ops.MULACC: "fma{f}"}
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C}
     compiles_in_worker = True  # the library lands in the shared disk cache, where the parent finds it
 
