@@ -77,3 +77,17 @@ def test_thread_factors_divide_and_keep_the_cores_busy() -> None:
     assert thread_factors(7, 2) == (7,)
     assert thread_factors(1, 2) == ()
     assert all(250 % k == 0 and 2 <= k <= 64 for k in thread_factors(250, 2))
+
+
+def test_convolution_tile_rows_are_output_channels() -> None:
+    """The input's vector (along W) is shared by every output channel, not by the next image row."""
+    z = ZOO["conv2d"]
+    arrays = z.arrays(z.sizes(N=2, C=3, H=6, W=16, O=8))
+    (ast, bufs), = kernels_of(schedule([z.program(*z.tensors(arrays, "CPU")).uop]))
+    s = scheduler_of(ast, devices.get("CPU").target)
+    opts = heuristic_opts(s)
+    assert [(o.axis, o.arg[0]) for o in opts] == [(3, 16), (1, 8)]  # W by a float16, O (axis 1) by 8 rows
+    _, prog = compile_kernel(ast, "CPU", opts)
+    prog([buffers.handle(b) for b in bufs], wait=True)
+    want = z.reference(*arrays)
+    np.testing.assert_allclose(buffers.to_numpy(bufs[0]).reshape(want.shape), want, rtol=1e-5, atol=1e-5)

@@ -50,7 +50,7 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
         if s.target.threads and s.target.vectors:  # a CPU's vector registers hold a tile several vectors wide
             wishes.append(_split(out_axes[-1], AxisType.UPCAST, TILE_VECTORS))
-        wishes.append(_split(out_axes[-2], AxisType.UPCAST, (8, 4, 2)))
+        wishes.append(_split(_rows_axis(s, out_axes), AxisType.UPCAST, (8, 4, 2)))
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
@@ -86,6 +86,18 @@ def _work(s: Scheduler) -> int:
     stores = [u for u in nodes if u.op is Ops.STORE]
     return sum(iterations(free_ranges(u.src[0])) for u in reduces) + \
         sum(iterations(free_ranges(u.src[0])) for u in stores)  # a store's address varies with its loops
+
+
+def _rows_axis(s: Scheduler, out_axes: list[int]) -> int:
+    """The output axis a matmul-like tile's rows run along: the innermost (the vector axis aside) that no load
+    varying with the vector axis varies with, so each vector loaded feeds every row (B's row in a matmul; in a
+    convolution the input's, shared by the output channels, not the next output row, which needs other inputs);
+    else the second innermost."""
+    axes = s.axes
+    lane = axes[out_axes[-1]]
+    vector_loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
+    free = [i for i in out_axes[:-1] if not any(axes[i] in free_ranges(u) for u in vector_loads)]
+    return free[-1] if free else out_axes[-2]
 
 
 def _is_row_kernel(s: Scheduler, inner: int) -> bool:
