@@ -152,14 +152,14 @@ class CDialect(Dialect):
         return f"typedef {scalar} {name} __attribute__((vector_size({size}){aligned}));\n"
 
     def function(self, op: Ops, dt: DType, vtype: str | None, n: int) -> tuple[str, str | None]:
-        """Vector extensions have no fma: a helper makes the vector of its lanes' fmas, which GCC and Clang compile
-        into one vector FMA (its arguments stay one vector each, not lanes built again at every use)."""
+        """Vector extensions have no fma: an always-inlined helper makes the vector of its lanes' fmas, which GCC and
+        Clang compile into one vector FMA (a helper left a call passes its vectors through memory)."""
         name, _ = super().function(op, dt, None, 1)
         if vtype is None:
             return name, None
         lanes = ",".join(f"{name}(a[{i}],b[{i}],c[{i}])" for i in range(n))
         helper = f"{name}_{vtype}"
-        head = f"static inline {vtype} {helper}({vtype} a, {vtype} b, {vtype} c)"
+        head = f"static inline __attribute__((always_inline)) {vtype} {helper}({vtype} a, {vtype} b, {vtype} c)"
         return helper, f"{head} {{ return ({vtype}){{{lanes}}}; }}\n"
 
     def vector_literal(self, vtype: str, lanes: list[str]) -> str:

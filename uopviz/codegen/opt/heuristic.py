@@ -48,7 +48,8 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
     elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
-        if s.target.threads and s.target.vectors:  # a CPU's vector registers hold a tile several vectors wide
+        if s.target.threads and s.target.vectors and _work(s) >= MIN_THREADED:  # a CPU's registers hold a tile
+            # several vectors wide (a small kernel, launch-bound, is slower for the longer body)
             wishes.append(_split(out_axes[-1], AxisType.UPCAST, TILE_VECTORS))
         wishes.append(_split(_rows_axis(s, out_axes), AxisType.UPCAST, (8, 4, 2)))
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
