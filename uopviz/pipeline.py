@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
-from uopviz.codegen.decompositions import decompose
+from uopviz.codegen.decompositions import decompose, fused_multiply_add, no_rules
 from uopviz.codegen.devectorize import devectorize
 from uopviz.codegen.expand import expander, lane_axes
 from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
@@ -151,6 +151,7 @@ KERNEL: tuple[Pass, ...] = (
     Rules("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Rules("simplify", "Instruction Selection", symbolic),
     Transform("devectorize", "Instruction Selection", lambda u, c: devectorize(u, c.target), origin=devectorize),
+    Rules("fuse multiply-add", "Instruction Selection", lambda t: fused_multiply_add if t.fma else no_rules),
     Rules("hardware ids", "Instruction Selection", to_specials),
     Transform("linearize", "Linearize", lambda u, c: linearize(u), origin=linearize),
     Transform("gate blocks", "Linearize", lambda u, c: gate_blocks(u), origin=gate_blocks),

@@ -28,6 +28,8 @@ class Target:
     cl_khr_fp16): the renderer computes them in float32, rounding after every op, and stores their bits.
     vectors: the lane counts Instruction Selection may keep as vector values (see codegen/devectorize.py).
     tensor_cores: the warp-level matrix multiply-accumulates the device has, for the TC opt (codegen/tc.py).
+    fma: the device adds a product with one rounding (a fused multiply-add instruction): Instruction Selection
+    makes Add(Mul(a, b), c) a Mulacc, which the dialect spells as its fma (the `fuse multiply-add` pass).
     """
 
     device: str
@@ -41,6 +43,7 @@ class Target:
     emulated: frozenset[str] = frozenset({"bfloat16"})  # float dtypes computed in float32, stored as 16 bits
     vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
     tensor_cores: tuple[TensorCore, ...] = ()
+    fma: bool = False
 
     @property
     def vector_functions(self) -> frozenset[Ops]:

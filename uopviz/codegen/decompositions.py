@@ -253,6 +253,21 @@ def mulacc(x: UOp) -> UOp:
     return a * b + c
 
 
+def fuse_mulacc(x: UOp) -> UOp | None:
+    """Add(Mul(a, b), c) as Mulacc(a, b, c) for float32 and float64: the inverse of `mulacc`, for a target that
+    computes a product and a sum with one rounding (its fused multiply-add: one instruction, not two). A product
+    by -1 is a subtraction and stays one. A product of a vector assembled lane by lane (a Stack of distinct lanes,
+    as a padded convolution's window is) stays a product and a sum: C has no vector fma, so its lanes' fmas would
+    let the C compiler split the assembled vector back into scalars at every use (conv2d ran 10x slower)."""
+    if x.dtype not in (dtypes.float32, dtypes.float64):
+        return None
+    for m, c in ((x.src[1], x.src[0]), (x.src[0], x.src[1])):  # an accumulator's update is Add(acc, Mul)
+        if m.op is Ops.MUL and not any(s.op is Ops.CONST and s.arg.value == -1 for s in m.src) \
+                and not any(s.op is Ops.STACK and len(set(s.src)) > 1 for s in m.src):
+            return UOp(Ops.MULACC, (m.src[0], m.src[1], c))
+    return None
+
+
 def cmpgt(x: UOp) -> UOp:
     return x.src[1] < x.src[0]
 
@@ -322,6 +337,10 @@ arithmetic_decompositions = _matcher(ARITHMETIC, "decompose_arithmetic")
 comparison_decompositions = _matcher(COMPARISONS, "decompose_comparisons")
 transcendental_decompositions = _matcher(TRANSCENDENTALS, "decompose_transcendentals")
 prng_decompositions = _matcher(PRNG, "decompose_prng")
+
+
+fused_multiply_add = PatternMatcher([(UPat(Ops.ADD, name="x"), fuse_mulacc)], name="fuse_multiply_add")
+no_rules = PatternMatcher([], name="none")
 
 
 @cache

@@ -211,7 +211,12 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
     if op in w.d.functions:
         if not dt.is_float:
             raise RenderError(f"{op.value} of {dt.name} (cast to a float first)")
-        return f"{w.d.functions[op].format(f='f' if dt is dtypes.float32 else '')}({s[0]})"
+        vtype = w.value_type(u) if u.shape else None
+        name, helper = w.d.function(op, dt, vtype, int(u.shape[0]) if u.shape else 1)
+        if helper is not None:
+            w.helpers.setdefault(name, helper)
+            s = [w.splat(x, e, u) for x, e in zip(u.src, s)]  # a scalar operand repeated: the helper takes vectors
+        return f"{name}({', '.join(s)})"
     raise RenderError(f"the {w.d.name} dialect cannot render {op.value} (instruction selection should have "
                       f"decomposed it)")
 

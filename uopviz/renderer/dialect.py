@@ -121,6 +121,11 @@ class Dialect(ABC):
         """A scalar's bits read as type `to` as one expression, or None where the renderer goes through a union."""
         return None
 
+    def function(self, op: Ops, dt: DType, vtype: str | None, n: int) -> tuple[str, str | None]:
+        """The name of math function `op` on dt (vtype: the n-lane vector type it takes, None for a scalar) and the
+        helper the source must define for it (None: the language has it)."""
+        return self.functions[op].format(f="f" if dt is dtypes.float32 else ""), None
+
 
 class CDialect(Dialect):
     """C for the CPU: GCC/Clang vector extensions, no hardware ids but a THREAD index argument."""
@@ -129,7 +134,8 @@ class CDialect(Dialect):
     kernel_prefix = "void"
     types = C_TYPES
     functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
-                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}
+                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}", Ops.MULACC: "fma{f}"}
+    vector_functions = frozenset({Ops.MULACC})
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C}
     compiles_in_worker = True  # the library lands in the shared disk cache, where the parent finds it
 
@@ -144,6 +150,17 @@ class CDialect(Dialect):
     def vector_typedef(self, name: str, scalar: str, size: int, align: int | None) -> str | None:
         aligned = f", aligned({align})" if align is not None else ""
         return f"typedef {scalar} {name} __attribute__((vector_size({size}){aligned}));\n"
+
+    def function(self, op: Ops, dt: DType, vtype: str | None, n: int) -> tuple[str, str | None]:
+        """Vector extensions have no fma: an always-inlined helper makes the vector of its lanes' fmas, which GCC and
+        Clang compile into one vector FMA (a helper left a call passes its vectors through memory)."""
+        name, _ = super().function(op, dt, None, 1)
+        if vtype is None:
+            return name, None
+        lanes = ",".join(f"{name}(a[{i}],b[{i}],c[{i}])" for i in range(n))
+        helper = f"{name}_{vtype}"
+        head = f"static inline __attribute__((always_inline)) {vtype} {helper}({vtype} a, {vtype} b, {vtype} c)"
+        return helper, f"{head} {{ return ({vtype}){{{lanes}}}; }}\n"
 
     def vector_literal(self, vtype: str, lanes: list[str]) -> str:
         return f"(({vtype}){{{','.join(lanes)}}})"

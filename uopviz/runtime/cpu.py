@@ -68,7 +68,7 @@ def find_compiler() -> str:
 class CPURuntime(Runtime):
     name = "CPU"
     target = Target("CPU", dialect=C, native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1,
-                    vectors=frozenset({2, 4, 8, 16}))
+                    vectors=frozenset({2, 4, 8, 16}), fma=True)
 
     def __init__(self) -> None:
         self.cc = find_compiler()
@@ -204,8 +204,9 @@ def _address(handle: Any) -> int:
 
 
 def _run_threads(fn: Any, args: list[Any], threads: int) -> None:
-    """Call fn(*args, i) for every THREAD index, the indices dealt round-robin to the cores (the calling thread
-    takes one share, the pool's workers the others; ctypes lets go of the GIL during each call), and return only
+    """Call fn(*args, i) for every THREAD index, each core taking the next index when it finishes one (the calling
+    thread and the pool's workers; ctypes lets go of the GIL during each call), so a core that other work slows
+    down takes fewer and the call ends when the last index does, not a fixed share later; return only
     when all have finished, even on Ctrl-C: the calls write into buffers that Python frees as soon as a
     KeyboardInterrupt unwinds the caller, so the interrupt is held back until the last call is done."""
     with _interrupts_held():
@@ -214,7 +215,8 @@ def _run_threads(fn: Any, args: list[Any], threads: int) -> None:
 
 class _Workers:
     """Threads that stay alive between kernel calls (starting a thread per call costs more than a small kernel
-    takes): each waits on its own queue for a share of a call's THREAD indices and reports on a common one."""
+    takes): each waits on its own queue for a call, takes THREAD indices from the call's one iterator until it is
+    empty (taking the next index is atomic under the GIL), and reports on a common queue."""
 
     def __init__(self, cores: int) -> None:
         self.cores = cores
@@ -235,18 +237,18 @@ class _Workers:
                 self.done.put(e)
 
     def run(self, fn: Any, args: list[Any], threads: int) -> None:
-        shares = [range(k, threads, self.cores) for k in range(self.cores)]
-        helpers = [(box, s) for box, s in zip(self.inbox, shares[1:]) if s]
+        indices = iter(range(threads))
+        helpers = self.inbox[:threads - 1]
         with self.lock:
-            for box, s in helpers:
-                box.put((fn, args, s))
+            for box in helpers:
+                box.put((fn, args, indices))
             error: BaseException | None = None
             try:
-                for i in shares[0]:
+                for i in indices:
                     fn(*args, i)
             except BaseException as e:
                 error = e
-            for _ in helpers:  # every share has finished before the buffers may go
+            for _ in helpers:  # every index has finished before the buffers may go
                 error = self.done.get() or error
         if error is not None:
             raise error

@@ -29,7 +29,7 @@ from uopviz.uop.ops import Ops
 
 INSTALL_HINT = ("the CUDA device needs NVIDIA's Python bindings and NVRTC: pip install 'uopviz[cuda]' (CUDA 13 "
                 "drivers) or 'uopviz[cuda12]' (CUDA 12 drivers), and an NVIDIA GPU with its driver")
-FLAGS = ("--fmad=false",)  # a*b+c stays two roundings, as on every other device (SPEC's Mulacc is Add(Mul))
+FLAGS = ("--fmad=false",)  # a*b+c stays two roundings: only the pipeline fuses (Target.fma)
 MAX_BLOCK = (1024, 1024, 64)  # threads per block along x, y, z on every GPU since sm_20
 MAX_GRID = (2**31 - 1, 65535, 65535)
 

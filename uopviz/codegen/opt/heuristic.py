@@ -1,9 +1,10 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
-first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors; in a
-row kernel, where each row's reductions come before its outputs, vectorize every pass over the row; share a
-reduction with few outputs among a work-group; spread the outermost output axis over the CPU's cores when the work
-pays for waking them), checked for legality like any opt. On a target with tensor cores a matmul-like kernel gets TC
-first (`_tensor_cores`)."""
+first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors, and
+on a CPU give a matmul a tile several vectors wide and 8 rows high; in a row kernel, where each row's reductions
+come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a work-group;
+spread the outermost output axis over the CPU's cores when the work pays for waking them, in as many calls as keep
+them busy), checked for legality like any opt. On a target with tensor cores a matmul-like kernel gets TC first
+(`_tensor_cores`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import math
 
 from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.opt.actions import TC_MODES
-from uopviz.codegen.opt.scheduler import KernelOptError, Opt, OptOps, Scheduler
+from uopviz.codegen.opt.scheduler import MAX_THREADS, KernelOptError, Opt, OptOps, Scheduler
 from uopviz.uop.ops import AxisType, Ops, UOp
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
+TILE_VECTORS = (4, 2, 3, 5)  # vectors across a CPU's register tile: 8 rows x 4 vectors fill 32 of AVX-512's registers
 FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
 
 
@@ -46,7 +48,10 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
     elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
-        wishes.append(_split(out_axes[-2], AxisType.UPCAST, (8, 4, 2)))
+        if s.target.threads and s.target.vectors and _work(s) >= MIN_THREADED:  # a CPU's registers hold a tile
+            # several vectors wide (a small kernel, launch-bound, is slower for the longer body)
+            wishes.append(_split(out_axes[-1], AxisType.UPCAST, TILE_VECTORS))
+        wishes.append(_split(_rows_axis(s, out_axes), AxisType.UPCAST, (8, 4, 2)))
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
@@ -55,9 +60,20 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
     elif out_axes:  # elementwise: a vector of neighbours per iteration
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
     if s.target.threads > 1 and out_axes and _work(s) >= MIN_THREADED:  # the outermost output axis shared by the cores
-        n = s.target.threads
-        wishes.append(_split(out_axes[0], AxisType.THREAD, (4 * n, 2 * n, n), top=True))
+        wishes.append(_split(out_axes[0], AxisType.THREAD, thread_factors(shape[out_axes[0]][1], s.target.threads),
+                             top=True))
     return wishes
+
+
+def thread_factors(size: int, cores: int) -> tuple[int, ...]:
+    """THREAD splits of an axis of `size` for `cores`, best first: the factors that divide it (up to MAX_THREADS
+    calls), those that keep the cores busiest first (calls / (rounds x cores): 25 calls on 2 cores keep them 96%
+    busy, 5 calls 83%), then the nearest to four calls a core (the cores take calls as they finish, so a core
+    slowed by other work takes fewer)."""
+    def busy(k: int) -> float:
+        return k / (math.ceil(k / cores) * cores)
+    ks = [k for k in range(cores, min(size, MAX_THREADS) + 1) if size % k == 0]
+    return tuple(sorted(ks, key=lambda k: (-busy(k), abs(k - 4 * cores))))
 
 
 def _work(s: Scheduler) -> int:
@@ -71,6 +87,18 @@ def _work(s: Scheduler) -> int:
     stores = [u for u in nodes if u.op is Ops.STORE]
     return sum(iterations(free_ranges(u.src[0])) for u in reduces) + \
         sum(iterations(free_ranges(u.src[0])) for u in stores)  # a store's address varies with its loops
+
+
+def _rows_axis(s: Scheduler, out_axes: list[int]) -> int:
+    """The output axis a matmul-like tile's rows run along: the innermost (the vector axis aside) that no load
+    varying with the vector axis varies with, so each vector loaded feeds every row (B's row in a matmul; in a
+    convolution the input's, shared by the output channels, not the next output row, which needs other inputs);
+    else the second innermost."""
+    axes = s.axes
+    lane = axes[out_axes[-1]]
+    vector_loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
+    free = [i for i in out_axes[:-1] if not any(axes[i] in free_ranges(u) for u in vector_loads)]
+    return free[-1] if free else out_axes[-2]
 
 
 def _is_row_kernel(s: Scheduler, inner: int) -> bool:

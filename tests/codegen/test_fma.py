@@ -1,0 +1,93 @@
+"""The CPU's fused multiply-add (the `fuse multiply-add` pass), its matmul register tile and its THREAD factors:
+answers against NumPy, the pass in the trace, and what a target without an FMA keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import uopviz
+from kernels import ZOO
+from uopviz.codegen.decompositions import fuse_mulacc
+from uopviz.codegen.opt.heuristic import heuristic_opts, thread_factors
+from uopviz.compiler import compile_kernel
+from uopviz.dtype import dtypes
+from uopviz.pipeline import kernels_of, schedule
+from uopviz.pipeline import scheduler as scheduler_of
+from uopviz.runtime import buffer as buffers
+from uopviz.runtime import device as devices
+from uopviz.tensor import Tensor
+from uopviz.uop.ops import Ops, UOp
+
+
+def test_rule_fuses_float_products_only() -> None:
+    a, b, c = (UOp.const(dtypes.float32, v) for v in (1.5, 2.5, 3.5))
+    fused = fuse_mulacc(c + a * b)
+    assert fused is not None and fused.op is Ops.MULACC and fused.src == (a, b, c)
+    assert fuse_mulacc(a * b + c).src == (a, b, c)  # type: ignore[union-attr]
+    assert fuse_mulacc(c + a * -1.0) is None  # a subtraction stays one
+    i, j, k = (UOp.const(dtypes.int32, v) for v in (2, 3, 4))
+    assert fuse_mulacc(k + i * j) is None  # integers (and index arithmetic) are exact either way
+    h = [UOp.const(dtypes.bfloat16, v) for v in (1.0, 2.0, 3.0)]
+    assert fuse_mulacc(h[2] + h[0] * h[1]) is None  # an emulated type rounds after every op
+
+
+def test_cpu_rounds_a_product_and_sum_once_python_twice() -> None:
+    """(1+2^-12)^2 - 1 = 2^-11 + 2^-24 exactly; rounding the product to float32 first loses the 2^-24."""
+    x = np.full(5, 1 + 2.0 ** -12, np.float32)
+    c = np.full(5, -1.0, np.float32)
+    exact, twice = np.float32(2.0 ** -11 + 2.0 ** -24), np.float32(2.0 ** -11)
+    got = {d: (Tensor(x, device=d) * Tensor(x, device=d) + Tensor(c, device=d)).numpy() for d in ("CPU", "PYTHON")}
+    assert (got["CPU"] == exact).all() and (got["PYTHON"] == twice).all()
+
+
+@pytest.fixture(scope="module")
+def gemm() -> tuple[UOp, list[UOp], np.ndarray]:
+    z = ZOO["gemm"]
+    arrays = z.arrays(z.sizes(M=40, K=200, N=40))
+    (ast, bufs), = kernels_of(schedule([z.program(*z.tensors(arrays, "CPU")).uop]))
+    return ast, bufs, z.reference(*arrays)
+
+
+def test_matmul_tile_is_several_vectors_wide_and_fused(gemm: tuple[UOp, list[UOp], np.ndarray]) -> None:
+    ast, bufs, want = gemm
+    opts = heuristic_opts(scheduler_of(ast, devices.get("CPU").target))
+    with uopviz.trace() as tr:
+        kernel, prog = compile_kernel(ast, "CPU", opts)
+    # 40 columns: a float8 by 5 (16 does not divide 40); 40 rows: 4 (8 x 5 vectors would pass 32 copies)
+    assert kernel.name.endswith("_R200_u4_u5_u8"), kernel.name
+    assert "fmaf(" in (kernel.source or "")
+    steps = [p for c in tr.contexts for p in c.passes if p.name == "fuse multiply-add"]
+    assert steps and any(p.steps for p in steps)
+    prog([buffers.handle(b) for b in bufs], wait=True)
+    np.testing.assert_allclose(buffers.to_numpy(bufs[0]).reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+
+
+def test_targets_without_fma_keep_product_and_sum(gemm: tuple[UOp, list[UOp], np.ndarray]) -> None:
+    ast, _, _ = gemm
+    for device in ["PYTHON", *devices.available(["CL"])]:
+        kernel, _ = compile_kernel(ast, device, [])
+        ops = {u.op for u in kernel.linear.toposort()}
+        assert Ops.MULACC not in ops and Ops.MUL in ops, device
+
+
+def test_thread_factors_divide_and_keep_the_cores_busy() -> None:
+    assert thread_factors(125, 2)[0] == 25  # 25 calls keep 2 cores 96% busy, 5 calls 83%
+    assert thread_factors(1024, 2)[0] == 8  # every power of two keeps them busy: four calls a core
+    assert thread_factors(7, 2) == (7,)
+    assert thread_factors(1, 2) == ()
+    assert all(250 % k == 0 and 2 <= k <= 64 for k in thread_factors(250, 2))
+
+
+def test_convolution_tile_rows_are_output_channels() -> None:
+    """The input's vector (along W) is shared by every output channel, not by the next image row."""
+    z = ZOO["conv2d"]
+    arrays = z.arrays(z.sizes(N=2, C=3, H=6, W=16, O=8))
+    (ast, bufs), = kernels_of(schedule([z.program(*z.tensors(arrays, "CPU")).uop]))
+    s = scheduler_of(ast, devices.get("CPU").target)
+    opts = heuristic_opts(s)
+    assert [(o.axis, o.arg[0]) for o in opts] == [(3, 16), (1, 8)]  # W by a float16, O (axis 1) by 8 rows
+    _, prog = compile_kernel(ast, "CPU", opts)
+    prog([buffers.handle(b) for b in bufs], wait=True)
+    want = z.reference(*arrays)
+    np.testing.assert_allclose(buffers.to_numpy(bufs[0]).reshape(want.shape), want, rtol=1e-5, atol=1e-5)
