@@ -188,8 +188,12 @@ def step_root(st: StoredTrace, ci: int, pi: int, k: int) -> str:
         return p.graph_at(k)
 
 
-def _graph_node(nid: str, e: display.Entry) -> GraphNode:
-    return GraphNode(id=nid, op=e["op"], dtype=e["dtype"], arg=display.arg_text(e["arg"]), src=list(e["src"]),
+def _graph_node(nid: str, e: display.Entry, device: str | None = None) -> GraphNode:
+    """A drawn node; `device` (where the graph spans several) joins its arg text, as `@ CPU:1`."""
+    arg = display.arg_text(e["arg"])
+    if device is not None and e["op"] not in (Ops.COPY.value, Ops.BUFFER.value):  # their args name it already
+        arg = f"{arg} @ {device}" if arg else f"@ {device}"
+    return GraphNode(id=nid, op=e["op"], dtype=e["dtype"], arg=arg, src=list(e["src"]),
                      shape=e["shape"], group=display.group_of(e["op"]), axis_type=display.axis_type_of(e),
                      color=display.colour_of(e))
 
@@ -214,7 +218,8 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
         order = tr.toposort(root)
         before = set(tr.toposort(p.graph_at(k - 1))) if k else set(order)
         renamed = p.renamed(k) if k else {}
-    nodes = [_graph_node(nid, tr.node(nid)) for nid in order]
+    on = display.devices(order, tr.node)
+    nodes = [_graph_node(nid, tr.node(nid), on.get(nid)) for nid in order]
     if k == 0:
         return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[], removed=[], rebuilt=[], rule=None,
                         match=None, replacement=None, changes=[], changed=0)

@@ -178,7 +178,8 @@ def schedule(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, dev
 
 
 class KernelCall(NamedTuple):
-    """One kernel run of a command-buffer graph: the kernel, its buffers by Param slot, its variables' values."""
+    """One kernel run of a command-buffer graph: the kernel, its buffers by Param slot, its variables' values. A
+    copy between devices is one too: its ast is Copy(Param 1, device), its buffers the destination and source."""
 
     ast: UOp
     buffers: list[UOp]
@@ -235,8 +236,9 @@ def calls_of(graph: UOp, vals: Mapping[str, int] | None = None) -> list[KernelCa
 
 
 def kernels_of(graph: UOp) -> list[tuple[UOp, list[UOp]]]:
-    """(kernel, buffers) of each Call of a command-buffer graph, in dependency order."""
-    return [(c.ast, c.buffers) for c in calls_of(graph)]
+    """(kernel, buffers) of each kernel Call of a command-buffer graph (copies between devices left out), in
+    dependency order."""
+    return [(c.ast, c.buffers) for c in calls_of(graph) if c.ast.op is not Ops.COPY]
 
 
 def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:

@@ -7,12 +7,13 @@ on its device (uopviz.search.policy: tuned, searched with UOPVIZ_BEAM, or the he
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from uopviz.compiler import compile_kernel
-from uopviz.pipeline import calls_of, schedule
+from uopviz.pipeline import KernelCall, calls_of, schedule
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import Program
@@ -54,16 +55,66 @@ def capture() -> Iterator[list[Launch]]:
 
 def run_schedule(graph: UOp, timed: bool = False) -> float:
     """Run the graph's Calls in dependency order; with timed, wait for each and return the kernels' total
-    time in seconds (device time where the device measures it)."""
-    total = 0.0
+    time in seconds (device time where the device measures it). A graph over several devices runs each device's
+    calls on a thread of its own, each call after the calls whose buffers it depends on."""
+    steps = []
     for call in calls_of(graph):
-        device = call.buffers[0].arg.device
-        kernel, prog = compile_kernel(call.ast, device, default_opts(call.ast, device))
-        vals = tuple(call.vals[v] for v in kernel.vars)
-        total += prog([buffers.handle(b) for b in call.buffers], vals, wait=timed) or 0.0
+        kernel, prog = _program(call)
+        steps.append((call.buffers, prog, tuple(call.vals[v] for v in kernel.vars)))
         for launches in _captures:
             launches.append(Launch(kernel, prog, call.buffers, call.vals))
-    return total
+    if len({bufs[0].arg.device for bufs, _, _ in steps}) > 1:
+        return _run_concurrently(steps, timed)
+    return sum(prog([buffers.handle(b) for b in bufs], vals, wait=timed) or 0.0 for bufs, prog, vals in steps)
+
+
+def _program(call: KernelCall) -> tuple[Kernel, Program]:
+    """The kernel and program of a Call: a kernel compiled with its default opts on its device, or a copy between
+    devices (a program that moves the source buffer's memory into the destination's)."""
+    device = call.buffers[0].arg.device
+    if call.ast.op is not Ops.COPY:
+        return compile_kernel(call.ast, device, default_opts(call.ast, device))
+    dst, src = call.buffers
+    kernel = Kernel(f"copy_{src.arg.device}_to_{dst.arg.device}", call.ast, None, (dst.arg.dtype, src.arg.dtype))
+
+    def copy(handles: Sequence[Any], vals: Sequence[int] = (), wait: bool = False) -> float | None:
+        t0 = time.perf_counter()
+        buffers.transfer(dst.arg.device, handles[0], src.arg.device, handles[1], src.arg.size, src.arg.dtype)
+        return time.perf_counter() - t0 if wait else None
+    return kernel, copy
+
+
+def _run_concurrently(steps: list[tuple[list[UOp], Program, tuple[int, ...]]], timed: bool) -> float:
+    """Run steps (in dependency order) with one worker thread per device: a step waits for the last writer of each
+    buffer it reads and, for the buffer it writes, for its last writer and the readers since (memory the plan
+    reuses). Steps reach each worker in order, so a step's dependencies are always queued before it."""
+    from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+    workers = {d: ThreadPoolExecutor(1, thread_name_prefix=f"uopviz-{d}")
+               for d in dict.fromkeys(bufs[0].arg.device for bufs, _, _ in steps)}
+    writer: dict[UOp, Future[float]] = {}
+    readers: dict[UOp, list[Future[float]]] = {}
+
+    def run(deps: list[Future[float]], prog: Program, handles: list[Any], vals: tuple[int, ...]) -> float:
+        wait(deps)
+        for d in deps:
+            d.result()  # a failed dependency fails this step too
+        return prog(handles, vals, wait=timed) or 0.0
+
+    futures = []
+    try:
+        for bufs, prog, vals in steps:
+            out, ins = bufs[0], bufs[1:]
+            deps = [writer[b] for b in (out, *ins) if b in writer] + readers.get(out, [])
+            f = workers[out.arg.device].submit(run, deps, prog, [buffers.handle(b) for b in bufs], vals)
+            futures.append(f)
+            writer[out], readers[out] = f, []
+            for b in ins:
+                readers.setdefault(b, []).append(f)
+        return sum(f.result() for f in futures)
+    finally:
+        for w in workers.values():
+            w.shutdown(wait=True)
 
 
 def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> list[UOp]:

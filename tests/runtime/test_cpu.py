@@ -63,7 +63,7 @@ def test_missing_compiler_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_device_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert devices.canonical("cpu") == "CPU" and devices.canonical("CL:0") == "CL"
+    assert devices.canonical("cpu") == "CPU" and devices.canonical("cl:0") == "CL:0"
     with pytest.raises(UnknownDeviceError, match="known devices: CL, CPU, CUDA, PYTHON"):
         devices.canonical("TPU")
     monkeypatch.setenv("UOPVIZ_DEVICE", "python")

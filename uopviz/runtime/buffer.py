@@ -18,11 +18,13 @@ _uids = itertools.count(1)
 _STORAGE: weakref.WeakKeyDictionary[UOp, Any] = weakref.WeakKeyDictionary()
 
 
-def new_buffer(size: int, dtype: DType, device: str | None = None) -> UOp:
-    """A fresh Buffer UOp (distinct from every other) of `size` elements on `device`; no memory yet."""
+def new_buffer(size: int, dtype: DType, device: str | tuple[str, ...] | None = None) -> UOp:
+    """A fresh Buffer UOp (distinct from every other) of `size` elements on `device`; no memory yet. On a tuple of
+    devices it is SPEC's multi-device Buffer, `size` elements per device (uopviz.tensor.multi keeps its memory as
+    one buffer per device)."""
     if not isinstance(size, int) or size < 0:
         raise ValueError(f"buffer size must be a non-negative int, got {size!r}")
-    return UOp.buffer(max(size, 1), dtype, devices.canonical(device), AddrSpace.GLOBAL, next(_uids))
+    return UOp.buffer(max(size, 1), dtype, devices.canonical_devices(device), AddrSpace.GLOBAL, next(_uids))
 
 
 def handle(buf: UOp) -> Any:
@@ -61,4 +63,9 @@ def copy(dst: UOp, src: UOp) -> None:
     if (dst.arg.size, dst.arg.dtype) != (src.arg.size, src.arg.dtype):
         raise ValueError(f"copy between buffers of {src.arg.size} {src.arg.dtype.name} and "
                          f"{dst.arg.size} {dst.arg.dtype.name}")
-    devices.get(dst.arg.device).copyin(handle(dst), to_numpy(src))
+    transfer(dst.arg.device, handle(dst), src.arg.device, handle(src), src.arg.size, src.arg.dtype)
+
+
+def transfer(dst_device: str, dst: Any, src_device: str, src: Any, size: int, dtype: DType) -> None:
+    """Copy `size` elements between two devices' memory (handles) through the host."""
+    devices.get(dst_device).copyin(dst, devices.get(src_device).copyout(src, size, dtype))

@@ -17,7 +17,7 @@ import numpy as np
 
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import OPENCL
-from uopviz.runtime.device import CompileError, DeviceUnavailableError, Runtime
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Runtime, UnknownDeviceError
 from uopviz.target import Kernel, Target
 from uopviz.uop.ops import Ops
 
@@ -28,19 +28,24 @@ INSTALL_HINT = ("the CL device needs pyopencl and an OpenCL driver: pip install 
 class CLRuntime(Runtime):
     """cl.Buffer memory and OpenCL C programs built from rendered source (cached by source text)."""
 
-    name = "CL"
-
-    def __init__(self) -> None:
+    def __init__(self, index: str | None = None) -> None:
+        """`CL`: the device UOPVIZ_CL_DEVICE picks; `CL:i`: the i-th OpenCL device of all platforms; `CL:i.j`: the
+        j-th sub-device of device i, split one compute unit each (where the driver can split it). Each is a context
+        of its own, so buffers of two of them are separate memory."""
         try:
             import pyopencl as cl
         except ImportError as e:
             raise DeviceUnavailableError(f"pyopencl is not importable ({e}); {INSTALL_HINT}") from None
         self._cl = cl
-        self.device = _pick_device(cl, os.environ.get("UOPVIZ_CL_DEVICE", ""))
+        self.name = "CL" if index is None else f"CL:{index}"
+        if index is None:
+            self.device = _pick_device(cl, os.environ.get("UOPVIZ_CL_DEVICE", ""))
+        else:
+            self.device = _indexed_device(cl, index)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         exts = self.device.extensions.split()
-        self.target = Target("CL", dialect=OPENCL, native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
+        self.target = Target(self.name, dialect=OPENCL, native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}),
                              global_dims=3, local_dims=3, max_local=self.device.max_work_group_size,
                              local_memory=self.device.local_mem_size,
                              emulated=frozenset({"bfloat16"} | ({"float16"} if "cl_khr_fp16" not in exts else set())),
@@ -64,14 +69,14 @@ class CLRuntime(Runtime):
 
     def compile(self, kernel: Kernel) -> CLProgram:
         if kernel.source is None:
-            raise CompileError("CL", kernel.name, "", "the kernel has no rendered OpenCL C source")
+            raise CompileError(self.name, kernel.name, "", "the kernel has no rendered OpenCL C source")
         prog = self._programs.get(kernel.source)
         if prog is None:
             prog = self._programs[kernel.source] = self._build(kernel)
         try:
             knl = self._cl.Kernel(prog, kernel.name)
         except self._cl.Error as e:
-            raise CompileError("CL", kernel.name, kernel.source, f"no kernel named {kernel.name}: {e}") from None
+            raise CompileError(self.name, kernel.name, kernel.source, f"no kernel named {kernel.name}: {e}") from None
         return CLProgram(self, kernel, knl)
 
     def _build(self, kernel: Kernel) -> Any:
@@ -86,7 +91,7 @@ class CLRuntime(Runtime):
                 log = prog.get_build_info(self.device, cl.program_build_info.LOG)
             except cl.Error:
                 log = str(e)
-            raise CompileError("CL", kernel.name, kernel.source, log or str(e)) from None
+            raise CompileError(self.name, kernel.name, kernel.source, log or str(e)) from None
 
     def synchronize(self) -> None:
         self.queue.finish()
@@ -119,8 +124,8 @@ class CLProgram:
         return (event.profile.end - event.profile.start) * 1e-9
 
 
-def _pick_device(cl: Any, choice: str) -> Any:
-    """The device `choice` names ("P:D" or part of a name), or the default; DeviceUnavailableError otherwise."""
+def _all_devices(cl: Any) -> list[tuple[int, int, Any]]:
+    """(platform index, device index, device) of every OpenCL device; DeviceUnavailableError where there is none."""
     try:
         platforms = cl.get_platforms()
     except cl.Error as e:
@@ -133,6 +138,35 @@ def _pick_device(cl: Any, choice: str) -> Any:
             continue
     if not found:
         raise DeviceUnavailableError(f"no OpenCL device found; {INSTALL_HINT}")
+    return found
+
+
+def _indexed_device(cl: Any, index: str) -> Any:
+    """Device `i` of all platforms in order, or sub-device `j` of it for "i.j"; UnknownDeviceError saying what
+    exists otherwise."""
+    found = [dev for _, _, dev in _all_devices(cl)]
+    listing = "; ".join(f"CL:{i} {dev.name.strip()} ({dev.max_compute_units} compute units)"
+                        for i, dev in enumerate(found))
+    i, _, j = index.partition(".")
+    if int(i) >= len(found):
+        raise UnknownDeviceError(f"there is no OpenCL device CL:{index}; the OpenCL devices here: {listing}")
+    dev = found[int(i)]
+    if not j:
+        return dev
+    try:
+        subs = dev.create_sub_devices([cl.device_partition_property.EQUALLY, 1])
+    except cl.Error as e:
+        raise UnknownDeviceError(f"CL:{i} ({dev.name.strip()}) cannot be split into sub-devices ({e}); use CL:{i}") \
+            from None
+    if int(j) >= len(subs):
+        raise UnknownDeviceError(f"there is no sub-device CL:{index}: CL:{i} splits into {len(subs)} "
+                                 f"(CL:{i}.0 to CL:{i}.{len(subs) - 1}), one per compute unit")
+    return subs[int(j)]
+
+
+def _pick_device(cl: Any, choice: str) -> Any:
+    """The device `choice` names ("P:D" or part of a name), or the default; DeviceUnavailableError otherwise."""
+    found = _all_devices(cl)
     if not choice:
         gpus = [dev for _, _, dev in found if dev.type & cl.device_type.GPU]
         return gpus[0] if gpus else found[0][2]

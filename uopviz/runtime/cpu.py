@@ -29,7 +29,7 @@ from typing import Any
 
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
-from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime
+from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime, UnknownDeviceError
 from uopviz.target import Kernel, Target
 from uopviz.uop.ops import Ops
 
@@ -66,11 +66,15 @@ def find_compiler() -> str:
 
 
 class CPURuntime(Runtime):
-    name = "CPU"
-    target = Target("CPU", dialect=C, native=frozenset({Ops.SQRT}), global_dims=0, threads=os.cpu_count() or 1,
-                    vectors=frozenset({2, 4, 8, 16}), fma=True)
-
-    def __init__(self) -> None:
+    def __init__(self, index: str | None = None) -> None:
+        """The CPU (kernels split THREAD axes over every core), or `CPU:index`: memory and programs of its own and
+        one thread, so that each shard of a multi-device tensor runs on a core of its own."""
+        if index is not None and not index.isdigit():
+            raise UnknownDeviceError(f"CPU:{index}: a CPU device's index is a number (CPU:0, CPU:1, ...)")
+        self.name = "CPU" if index is None else f"CPU:{index}"
+        self.target = Target(self.name, dialect=C, native=frozenset({Ops.SQRT}), global_dims=0,
+                             threads=(os.cpu_count() or 1) if index is None else 1, vectors=frozenset({2, 4, 8, 16}),
+                             fma=True)
         self.cc = find_compiler()
         self._libs: dict[str, Any] = {}
 
@@ -80,7 +84,8 @@ class CPURuntime(Runtime):
         return (out.stdout.splitlines() or [self.cc])[0].strip()
 
     def describe(self) -> dict[str, str]:
-        return {"device": "CPU", "name": cpu_name(), "driver": f"{platform.system()} {platform.machine()}",
+        return {"device": self.name, "name": cpu_name(), "threads": str(self.target.threads),
+                "driver": f"{platform.system()} {platform.machine()}",
                 "compiler": Path(self.cc).name, "compiler_version": self.compiler_version, "flags": " ".join(FLAGS)}
 
     def alloc(self, size: int, dtype: DType) -> Any:
@@ -110,7 +115,7 @@ class CPURuntime(Runtime):
             proc = subprocess.run([self.cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=source,
                                   capture_output=True, text=True, check=False)
             if proc.returncode != 0:
-                raise CompileError("CPU", name, source, proc.stderr or proc.stdout)
+                raise CompileError(self.name, name, source, proc.stderr or proc.stdout)
             path = folder / f"{key}.so"
             _write_atomically(_digest_path(path), _digest(Path(tmp)).encode())
             os.replace(tmp, path)  # atomic: a concurrent process sees the whole library or none
@@ -121,7 +126,7 @@ class CPURuntime(Runtime):
 
     def compile(self, kernel: Kernel) -> Program:
         if kernel.source is None:
-            raise CompileError("CPU", kernel.name, "", "the kernel has no C source")
+            raise CompileError(self.name, kernel.name, "", "the kernel has no C source")
         path = self.library(kernel.source, kernel.name)
         lib = self._libs.get(str(path))
         if lib is None:

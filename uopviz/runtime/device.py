@@ -1,5 +1,9 @@
 """The device registry: names (CPU, CL, PYTHON) to runtimes, the runtime interface, and the named errors.
 
+A name is a family, optionally with an index: `CPU` is the CPU runtime, `CPU:0`, `CPU:1`, ... are further CPU
+runtimes of their own (separate memory and programs, one thread each: the devices of a sharded tensor), `CL:i` is
+the i-th OpenCL device. A tuple of names is a multi-device (uopviz/tensor/multi.py); each member is one runtime.
+
 A runtime owns memory (alloc, copyin, copyout) and turns a rendered `Kernel` into a callable program; it
 describes its device to the lowering with a `Target` (both in uopviz/target.py), so codegen never imports a
 runtime's driver.
@@ -8,6 +12,7 @@ runtime's driver.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -80,27 +85,69 @@ class Runtime(ABC):
         return {"device": self.name}
 
 
-_FACTORIES: dict[str, Callable[[], Runtime]] = {}
+Factory = Callable[[str | None], Runtime]
+"""Starts a family's runtime for an index (None: the unindexed device); UnknownDeviceError for an index that
+does not exist, with a sentence saying which do."""
+
+_FACTORIES: dict[str, Factory] = {}
+_INDEXED: set[str] = set()
 _LIVE: dict[str, Runtime] = {}
 _LOCK = threading.Lock()
+_INDEX = re.compile(r"\d+(\.\d+)?")
 
 
-def register(name: str, factory: Callable[[], Runtime]) -> None:
-    """Make `name` resolvable; the factory runs on first use (so a missing driver costs nothing until then)."""
+def register(name: str, factory: Factory, indexed: bool = False) -> None:
+    """Make `name` resolvable (and `name:i` where the family is indexed); the factory runs on first use (so a
+    missing driver costs nothing until then)."""
     _FACTORIES[name.upper()] = factory
+    if indexed:
+        _INDEXED.add(name.upper())
+
+
+def split_name(device: str) -> tuple[str, str | None]:
+    """(family, index) of a canonical name: "CPU:1" -> ("CPU", "1"), "CL" -> ("CL", None)."""
+    family, _, index = device.partition(":")
+    return family, index or None
+
+
+def shard_free(device: str) -> str:
+    """The name with its index replaced by '*' ("CPU:1" -> "CPU:*", "CPU" stays): what the devices of one family
+    and index kind share, so a kernel tuned on one shard's device serves every shard of the same shape."""
+    family, index = split_name(device)
+    return family if index is None else f"{family}:*"
 
 
 def canonical(device: str | None) -> str:
-    """The registry spelling of a device name ("cpu" -> "CPU", "CL:0" -> "CL"); None means the default."""
+    """The registry spelling of a device name ("cpu" -> "CPU", "cl:1" -> "CL:1"); None means the default."""
     if device is None:
         return default_device()
     if not isinstance(device, str):
-        raise UnknownDeviceError(f"device must be a string like 'CPU', got {device!r}")
-    name = device.split(":")[0].upper()
+        raise UnknownDeviceError(f"device must be a string like 'CPU' or 'CPU:1', got {device!r}")
+    family, index = split_name(device.strip())
+    family = family.upper()
     _load_builtin()
-    if name not in _FACTORIES:
-        raise UnknownDeviceError(f"unknown device {device!r}; known devices: {', '.join(sorted(_FACTORIES))}")
-    return name
+    if family not in _FACTORIES:
+        raise UnknownDeviceError(f"unknown device {device!r}; known devices: {', '.join(sorted(_FACTORIES))} "
+                                 f"(and {', '.join(f'{f}:i' for f in sorted(_INDEXED))} for separate devices)")
+    if index is None:
+        return family
+    if family not in _INDEXED:
+        raise UnknownDeviceError(f"{family} takes no index (got {device!r}); the devices that do: "
+                                 f"{', '.join(f'{f}:i' for f in sorted(_INDEXED))}")
+    if not _INDEX.fullmatch(index):
+        raise UnknownDeviceError(f"device {device!r}: the index after ':' must be a number (CPU:1) or, for an "
+                                 "OpenCL sub-device, device.sub-device (CL:0.1)")
+    return f"{family}:{index}"
+
+
+def canonical_devices(device: str | Sequence[str] | None) -> str | tuple[str, ...]:
+    """canonical() of a name, or of each name of a multi-device (a tuple of at least two distinct devices)."""
+    if isinstance(device, (tuple, list)):
+        names = tuple(canonical(d) for d in device)
+        if len(names) < 2 or len(set(names)) != len(names):
+            raise UnknownDeviceError(f"a multi-device is a tuple of two or more distinct devices, got {device!r}")
+        return names
+    return canonical(device)
 
 
 def get(device: str | None = None) -> Runtime:
@@ -108,7 +155,8 @@ def get(device: str | None = None) -> Runtime:
     name = canonical(device)
     with _LOCK:
         if name not in _LIVE:
-            _LIVE[name] = _FACTORIES[name]()
+            family, index = split_name(name)
+            _LIVE[name] = _FACTORIES[family](index)
         return _LIVE[name]
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from uopviz.codegen.tc import coordinates, elements, threads
 from uopviz.dtype import DType, dtypes
-from uopviz.runtime.device import CompileError, DeviceError, Runtime
+from uopviz.runtime.device import CompileError, DeviceError, Runtime, UnknownDeviceError
 from uopviz.target import Kernel, Target
 from uopviz.uop.alu import bitcast, evaluate, exec_alu
 from uopviz.uop.ops import AddrSpace, GroupOp, Ops, UOp
@@ -47,10 +47,14 @@ class ExecutionError(DeviceError):
 class PythonRuntime(Runtime):
     """NumPy memory and an interpreter for programs; every decomposed op is computed directly (exec_alu has it)."""
 
-    name = "PYTHON"
-    # work-groups as a typical GPU has them (the interpreter runs a group's work-items in turns between barriers)
-    target = Target("PYTHON", dialect=None, native=GroupOp.Decomposed, global_dims=0, local_dims=3, max_local=1024,
-                    local_memory=64 * 1024)
+    def __init__(self, index: str | None = None) -> None:
+        """PYTHON, or `PYTHON:index`: an interpreter with memory of its own (a device of a multi-device tensor)."""
+        if index is not None and not index.isdigit():
+            raise UnknownDeviceError(f"PYTHON:{index}: the interpreter's index is a number (PYTHON:0, PYTHON:1, ...)")
+        self.name = "PYTHON" if index is None else f"PYTHON:{index}"
+        # work-groups as a typical GPU has them (the interpreter runs a group's work-items in turns between barriers)
+        self.target = Target(self.name, dialect=None, native=GroupOp.Decomposed, global_dims=0, local_dims=3,
+                             max_local=1024, local_memory=64 * 1024)
 
     def alloc(self, size: int, dtype: DType) -> np.ndarray:
         return np.zeros(size, _values(dtype))

@@ -330,11 +330,16 @@ _NOT_LOWERED = {
 }
 
 
+def transfers(u: UOp) -> bool:
+    """A Copy to another device than its value's: the kernel split makes it a copy step of its own."""
+    return u.op is Ops.COPY and u.arg != u.src[0].device
+
+
 def _moves(u: UOp) -> bool:
     """A Copy to another device, or a Load to a device or address space other than its buffer's (global memory):
     on its own device, each is the value it reads."""
     if u.op is Ops.COPY:
-        return u.arg != u.src[0].device
+        return transfers(u)
     a = u.arg
     return u.op is Ops.LOAD and a is not None and (a.device not in (None, u.src[0].device) or
                                                    a.addrspace not in (None, AddrSpace.GLOBAL))

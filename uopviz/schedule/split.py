@@ -9,6 +9,9 @@ a user function (`GetTuple(Function(body, *args))`, from `@uopviz.function`) is 
 are materialized, and one `Call(Function(body), *outputs, *inputs, *binds)` writes all its outputs; its body is
 scheduled apart, once per signature (uopviz.pipeline.function_schedule).
 
+A Copy to another device is a step of its own too: its value is materialized on its device, and
+`Call(Copy(Param 1, device), buf, src)` copies the memory whole into a buffer on the Copy's device.
+
 The result is the command-buffer graph: `Sink(After(buf, Call(kernel, buf, *inputs, *binds)), ...)`, where each
 Call's kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params
 (slot 0 is written), its inputs are Buffers or the After nodes of the kernels that write them, and its binds give
@@ -22,7 +25,7 @@ from collections.abc import Mapping
 
 from uopviz.runtime.buffer import new_buffer
 from uopviz.runtime.device import DeviceMismatchError
-from uopviz.schedule.rangeify import kernel_ast
+from uopviz.schedule.rangeify import kernel_ast, transfers
 from uopviz.schedule.rows import ROW, untag
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
 
@@ -35,8 +38,9 @@ def materialized(body: UOp) -> list[UOp]:
     roots = set(body.src)
     order = _order(body)[:-1]
     called = [u for u in order if u.op is Ops.FUNCTION]
-    chosen = set(roots) | {u for u in order if u.op is Ops.CONTIGUOUS or _is_call_output(u)}
+    chosen = set(roots) | {u for u in order if u.op is Ops.CONTIGUOUS or _is_call_output(u) or transfers(u)}
     chosen |= {a for f in called for a in f.src[1:]}  # a called function reads its arguments from memory
+    chosen |= {u.src[0] for u in order if transfers(u)}  # a copy between devices reads its value from memory
     direct: dict[UOp, bool] = {}  # reached only along direct paths from the kernel output above it
     for u in reversed(order):
         if u.op is Ops.REDUCE and not direct.get(u, True) and u.tag != ROW:
@@ -98,6 +102,9 @@ def split(fn: UOp, outputs: Mapping[int, UOp] | None = None, device: str | None 
             continue
         if (size := largest_size(u.shape)) == 0:
             continue
+        if transfers(u):
+            written[u] = _copy_call(u, pinned.get(u), written, args)
+            continue
         buf = pinned[u] if u in pinned else new_buffer(size, u.dtype, u.device or home)
         written[u] = _kernel_call(u, buf, set(chosen), written, args)
     return UOp.sink(*(written[r] for r in body.src if r in written))  # output order; size-0 outputs have none
@@ -127,6 +134,20 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
                                       f"computation must be on one device (move one with .to({a.device!r}))")
     ast, binds = unbind(kernel_ast(untag(value.substitute(mapping)), UOp.param(0, (a.size,), a.dtype, a.device)))
     return buf.after(UOp(Ops.CALL, (ast, buf, *inputs, *binds)))
+
+
+def _copy_call(value: UOp, pinned: UOp | None, written: Mapping[UOp, UOp], args: tuple[UOp, ...]) -> UOp:
+    """After(buf, Call(Copy(Param 1, device), buf, src)): the source's memory (a buffer of the program, or the one a
+    kernel wrote) copied whole into a buffer of the same size on the Copy's device."""
+    x = value.src[0]
+    src = args[x.src[0].arg.slot] if _is_buffer_view(x) else written[x]
+    b = src.src[0] if src.op is Ops.AFTER else src
+    buf = pinned or new_buffer(b.arg.size, b.arg.dtype, value.arg)
+    if (buf.arg.size, buf.arg.dtype) != (b.arg.size, b.arg.dtype):
+        raise ValueError(f"a copy to {value.arg} writes {b.arg.size} {b.arg.dtype.name} into a buffer of "
+                                  f"{buf.arg.size} {buf.arg.dtype.name}")
+    ast = UOp.param(1, (b.arg.size,), b.arg.dtype, b.arg.device).copy_to(value.arg)
+    return buf.after(UOp(Ops.CALL, (ast, buf, src)))
 
 
 def largest_size(shape: tuple[int | UOp, ...]) -> int:

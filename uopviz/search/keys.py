@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from uopviz.codegen.opt.actions import ACTION_SPACE_VERSION
 from uopviz.trace.ids import node_id
-from uopviz.uop.ops import UOp
+from uopviz.uop.ops import Ops, UOp
 from uopviz.version import __version__
 
 
@@ -31,11 +31,12 @@ def describe_target(device: str | None = None) -> TargetInfo:
 
     The compiler's flags are part of `compiler`: the CPU's `-march=native` changes what a kernel compiles to.
     """
-    from uopviz.runtime.device import get
+    from uopviz.runtime.device import get, shard_free
 
     d = get(device).describe()
     compiler = " ".join(s for s in (d.get("compiler", ""), d.get("flags", "")) if s)
-    return TargetInfo(d["device"], d.get("name", ""), d.get("driver", ""), compiler, d.get("compiler_version", ""))
+    return TargetInfo(shard_free(d["device"]), d.get("name", ""), d.get("driver", ""), compiler,
+                      d.get("compiler_version", ""))
 
 
 @dataclass(frozen=True)
@@ -69,5 +70,16 @@ class CacheKey:
 
 
 def cache_key(ast: UOp, device: str) -> CacheKey:
-    """The tuning database's key for a kernel on a device (its runtime is started to describe it)."""
-    return CacheKey.of(node_id(ast), describe_target(device), ACTION_SPACE_VERSION)
+    """The tuning database's key for a kernel on a device (its runtime is started to describe it). The devices
+    its Params name count without their index (`CPU:*`), like the target's, so that the kernel of one shard of a
+    multi-device tensor, tuned once, serves every shard with the same shape."""
+    return CacheKey.of(node_id(_shard_free(ast)), describe_target(device), ACTION_SPACE_VERSION)
+
+
+def _shard_free(ast: UOp) -> UOp:
+    """ast with each Param's device spelled without its index."""
+    from uopviz.runtime.device import shard_free
+
+    params = {u: u.replace(arg=u.arg._replace(device=shard_free(u.arg.device))) for u in ast.toposort()
+              if u.op is Ops.PARAM and isinstance(u.arg.device, str) and shard_free(u.arg.device) != u.arg.device}
+    return ast.substitute(params) if params else ast

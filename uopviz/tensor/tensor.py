@@ -15,6 +15,7 @@ from uopviz.dtype import DType, dtypes, exact_array, values_dtype
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
+from uopviz.tensor import multi
 from uopviz.tensor.autograd import AutogradMixin
 from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
@@ -22,15 +23,17 @@ from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
 from uopviz.tensor.jit import JitError, capturing
 from uopviz.tensor.loss import LossMixin
 from uopviz.tensor.movement import MovementMixin
+from uopviz.tensor.multi import MultiMixin, ShardError, needs_lowering
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
 from uopviz.tensor.util import AxisError, Dim, ShapeError, concrete, const_uop, fmt, numel, to_dtype, value_of
 from uopviz.uop.ops import Ops, UOp
 
-__all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "Tensor"]
+__all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "ShardError", "Tensor"]
 
 
-class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, LossMixin, AutogradMixin):
+class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, LossMixin, AutogradMixin,
+             MultiMixin):
     """A lazy n-dimensional array. Build it from Python scalars, nested lists or NumPy arrays:
     `Tensor([[1, 2], [3, 4]], device="CPU", dtype=dtypes.float32)`; ops follow NumPy and tinygrad names.
 
@@ -86,7 +89,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         return self._uop.dtype
 
     @property
-    def device(self) -> str:
+    def device(self) -> str | tuple[str, ...]:
+        """The device's name, or a tuple of them for a tensor on several devices (uopviz/tensor/multi.py)."""
         return self._device
 
     @property
@@ -123,7 +127,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def is_realized(self) -> bool:
         """Whether the tensor is backed by a buffer of its own (Reshape(Buffer, shape))."""
         u = self._uop
-        return u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER
+        return (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or multi.is_realized(u)
 
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others (one schedule per device); each then holds a buffer. Returns self."""
@@ -133,6 +137,9 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
                                      "depends on its inputs, which are not known until it runs; return the Tensor "
                                      "instead, and read it after the call")
         todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
+        if todo and needs_lowering([t._uop for t in todo]):
+            multi.realize(todo)
+            return self
         for dev in dict.fromkeys(t._device for t in todo):
             group = [t for t in todo if t._device == dev]
             for t, out in zip(group, realize([t._uop for t in group], device=dev)):
@@ -163,11 +170,14 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         assign_all([self], [value])
         return self
 
-    def to(self, device: str | None) -> Tensor:
-        """This tensor on another device (copied through the host); self if it is there already."""
-        dev = devices.canonical(device)
+    def to(self, device: str | Sequence[str] | None) -> Tensor:
+        """This tensor on another device (copied through the host); self if it is there already. To a tuple of
+        devices it is split along axis 0 (SPEC's Copy to a multi-device); from one, gathered (lazily: a Copy)."""
+        dev = devices.canonical_devices(device)
         if dev == self._device:
             return self
+        if isinstance(dev, tuple) or isinstance(self._device, tuple):
+            return Tensor(self._uop.copy_to(dev)) if isinstance(dev, str) else self.scatter_to(dev)
         if self._size() == 0:
             return Tensor.zeros(self.shape, dtype=self.dtype, device=dev)
         self.realize()
@@ -181,6 +191,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
                            "whatever it decides from the value would not be replayed; read values outside the function")
         if self.dtype == dtypes.bfloat16:
             return self.cast(dtypes.float32).numpy()
+        if isinstance(self._device, tuple):
+            return self.gather_to().numpy()
         shape = concrete(self.shape)
         if self._size() == 0:
             return np.zeros(shape, dtype=dtypes.to_numpy(self.dtype))

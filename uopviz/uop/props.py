@@ -407,14 +407,19 @@ def axis_of(u: UOp) -> int | None:
 
 
 def _reshape_axis(u: UOp, a: int) -> int:
-    """Keep the shard boundary: the new axis starts after the same number of elements and splits n ways."""
+    """Keep the shard boundary: the new axis starts after the same number of elements and splits n ways, or
+    (an axis n does not divide, sharded unevenly) is the old axis itself, at the same place in the elements."""
     old, new = u.src[0].shape, u.shape
     dev = u.src[0].device
     n = len(dev) if isinstance(dev, tuple) else 1
     before = prod(old[:a])
-    for j in range(len(new)):
+    starts = [j for j in range(len(new)) if isinstance(before, int) and prod(new[:j]) == before]
+    for j in starts:
         d = new[j]
-        if isinstance(before, int) and prod(new[:j]) == before and isinstance(d, int) and d % n == 0 and d > 1:
+        if isinstance(d, int) and d % n == 0 and d > 1:
+            return j
+    for j in starts:
+        if new[j] == old[a]:
             return j
     raise SpecError(u, f"reshape {fmt_shape(old)} -> {fmt_shape(new)} splits the shard axis {a} across "
                        f"{n} devices", rule="shard-axis")

@@ -1,0 +1,412 @@
+"""Multi-device tensors: a Tensor on a tuple of devices, sharded along its `axis` or replicated (axis None).
+
+The Tensor-level graph of a multi-device tensor is one global graph in SPEC's terms: its nodes have a tuple
+device, their `axis` is the derived shard axis (uopviz/uop/props.py), Copy moves values between devices (to a
+tuple it reshards along axis 0, to one device it gathers) and Replicated marks a value every device holds. Every
+Tensor op builds that graph as it builds any other.
+
+To run it, `lower` (the `shard` pass, recorded in a context of that name) turns the global graph into one graph
+per device: each node on a tuple device becomes one node per device (its shard: the device's slice along the
+shard axis, or the whole value where replicated), elementwise ops and reductions apply per shard, a reduction over
+the shard axis ends in an allreduce (SPEC's reduce-scatter then allgather, on the shards' partial results), and
+each Copy becomes single-device Copies of the slices that move. The kernel split makes each such Copy a copy step,
+and a schedule over several devices runs each device's steps on its own thread (uopviz/realize.py).
+
+Shards split an axis of size S over n devices in order, ceil(S/n) elements each, the last ones shorter (or empty)
+where n does not divide S. A realized multi-device tensor keeps its shards as one realized buffer per device; its
+graph is a view of a Buffer on the tuple device (SPEC's multi-device leaf) that `lower` maps back to the shards.
+
+The collectives are SPEC's compositions of these ops, as Tensor methods (MultiMixin): broadcast, scatter_to,
+gather_to, reduce_to, allgather, reduce_scatter and allreduce (scatter, gather and reduce with `_to`, since Tensor's
+scatter and gather are PyTorch's indexing ops).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from uopviz.runtime import buffer
+from uopviz.runtime.device import canonical_devices
+from uopviz.trace.recorder import context, stage
+from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
+from uopviz.uop.pattern import function_pass
+
+if TYPE_CHECKING:
+    from uopviz.tensor.tensor import Tensor
+
+Devices = tuple[str, ...]
+
+
+class ShardError(ValueError):
+    """An op on a multi-device tensor that cannot run per shard (the message says why and what to do instead)."""
+
+
+# realized multi-device value (its graph) -> its shards, one realized value per device
+_REALIZED: weakref.WeakKeyDictionary[UOp, tuple[UOp, ...]] = weakref.WeakKeyDictionary()
+
+
+def is_multi(u: UOp) -> bool:
+    return isinstance(u.device, tuple)
+
+
+def is_realized(u: UOp) -> bool:
+    """Whether u is a realized multi-device value (its shards in memory)."""
+    return u in _REALIZED
+
+
+def needs_lowering(roots: Sequence[UOp]) -> bool:
+    """Whether any of these graphs holds a multi-device node (so the shard pass must run before scheduling)."""
+    return any(isinstance(u.device, tuple) for u in UOp.sink(*roots).toposort())
+
+
+def bounds(size: int, n: int) -> list[tuple[int, int]]:
+    """(start, end) of each of n shards of an axis of `size`: ceil(size/n) each, in order, the last ones shorter."""
+    c = -(-size // n)
+    return [(min(i * c, size), min((i + 1) * c, size)) for i in range(n)]
+
+
+# ---------------------------------------------------------------- the shard pass
+def lower(roots: Sequence[UOp]) -> list[UOp | tuple[UOp, ...]]:
+    """Each root as per-device graphs: a tuple of shards (one per device) for a multi-device root, else one graph
+    whose multi-device parts were lowered. Recorded as the `shard` pass."""
+    out: list[UOp | tuple[UOp, ...]] = []
+
+    def run(tup: UOp) -> UOp:
+        memo: dict[UOp, Any] = {}
+        for u in toposort(roots, gate=lambda x: x not in _REALIZED):
+            memo[u] = _lower(u, memo)
+        out.extend(memo[r] for r in roots)
+        return UOp(Ops.TUPLE, tuple(x for r in out for x in (r if isinstance(r, tuple) else (r,))))
+
+    with context("shard", "schedule"), stage("Callify"):
+        function_pass(run, UOp(Ops.TUPLE, tuple(roots)), "shard", origin=lower)
+    return out
+
+
+def _lower(u: UOp, memo: dict[UOp, Any]) -> Any:
+    if u in _REALIZED:
+        return _REALIZED[u]
+    dev = u.device
+    if not isinstance(dev, tuple):
+        if u.op is Ops.COPY and is_multi(u.src[0]):
+            return _gather(u.src[0], memo[u.src[0]], dev)
+        if any(isinstance(memo[s], tuple) for s in u.src):
+            raise ShardError(f"{u.op.value} on {dev} reads a tensor on several devices: copy it to {dev} first "
+                             f"(.to({dev!r}))")
+        return u.replace(src=tuple(memo[s] for s in u.src))
+    _concrete(u)
+    op, ax = u.op, u.axis
+    if op is Ops.COPY:
+        return _reshard(u, memo)
+    if op is Ops.REPLICATED:
+        return tuple(_take_first(p, u.arg) for p in memo[u.src[0]])
+    if op in GroupOp.Elementwise or op in GroupOp.Marker or op is Ops.BITCAST:
+        return _elementwise(u, memo)
+    src, parts = u.src[0], memo[u.src[0]] if u.src else ()
+    if op is Ops.REDUCE and len(u.src) == 1:
+        axes = tuple(a % len(src.shape) for a in u.arg.axes)
+        partial = tuple(p.reduce(u.arg.op, axes=axes) for p in parts)
+        return _allreduce(partial, u.arg.op, dev) if src.axis in axes else partial
+    if op is Ops.PERMUTE:
+        return tuple(p.permute(u.arg) for p in parts)
+    if op is Ops.RESHAPE:
+        return tuple(p.reshape(_local_reshape(u, p)) for p in parts)
+    if op is Ops.EXPAND:
+        return tuple(p.expand(_local(u.shape, ax, p.shape)) for p in parts)
+    if op in (Ops.PAD, Ops.SHRINK, Ops.FLIP):
+        return _off_axis(u, parts)
+    raise ShardError(f"{op.value} of a tensor on {dev} (shard axis {ax}) does not run per shard; gather it to one "
+                     f"device first (.to({dev[0]!r}))")
+
+
+def _concrete(u: UOp) -> None:
+    if not all(isinstance(d, int) for d in u.shape):
+        raise ShardError(f"{u.op.value}: a tensor on several devices needs concrete sizes, got a symbolic shape")
+
+
+def _local(shape: tuple[int, ...], ax: int | None, like: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` with the shard axis at the size a shard has there (`like`'s)."""
+    return shape if ax is None else _with(shape, ax, like[ax])
+
+
+def _with(shape: tuple[int, ...], ax: int, size: int) -> tuple[int, ...]:
+    """`shape` with axis ax of `size`."""
+    return tuple(size if k == ax else d for k, d in enumerate(shape))
+
+
+def _spans(parts: Sequence[UOp], ax: int) -> list[tuple[int, int]]:
+    """(start, end) along the shard axis of each shard, from their sizes."""
+    out, off = [], 0
+    for p in parts:
+        out.append((off, off + p.shape[ax]))
+        off += p.shape[ax]
+    return out
+
+
+def _slice(x: UOp, ax: int, lo: int, hi: int) -> UOp:
+    """x's elements lo..hi along axis ax (x itself when that is all of them)."""
+    if (lo, hi) == (0, x.shape[ax]):
+        return x
+    return x.shrink(_with((0,) * len(x.shape), ax, lo), _with(x.shape, ax, hi - lo))
+
+
+def _take_first(x: UOp, axes: tuple[int, ...]) -> UOp:
+    """Replicated's shard: a value every device holds, its replicated axes collapsed to their first element."""
+    for a in axes:
+        x = _slice(x, a, 0, 1)
+    return x
+
+
+def _elementwise(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
+    """The op per shard; a source replicated or without a device is sliced to each shard of the sharded ones."""
+    ax, dev = u.axis, u.device
+    ref = next((memo[s] for s in u.src if isinstance(memo[s], tuple) and s.axis == ax), None)
+    spans = _spans(ref, ax) if ax is not None and ref is not None else None
+    out = []
+    for i in range(len(dev)):
+        srcs = []
+        for s in u.src:
+            x = memo[s]
+            if isinstance(x, tuple):
+                if s.device != dev:
+                    raise ShardError(f"{u.op.value} of tensors on {s.device} and {dev}: move one with .to()")
+                if s.axis not in (ax, None):
+                    raise ShardError(f"{u.op.value} of tensors sharded on axes {s.axis} and {ax}: reshard one "
+                                     "(.shard(devices, axis)) so both split the same axis")
+                x = x[i] if s.axis == ax or spans is None else _slice(x[i], ax, *spans[i])
+            elif spans is not None and x.shape:
+                x = _slice(x, ax, *spans[i])
+            srcs.append(x)
+        out.append(u.replace(src=tuple(srcs)))
+    return tuple(out)
+
+
+def _local_reshape(u: UOp, p: UOp) -> tuple[int, ...]:
+    """A shard's new shape: the global one with the new shard axis at the shard's share of the elements."""
+    src, ax = u.src[0], u.axis
+    if src.axis is None or ax is None:
+        return u.shape
+    inner_old, inner_new = prod(src.shape[src.axis + 1:]), prod(u.shape[ax + 1:])
+    count = p.shape[src.axis] * inner_old
+    if count % inner_new:
+        raise ShardError(f"reshape {src.shape} -> {u.shape} of a tensor sharded on axis {src.axis}: a shard of "
+                         f"{p.shape[src.axis]} along it does not fill whole rows of the new shape")
+    return _with(u.shape, ax, count // inner_new)
+
+
+def _off_axis(u: UOp, parts: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """Pad, Shrink or Flip per shard, when it leaves the shard axis alone."""
+    ax, src = u.axis, u.src[0]
+    if u.op is Ops.FLIP:
+        if ax is not None and u.arg[ax]:
+            raise ShardError(f"flip of the shard axis {ax}: gather the tensor to one device first")
+        return tuple(p.flip(u.arg) for p in parts)
+    offsets = tuple(int(o.arg.value) for o in u.src[1].src)
+    if ax is not None and (offsets[ax] != 0 or u.shape[ax] != src.shape[ax]):
+        raise ShardError(f"{u.op.value.lower()} along the shard axis {ax} ({src.shape} -> {u.shape}): gather the "
+                         "tensor to one device first, or shard it along another axis")
+    make = UOp.pad if u.op is Ops.PAD else UOp.shrink
+    return tuple(make(p, offsets, _local(u.shape, ax, p.shape)) for p in parts)
+
+
+def _reshard(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
+    """Copy to a tuple device: the value split along axis 0, each device getting its slice copied in."""
+    src, dev = u.src[0], u.device
+    if not src.shape:
+        raise ShardError("a 0-d tensor has no axis to shard: reshape it to (1,) or replicate it (.shard(devices))")
+    x, targets = memo[src], bounds(src.shape[0], len(dev))
+    if not isinstance(x, tuple):
+        return tuple(_slice(x, 0, lo, hi).copy_to(d) for (lo, hi), d in zip(targets, dev, strict=True))
+    sax, out = src.axis, []
+    for (lo, hi), d in zip(targets, dev, strict=True):
+        if sax is None:  # replicated: the slice from the device itself where it holds one
+            part = x[src.device.index(d)] if d in src.device else x[0]
+            out.append(_slice(part, 0, lo, hi).copy_to(d))
+            continue
+        pieces = []
+        for p, (slo, shi) in zip(x, _spans(x, sax), strict=True):
+            if sax == 0:
+                a, b = max(lo, slo), min(hi, shi)
+                if a < b:
+                    pieces.append(_slice(p, 0, a - slo, b - slo).copy_to(d))
+            elif shi > slo:
+                pieces.append(_slice(p, 0, lo, hi).copy_to(d))
+        out.append(_concat(pieces, sax, _slice(x[0], 0, lo, lo).copy_to(d)))
+    return tuple(out)
+
+
+def _gather(src: UOp, parts: tuple[UOp, ...], device: str) -> UOp:
+    """Copy to one device: the shards copied there and joined along the shard axis (one of them if replicated)."""
+    if src.axis is None:
+        return (parts[src.device.index(device)] if device in src.device else parts[0]).copy_to(device)
+    pieces = [p.copy_to(device) for p in parts if p.shape[src.axis]]
+    return _concat(pieces, src.axis, parts[0].copy_to(device))
+
+
+def _concat(pieces: list[UOp], ax: int, empty: UOp) -> UOp:
+    """The pieces (on one device) joined along ax with Tensor.cat; `empty` where there are none."""
+    from uopviz.tensor.tensor import Tensor
+    if not pieces:
+        return empty
+    if len(pieces) == 1:
+        return pieces[0]
+    return Tensor.cat(*(Tensor(p) for p in pieces), dim=ax).uop
+
+
+def _allreduce(partial: tuple[UOp, ...], op: Ops, dev: Devices) -> tuple[UOp, ...]:
+    """Every device's partial results combined on every device, as SPEC composes allreduce: a reduce-scatter
+    (device k combines chunk k of every partial) then an allgather (every device joins the combined chunks)."""
+    shape = partial[0].shape
+    flat = prod(shape)
+    chunks = bounds(flat, len(dev))
+    combined = []
+    for (lo, hi), d in zip(chunks, dev, strict=True):
+        acc = None
+        for p in partial:
+            piece = _slice(p.reshape((flat,)), 0, lo, hi).copy_to(d)
+            acc = piece if acc is None else acc.alu(op, piece)
+        combined.append(acc)
+    out = []
+    for d in dev:
+        pieces = [c.copy_to(d) for c, (lo, hi) in zip(combined, chunks, strict=True) if hi > lo]
+        out.append(_concat(pieces, 0, combined[0].copy_to(d)).reshape(shape))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- realizing
+def realize(tensors: Sequence[Tensor]) -> None:
+    """Compute tensors whose graphs hold multi-device nodes: the shard pass, then one schedule over every device;
+    a multi-device tensor then holds its shards, the others their buffer."""
+    from uopviz.realize import realize as run
+    lowered = lower([t.uop for t in tensors])
+    flat = [x for r in lowered for x in (r if isinstance(r, tuple) else (r,))]
+    done = iter(run(flat))
+    for t, r in zip(tensors, lowered, strict=True):
+        if not isinstance(r, tuple):
+            t._uop = next(done)
+            continue
+        shards = tuple(next(done) for _ in r)
+        t._uop = _realized_view(t.uop, shards)
+
+
+def _realized_view(u: UOp, shards: tuple[UOp, ...]) -> UOp:
+    """A graph of u's shape, dtype, device and axis over a Buffer on the tuple device, standing for the shards
+    (the shard pass maps it back to them): the shards one after another, viewed in the global shape."""
+    dev, ax, shape, n = u.device, u.axis, u.shape, len(u.device)
+    if ax is None:
+        buf = buffer.new_buffer(max(prod(shape), 1), u.dtype, dev)
+        view = buf.reshape((n, *shape)).replicated((0,)).reshape(shape)
+    else:
+        if [s.shape[ax] for s in shards] != [hi - lo for lo, hi in bounds(shape[ax], n)]:
+            raise ShardError(f"shards of sizes {[s.shape[ax] for s in shards]} along axis {ax} do not split "
+                             f"{shape[ax]} as a Copy does ({[hi - lo for lo, hi in bounds(shape[ax], n)]})")
+        c = -(-shape[ax] // n)
+        local = _with(shape, ax, c)
+        buf = buffer.new_buffer(max(prod(local), 1), u.dtype, dev)
+        order = (*range(1, ax + 1), 0, *range(ax + 1, len(shape) + 1))
+        view = buf.reshape((n, *local)).permute(order).reshape(_with(shape, ax, n * c))
+        if n * c != shape[ax]:
+            view = _slice(view, ax, 0, shape[ax])
+    _REALIZED[view] = shards
+    return view
+
+
+def shards_of(u: UOp) -> tuple[UOp, ...]:
+    """The realized shards of a realized multi-device value."""
+    return _REALIZED[u]
+
+
+# ---------------------------------------------------------------- the Tensor methods
+class MultiMixin:
+    """Sharding and SPEC's seven collectives. D is the tuple of devices, n its length."""
+
+    @property
+    def axis(self: Tensor) -> int | None:  # type: ignore[misc]
+        """The shard axis of a multi-device tensor (None: replicated, or on one device)."""
+        return self.uop.axis
+
+    def shard(self: Tensor, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """This tensor on the devices: split along `axis` (device i holding the i-th slice, ceil(size/n) each,
+        the last ones shorter), or replicated on each with axis None."""
+        from uopviz.tensor.util import normalize_axis
+        dev = _devices(devices)
+        if axis is None:
+            return self.broadcast(dev)
+        a = normalize_axis(axis, self.ndim)
+        order = (a, *(k for k in range(self.ndim) if k != a))
+        back = tuple(order.index(k) for k in range(self.ndim))
+        return self.permute(order).scatter_to(dev).permute(back)
+
+    def broadcast(self: Tensor, devices: Sequence[str]) -> Tensor:
+        """SPEC's broadcast: T.reshape(1, *s).expand(n, *s).copy(D).replicated(0), shape s on D, axis None."""
+        dev = _devices(devices)
+        s = self.shape
+        x = self.uop.reshape((1, *s)).expand((len(dev), *s)).copy_to(dev).replicated((0,)).reshape(s)
+        return self._on(x)
+
+    def scatter_to(self: Tensor, devices: Sequence[str]) -> Tensor:
+        """SPEC's scatter: T.copy(D), the same shape on D split along axis 0."""
+        dev = _devices(devices)
+        if not self.shape:
+            raise ShardError("a 0-d tensor has no axis to scatter: reshape it to (1,) or broadcast it")
+        return self._on(self.uop.copy_to(dev))
+
+    def gather_to(self: Tensor, device: str | None = None) -> Tensor:
+        """SPEC's gather: T.copy(D[0]) (or another device), the whole value on one device."""
+        dev = _multi(self, "gather_to")
+        return self._on(self.uop.copy_to(canonical_devices(device) if device is not None else dev[0]))
+
+    def reduce_to(self: Tensor) -> Tensor:
+        """SPEC's reduce: gather(T).reshape(n, s, ...).sum(0), the sum of the devices' shards on D[0]."""
+        n = _even(self, "reduce_to")
+        g = self.gather_to()
+        return g.reshape(n, self.shape[0] // n, *self.shape[1:]).sum(0)
+
+    def allgather(self: Tensor) -> Tensor:
+        """SPEC's allgather: T.reshape(1, *s).expand(n, *s).copy(D).replicated(0), the whole value on every
+        device (axis None)."""
+        dev = _multi(self, "allgather")
+        s = self.shape
+        return self._on(self.uop.reshape((1, *s)).expand((len(dev), *s)).copy_to(dev).replicated((0,)).reshape(s))
+
+    def reduce_scatter(self: Tensor) -> Tensor:
+        """SPEC's reduce_scatter of T (n*s,) on D (axis 0): T.reshape(n, n, s//n).permute(1, 0, 2).copy(D).sum(1)
+        .reshape(s); device i holds chunk i of the sum of the shards, (s,) on D with axis 0."""
+        n = _even(self, "reduce_scatter")
+        if self.ndim != 1 or (s := self.shape[0] // n) % n:
+            raise ShardError(f"reduce_scatter takes a 1-d tensor of n*s elements with s a multiple of n={n} "
+                             f"(each device's shard splits into n chunks), got shape {self.shape}")
+        x = self.uop.reshape((n, n, s // n)).permute((1, 0, 2)).copy_to(self.device)
+        return self._on(x).sum(1).reshape(s)
+
+    def allreduce(self: Tensor) -> Tensor:
+        """SPEC's allreduce: allgather(reduce_scatter(T)), the sum of the shards on every device."""
+        return self.reduce_scatter().allgather()
+
+    def _on(self: Tensor, u: UOp) -> Tensor:
+        from uopviz.tensor.tensor import Tensor
+        return Tensor(u)
+
+
+def _devices(devices: Sequence[str]) -> Devices:
+    dev = canonical_devices(tuple(devices) if not isinstance(devices, str) else devices)
+    if not isinstance(dev, tuple):
+        raise ShardError(f"shard and the collectives take a tuple of devices, got {devices!r}")
+    return dev
+
+
+def _multi(t: Tensor, what: str) -> Devices:
+    if not isinstance(t.device, tuple):
+        raise ShardError(f"{what} needs a tensor on several devices (shard it first), this one is on {t.device}")
+    return t.device
+
+
+def _even(t: Tensor, what: str) -> int:
+    """n, for a tensor sharded evenly along axis 0 (SPEC's (n*s,) on D with axis 0)."""
+    n = len(_multi(t, what))
+    if t.axis != 0 or t.shape[0] % n:
+        raise ShardError(f"{what} takes a tensor sharded along axis 0 into n={n} equal shards (SPEC's (n*s,) on D), "
+                         f"got shape {t.shape} with shard axis {t.axis}")
+    return n
