@@ -23,6 +23,7 @@ from uopviz.cli.beam import _coloured
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.compiler import compile_kernel
 from uopviz.pipeline import kernels_of, schedule
+from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search import BeamResult, beam
 from uopviz.search import executor as executor_module
@@ -293,7 +294,7 @@ def build_or_die(flat: Any, opts: Any, *args: Any) -> Any:
 def test_a_dying_worker_is_charged_to_its_candidate_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(executor_module, "build_candidate", build_or_die)
     ast, _ = kernel("gemm")
-    pool = Pool(ast, "CPU", CPURuntime.target, 2, 60.0)
+    pool = Pool(ast, "CPU", devices.get("CPU").target, 2, 60.0)
     try:
         first, dead, last = pool.build([[], DIE, [Opt(OptOps.SPLIT, 1, (5, AxisType.UPCAST, False)).to_json()]])
     finally:
