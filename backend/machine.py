@@ -15,6 +15,8 @@ from backend.models import MachineCode, OptSpec, TimingView, Work
 from backend.recording import LOWERING, RecordError
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.runtime import device as devices
+from uopviz.runtime.cl import CLRuntime
+from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.device import DeviceError
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import unrecorded
@@ -49,55 +51,50 @@ def time_kernel(ast: UOp, device: str, opts: Sequence[Opt], work: Work) -> Timin
 
 
 def machine_code(source: str, name: str, device: str) -> MachineCode:
-    """The machine code of a rendered kernel on its device, or why there is none to show."""
-    if device == "CPU":
-        return _cpu(source, name)
-    if device == "CL":
-        return _cl(source, name)
+    """The machine code of a rendered kernel on its device (any CPU:i or CL:i alike: the runtime decides, not the
+    name), or why there is none to show."""
+    try:
+        rt = devices.get(device)
+    except DeviceError as e:
+        raise RecordError(f"no machine code for {name}: {e}") from None
+    if isinstance(rt, CPURuntime):
+        return _cpu(rt, source, name)
+    if isinstance(rt, CLRuntime):
+        return _cl(rt, source, name)
     return MachineCode(device=device, kind="none", text="",
                        note=f"the {device} device interprets the Linear program: there is no machine code")
 
 
-def _cpu(source: str, name: str) -> MachineCode:
-    from uopviz.runtime.cpu import CPURuntime
-
-    rt = devices.get("CPU")
-    if not isinstance(rt, CPURuntime):
-        raise RecordError(f"the CPU device here is not uopviz's C runtime ({type(rt).__name__})")
+def _cpu(rt: CPURuntime, source: str, name: str) -> MachineCode:
     try:
         lib = rt.library(source, name)  # from the disk cache the runtime keeps
     except DeviceError as e:
         raise RecordError(f"kernel {name} does not compile: {e}") from None
     text, note = _disassemble(lib, name)
     made = f"objdump -d of {lib.name} ({rt.compiler_version.splitlines()[0]})"
-    return MachineCode(device="CPU", kind="disassembly" if text else "none", text=text, note=note or made)
+    return MachineCode(device=rt.name, kind="disassembly" if text else "none", text=text, note=note or made)
 
 
-def _cl(source: str, name: str) -> MachineCode:
+def _cl(rt: CLRuntime, source: str, name: str) -> MachineCode:
     import pyopencl as cl
 
-    from uopviz.runtime.cl import CLRuntime
-
-    rt = devices.get("CL")
-    if not isinstance(rt, CLRuntime):
-        raise RecordError(f"the CL device here is not uopviz's OpenCL runtime ({type(rt).__name__})")
     try:
         binary = cl.Program(rt.context, source).build().get_info(cl.program_info.BINARIES)[0]
     except cl.Error as e:
         raise RecordError(f"kernel {name} does not build for CL: {e}") from None
     driver = rt.describe()["platform"]
     if _is_text(binary):
-        return MachineCode(device="CL", kind="listing", text=binary.decode("ascii"),
+        return MachineCode(device=rt.name, kind="listing", text=binary.decode("ascii"),
                            note=f"the program binary {driver} gives (text)")
     at = binary.find(b"\x7fELF")
     if at < 0:
-        return MachineCode(device="CL", kind="none", text="",
+        return MachineCode(device=rt.name, kind="none", text="",
                            note=f"{driver} gives a {len(binary)}-byte program binary that is neither text nor ELF")
     with tempfile.TemporaryDirectory(prefix="uopviz-cl-") as tmp:
         elf = Path(tmp) / f"{name}.so"
         elf.write_bytes(binary[at:])
         text, note = _disassemble(elf, name)
-    return MachineCode(device="CL", kind="disassembly" if text else "none", text=text,
+    return MachineCode(device=rt.name, kind="disassembly" if text else "none", text=text,
                        note=note or f"objdump -d of the ELF inside {driver}'s program binary")
 
 

@@ -23,7 +23,7 @@ from uopviz.target import Kernel
 from uopviz.tensor import Tensor
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
-GEMM_KERNEL = "r_t8_L16_L16_R1024_u8_u4_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)
+GEMM_KERNEL = "r_t8_L16_L64_R1024_u8_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)
 
 
 def default_kernels(name: str, device: str = "CPU") -> list[Kernel]:

@@ -1,6 +1,6 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
-first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors, and
-on a CPU give a matmul a tile several vectors wide and 8 rows high; in a row kernel, where each row's reductions
+first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors, a
+matmul's tile 8 rows high; in a row kernel, where each row's reductions
 come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a work-group;
 spread the outermost output axis over the CPU's cores when the work pays for waking them, in as many calls as keep
 them busy), checked for legality like any opt. On a target with tensor cores a matmul-like kernel gets TC first
@@ -17,7 +17,6 @@ from uopviz.uop.ops import AxisType, Ops, UOp
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
-TILE_VECTORS = (4, 2, 3, 5)  # vectors across a CPU's register tile: 8 rows x 4 vectors fill 32 of AVX-512's registers
 FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
 
 
@@ -48,9 +47,6 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
     elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
-        if s.target.threads and s.target.vectors and _work(s) >= MIN_THREADED:  # a CPU's registers hold a tile
-            # several vectors wide (a small kernel, launch-bound, is slower for the longer body)
-            wishes.append(_split(out_axes[-1], AxisType.UPCAST, TILE_VECTORS))
         wishes.append(_split(_rows_axis(s, out_axes), AxisType.UPCAST, (8, 4, 2)))
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
