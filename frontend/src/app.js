@@ -442,9 +442,11 @@ export class App {
     });
   }
 
+  // The listing replaces the graph, and with it the graph's legend (which would cover its lines).
   showListing(on) {
     this.els.listing.hidden = !on;
     this.els.graph.hidden = Boolean(on);
+    this.els.graph.parentElement.classList.toggle("uv-listing-on", Boolean(on));
   }
 
   // The nodes a step removed come from the step's own table when it has them, else from the step before.
