@@ -194,6 +194,7 @@ export class App {
       top: els.tools.offsetHeight + 16,
       bottom: (els.legend.offsetHeight || 0) + 14,
     }));
+    this.cleanups.push(() => this.view.destroy());
     this.listen(this.root, "keydown", (e) => {
       this.onKey(e);
       // In a notebook the keys typed in the view are the view's: none reaches JupyterLab's shortcuts (a cell's
