@@ -137,6 +137,9 @@ def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candi
     assert page.inner_text(".uv-beam-other[data-kind='heuristic'] .uv-chip") == "UPCAST a1 ×2"
     page.click(".uv-beam-failed")
     assert page.inner_text(".uv-beam-picked .uv-error") == WRONG
+    # nothing in the tab is wider than it (the list's speeds wrap): no sideways scrolling, no clipped text
+    assert page.evaluate("() => { const b = document.querySelector('.uv-tab-body.uv-beam'); "
+                         "return b.scrollWidth <= b.clientWidth; }")
     assert page.inner_text(".uv-beam-result").startswith("Tuned on another CPU: 2.00 µs with UPCAST a1 ×5")
     page.screenshot(path=shots / "beam-past-search.png")
 

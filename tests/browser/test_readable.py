@@ -90,7 +90,13 @@ def test_the_index_toggle_halves_the_drawn_nodes_of_gemms_last_step(page: Page, 
     open_view(page, server, view)
     assert page.locator(".uv-listing:not([hidden]) .uv-line").count() > 700  # a Linear program: its listing first
     page.screenshot(path=shots / "gemm-last-step-listing.png")
-    set_toggle(page, "listing", False)  # the graph, one click away
+    # the graph, one click away: a button among the others above the view (not laid out as the listing is)
+    button = page.locator(".uv-graph-tools .uv-listing")
+    box, fit, tools = (page.locator(sel).bounding_box() for sel in (".uv-graph-tools .uv-listing",
+                                                                     ".uv-graph-tools .uv-fit", ".uv-graph-tools"))
+    assert box and fit and tools and button.inner_text() == "listing" and box["height"] == fit["height"]
+    assert tools["y"] <= box["y"] and box["y"] + box["height"] <= tools["y"] + tools["height"]
+    set_toggle(page, "listing", False)
     counts = {}
     for lanes in (False, True):
         set_toggle(page, "lanes", lanes)

@@ -457,7 +457,7 @@ class BeamPanel {
                   !mine && h("td", {}, kernelName(s.kernel_name, this.axisColors)),
                   h("td", { title: s.device_name }, s.device),
                   h("td", {}, s.width ?? "–"),
-                  h("td", {}, this.speed(s, s.best_s)),
+                  h("td", { class: "uv-beam-best" }, this.speed(s, s.best_s)),
                   h("td", {}, s.n_candidates),
                   h("td", { title: new Date(s.started_at * 1000).toLocaleString() }, ago(s.started_at)),
                   h("td", {}, h("span", { class: `uv-beam-pill uv-pill-${s.status}`, title: s.error ?? "" }, s.status)),
