@@ -215,11 +215,12 @@ class BeamPanel {
   }
 
   // The search shown: the database's account, with the candidates a search followed live has reported since.
-  // Its best is the fastest verified candidate (as the search's winner is; ties go to the earlier one).
+  // While it runs, its best is the fastest verified candidate (ties go to the earlier one); once it has ended, the
+  // database's winner, which the final check chose (a candidate's time in its round may have been luck).
   view() {
     const live = this.live?.sid === this.sid ? this.live : null;
     const d = this.detail;
-    if (!live) return d;
+    if (!live || (live.state !== "running" && d && d.status !== "running")) return d;
     const byId = new Map(live.candidates);
     for (const c of d?.candidates ?? []) byId.set(c.id, c); // the database's account has the samples
     const candidates = [...byId.values()].sort((a, b) => a.round - b.round || a.id - b.id);
