@@ -194,6 +194,7 @@ export class App {
       top: els.tools.offsetHeight + 16,
       bottom: (els.legend.offsetHeight || 0) + 14,
     }));
+    this.cleanups.push(() => this.view.destroy());
     this.listen(this.root, "keydown", (e) => {
       this.onKey(e);
       // In a notebook the keys typed in the view are the view's: none reaches JupyterLab's shortcuts (a cell's
@@ -442,9 +443,11 @@ export class App {
     });
   }
 
+  // The listing replaces the graph, and with it the graph's legend (which would cover its lines).
   showListing(on) {
     this.els.listing.hidden = !on;
     this.els.graph.hidden = Boolean(on);
+    this.els.graph.parentElement.classList.toggle("uv-listing-on", Boolean(on));
   }
 
   // The nodes a step removed come from the step's own table when it has them, else from the step before.

@@ -591,6 +591,27 @@ def test_machine_code_is_the_disassembly_of_the_cpu_library(client: TestClient) 
     assert client.get("/api/traces/gemm/contexts/0/machine-code").status_code == 404
 
 
+def test_machine_code_of_a_cl_kernel_is_the_driver_s_binary(missing_dist: Path,
+                                                             make_client: Callable[..., TestClient]) -> None:
+    from uopviz.runtime import device as devices
+    from uopviz.runtime.device import DeviceUnavailableError
+
+    try:
+        devices.get("CL")
+    except DeviceUnavailableError as e:
+        pytest.skip(f"no OpenCL device here: {e}")
+    s = TraceStore("CL")
+    s.record_zoo("sum", "CL", small=True)
+    with make_client(s, dist=missing_dist) as c:
+        kernel = c.get("/api/traces/sum-small/contexts/1/kernel").json()
+        v = c.get("/api/traces/sum-small/contexts/1/machine-code").json()
+    assert v["device"] == "CL" and v["kind"] in ("listing", "disassembly", "none") and v["note"]
+    if v["kind"] == "disassembly":  # PoCL: an ELF inside the program binary, disassembled for this kernel
+        assert v["note"].startswith("objdump -d of the ELF inside ") and kernel["name"] in v["text"]
+    elif v["kind"] == "listing":  # a driver whose binary is text (PTX, AMD IL)
+        assert v["text"].strip()
+
+
 def test_an_opts_trace_names_the_kernel_it_came_from(missing_dist: Path,
                                                      make_client: Callable[..., TestClient]) -> None:
     s = TraceStore("CPU")

@@ -29,8 +29,9 @@ WRONG = "wrong result: 12 elements differ"
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve gemm-small.uopviz-trace.json --db tuning.db`, the database holding one earlier search of its
-    kernel (on another machine): the unoptimized kernel, a candidate that failed, one whose program repeats an
-    earlier one, and the winner; then OTHER_SEARCHES of another kernel, more than a page of the list."""
+    kernel (on another machine): the unoptimized kernel and the heuristic's, a candidate that failed, one whose
+    program repeats an earlier one, the winner, and the final check timing those three again; then OTHER_SEARCHES
+    of another kernel, more than a page of the list."""
     tmp = tmp_path_factory.mktemp("beam-ui")
     trace = record_zoo("gemm", "CPU", small=True)
     trace.save(tmp / "gemm-small.uopviz-trace.json")
@@ -39,13 +40,18 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         h = db.begin_search(CacheKey.of(kernel_hash, TargetInfo("CPU", "another CPU"), 1), trace.contexts[1].name,
                             "ast", {"beam": 1, "max_rounds": 1, "threshold": 0.01})
         root = db.add_candidate(h.id, None, 0, [], "p0", 40, 0.02, None, [4e-6, 5e-6, 6e-6])
+        heuristic = [{"op": "SPLIT", "axis": 1, "arg": [2, "UPCAST", False]}]
+        heur = db.add_candidate(h.id, root, 0, heuristic, "ph", 44, 0.02, None, [3e-6, 3e-6, 3e-6])
         upcast = [{"op": "SPLIT", "axis": 0, "arg": [3, "UPCAST", False]}]
         db.add_candidate(h.id, root, 1, upcast, "p1", 52, 0.03, WRONG, [])
         db.add_candidate(h.id, root, 1, [{"op": "SPLIT", "axis": 1, "arg": [2, "UNROLL", False]}], "p0", 40, 0.02,
                          None, [])
-        best = db.add_candidate(h.id, root, 1, [{"op": "SPLIT", "axis": 1, "arg": [5, "UPCAST", False]}], "p3", 48,
-                                0.03, None, [1e-6, 2e-6, 3e-6])
-        db.finish_search(h.id, best)
+        best_opts = [{"op": "SPLIT", "axis": 1, "arg": [5, "UPCAST", False]}]
+        best = db.add_candidate(h.id, root, 1, best_opts, "p3", 48, 0.03, None, [1e-6, 2e-6, 3e-6])
+        # the final check: the winner, the heuristic's and the unoptimized kernels timed again, each as a child
+        db.add_candidate(h.id, heur, 2, heuristic, "ph", 44, None, None, [3e-6, 4e-6, 5e-6])
+        db.add_candidate(h.id, root, 2, [], "p0", 40, None, None, [5e-6, 5e-6, 6e-6])
+        db.finish_search(h.id, db.add_candidate(h.id, best, 2, best_opts, "p3", 48, None, None, [1e-6, 2e-6, 3e-6]))
         for _ in range(OTHER_SEARCHES):
             other = db.begin_search(CacheKey.of("0ther", TargetInfo("CPU"), 1), "r_L8", "ast", {"beam": 1})
             db.finish_search(other.id, db.add_candidate(other.id, None, 0, [], "q0", 10, 0.01, None, [1e-6]))
@@ -85,14 +91,36 @@ def check_chart(page: Page, search: dict[str, Any]) -> None:
     assert chart_ids(page, ".uv-beam-dot.uv-on-path") == sorted(search["winning_path"])
     assert page.get_attribute(".uv-beam-path", "d")  # the line through the winning path
     by_id = {c["id"]: c for c in cands}
-    # every step of the winning path with its full opts, the unoptimized and the heuristic's kernels named as such
-    steps = page.eval_on_selector_all(".uv-beam-step", "els => els.map(e => [e.dataset.kind, "
-                                                       "[...e.querySelectorAll('.uv-chip')].map(c => c.textContent)])")
+
+    def kind(c: dict[str, Any]) -> str:
+        if c["parent"] is None:
+            return "unoptimized"
+        if c["round"] == 0:
+            return "heuristic"
+        return "re-timed" if c["opts"] == by_id[c["parent"]]["opts"] else "step"
+
+    def rows(selector: str) -> list[list[Any]]:
+        return page.eval_on_selector_all(selector, "els => els.map(e => [Number(e.dataset.id), e.dataset.kind, "
+                                         "[...e.querySelectorAll('.uv-chip')].map(c => c.textContent), "
+                                         "e.querySelector('.uv-beam-step-time').textContent])")
+
+    def expected(c: dict[str, Any]) -> list[Any]:
+        return [c["id"], kind(c), [describe(o) for o in c["opts"]] or ["no opts"]]
+
+    # every step of the winning path with its full opts, the unoptimized, heuristic and re-timed kernels named
     path = [by_id[i] for i in search["winning_path"]]
-    kinds = ["unoptimized" if c["parent"] is None else "heuristic" if c["round"] == 0 else "step" for c in path]
-    assert steps == [[kind, [describe(o) for o in c["opts"]] or ["no opts"]] for kind, c in zip(kinds, path)]
-    times = page.eval_on_selector_all(".uv-beam-step-time", "els => els.map(e => e.textContent)")
-    assert all("GFLOP/s" in t and "GB/s" in t for t, c in zip(times, path) if c["median_s"] is not None), times
+    steps = rows(".uv-beam-step")
+    assert [row[:3] for row in steps] == [expected(c) for c in path]
+    assert all("GFLOP/s" in row[3] and "GB/s" in row[3] for row, c in zip(steps, path) if c["median_s"] is not None)
+    # the heuristic's candidate is named with its full opts and speed even when BEAM's path does not go through it
+    heuristic = [c for c in cands if kind(c) == "heuristic"]
+    others = [c for c in heuristic if c["id"] not in search["winning_path"]]
+    others += [c for c in cands if c["parent"] in {h["id"] for h in others} and kind(c) == "re-timed"]
+    shown = rows(".uv-beam-other")
+    assert [row[:3] for row in shown] == [expected(c) for c in others]
+    assert all("GFLOP/s" in row[3] for row, c in zip(shown, others) if c["median_s"] is not None)
+    labelled = [c["id"] for c in heuristic if c["median_s"] is not None and c["error"] is None]
+    assert chart_ids(page, ".uv-beam-dot-label") == labelled
 
 
 def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candidates(page: Page, server: str,
@@ -102,8 +130,16 @@ def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candi
     page.locator(".uv-beam-search[data-sid='1'][data-status='done']").wait_for()
     assert page.url.endswith("/v/beam/b/1")
     check_chart(page, api(page, server, "tuning/searches/1"))
+    # the path ends in the winner's re-timing; the heuristic's kernel, off the path, is listed with its own
+    assert page.locator(".uv-beam-step").last.get_attribute("data-kind") == "re-timed"
+    assert page.eval_on_selector_all(".uv-beam-other", "els => els.map(e => e.dataset.kind)") == ["heuristic",
+                                                                                                  "re-timed"]
+    assert page.inner_text(".uv-beam-other[data-kind='heuristic'] .uv-chip") == "UPCAST a1 ×2"
     page.click(".uv-beam-failed")
     assert page.inner_text(".uv-beam-picked .uv-error") == WRONG
+    # nothing in the tab is wider than it (the list's speeds wrap): no sideways scrolling, no clipped text
+    assert page.evaluate("() => { const b = document.querySelector('.uv-tab-body.uv-beam'); "
+                         "return b.scrollWidth <= b.clientWidth; }")
     assert page.inner_text(".uv-beam-result").startswith("Tuned on another CPU: 2.00 µs with UPCAST a1 ×5")
     page.screenshot(path=shots / "beam-past-search.png")
 

@@ -90,7 +90,13 @@ def test_the_index_toggle_halves_the_drawn_nodes_of_gemms_last_step(page: Page, 
     open_view(page, server, view)
     assert page.locator(".uv-listing:not([hidden]) .uv-line").count() > 700  # a Linear program: its listing first
     page.screenshot(path=shots / "gemm-last-step-listing.png")
-    set_toggle(page, "listing", False)  # the graph, one click away
+    # the graph, one click away: a button among the others above the view (not laid out as the listing is)
+    button = page.locator(".uv-graph-tools .uv-listing")
+    box, fit, tools = (page.locator(sel).bounding_box() for sel in (".uv-graph-tools .uv-listing",
+                                                                     ".uv-graph-tools .uv-fit", ".uv-graph-tools"))
+    assert box and fit and tools and button.inner_text() == "listing" and box["height"] == fit["height"]
+    assert tools["y"] <= box["y"] and box["y"] + box["height"] <= tools["y"] + tools["height"]
+    set_toggle(page, "listing", False)
     counts = {}
     for lanes in (False, True):
         set_toggle(page, "lanes", lanes)
@@ -230,3 +236,54 @@ def test_a_graph_as_python_in_an_overlay(page: Page, server: str) -> None:
     assert sum(line.count(" = UOp(") for line in lines) == len(step["nodes"])  # one line per node
     page.keyboard.press("Escape")
     assert page.locator(".uv-overlay").is_hidden()
+
+
+def test_an_applied_opt_nests_under_its_kernel_with_its_source_diff(page: Page, server: str, shots: Path) -> None:
+    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0/v/kernel")
+    page.locator(".uv-kernel-source").wait_for()
+    axes = page.eval_on_selector_all(".uv-axis", "els => els.map(e => [e.dataset.type, Number(e.dataset.size)])")
+    axis = next(i for i, (t, size) in enumerate(axes) if t == "LOOP" and size % 4 == 0)
+    page.click(f".uv-axis[data-axis='{axis}']")
+    page.select_option(".uv-opt-op", label="UPCAST")
+    page.fill(".uv-opt-amount", "4")
+    page.click(".uv-opt-apply")
+    page.wait_for_function("() => location.hash.includes('/o/')")
+    variant = page.locator(".uv-ctx.uv-open + .uv-variants .uv-variant.uv-active")  # under its kernel...
+    variant.wait_for()
+    assert variant.locator(".uv-variant-opts").inner_text().endswith(f"UPCAST a{axis} ×4")
+    top = {t["id"] for t in api(page, server, "traces") if t["origin"] is None}
+    listed = set(page.eval_on_selector_all(".uv-side .uv-trace", "els => els.map(e => e.dataset.tid)"))
+    assert listed == top and variant.get_attribute("data-tid") not in listed  # ...not a trace of its own
+    page.click(".uv-subtab-diff")  # the source against the kernel without this opt
+    page.locator(".uv-kernel-diff .uv-tok-diff-add").first.wait_for()
+    header = page.inner_text(".uv-kernel-diff").splitlines()[:2]
+    assert header[0].endswith("without the last opt") and header[1].endswith(f"with UPCAST a{axis} ×4"), header
+    assert page.locator(".uv-kernel-diff .uv-tok-diff-del").count() > 0
+    page.screenshot(path=shots / "opt-variant-diff.png")
+
+
+def test_the_panels_resize_by_dragging_their_edges(page: Page, server: str, shots: Path) -> None:
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_view(page, server, "gemm/1/0/0")
+
+    def width(selector: str) -> float:
+        box = page.locator(selector).bounding_box()
+        assert box
+        return box["width"]
+
+    for handle, column, sign in ((".uv-resizer-side", ".uv-side", 1), (".uv-resizer-panel", ".uv-panel", -1)):
+        before, graph = width(column), width(".uv-main")
+        box = page.locator(handle).bounding_box()
+        assert box
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + sign * 120, y, steps=4)
+        page.mouse.up()
+        assert abs(width(column) - before - 120) <= 2, handle  # the column follows the drag...
+        assert abs(graph - width(".uv-main") - 120) <= 2, handle  # ...and the graph gives up the room
+        # the view is framed anew for its width: the root (what this step shows first) stays in the middle
+        page.wait_for_timeout(100)
+        root, view = page.locator(".uv-node[data-op='Sink']").bounding_box(), page.locator(".uv-graph").bounding_box()
+        assert root and view and abs(root["x"] + root["width"] / 2 - view["x"] - view["width"] / 2) < 4, handle
+    page.screenshot(path=shots / "panels-resized-1280x720.png")

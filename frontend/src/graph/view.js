@@ -72,6 +72,32 @@ export class GraphView {
     this.userMoved = false;
     this.fillPending = false;
     this.waiters = [];
+    this.focus = [];
+    // A view made wider or narrower (a panel dragged, the window resized) keeps what it shows in the middle; one
+    // the person has not moved is framed anew for its new size.
+    this.shown = { width: 0, height: 0 };
+    this.resizes = new ResizeObserver(() => this.resized());
+    this.resizes.observe(container);
+  }
+
+  resized() {
+    const { width, height } = this.viewSize();
+    const was = this.shown;
+    this.shown = { width, height };
+    if (!width || !height || !was.width || !this.nodes.length || (width === was.width && height === was.height)) return;
+    if (!this.userMoved) this.frame(this.focus);
+    else {
+      const t = this.transform;
+      const [x, y] = [(was.width / 2 - t.x) / t.k, (was.height / 2 - t.y) / t.k];
+      this.svg.call(this.zoom.transform, zoomIdentity.translate(width / 2 - x * t.k, height / 2 - y * t.k).scale(t.k));
+    }
+    this.minimap.draw(this.nodes, this.size, width);
+    this.minimap.view(this.viewRect(0), this.size);
+  }
+
+  // Stops following the container's size (the view is going away).
+  destroy() {
+    this.resizes.disconnect();
   }
 
   // Draws `display` at the positions of `layout`. fit: a new pass, framed anew; within a pass each step is
@@ -93,7 +119,8 @@ export class GraphView {
     this.nodeLayer.replaceChildren();
     this.svg.attr("data-key", null).attr("data-nodes", null);
     this.root = this.nodes.find((n) => n.ref === display.root);
-    const focus = this.focusOf();
+    const focus = (this.focus = this.focusOf());
+    this.shown = { width: this.viewSize().width, height: this.viewSize().height };
     if (fit) this.userMoved = false;
     if (!this.userMoved) this.frame(focus);
     else if (focus.length && !focus.some((n) => meets(n.box, this.viewRect(0)))) this.centre(focus[0], Math.max(this.transform.k, READABLE));

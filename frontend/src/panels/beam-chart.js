@@ -1,8 +1,10 @@
 // The BEAM chart: each candidate of a search is a dot at its round (x) and median time (y, log scale). Candidates
 // that failed are red crosses and those whose program repeats an earlier one hollow dots, each in a band above
 // the plot (they have no time); the winning path is a line through its candidates, the best one ringed, and the
-// unoptimized kernel's time a dashed line. A click on a candidate picks it.
+// unoptimized kernel's time a dashed line, the heuristic's candidate named beside its dot. A click on a candidate
+// picks it.
 import { select } from "d3-selection";
+import { formatOpts } from "../opts.js";
 
 const W = 440;
 const H = 290;
@@ -15,6 +17,15 @@ export function formatSeconds(s) {
   if (s < 1e-3) return `${(s * 1e6).toFixed(s < 1e-5 ? 2 : 1)} µs`;
   if (s < 1) return `${(s * 1e3).toFixed(2)} ms`;
   return `${s.toFixed(3)} s`;
+}
+
+// Round 0 measures the unoptimized kernel (no parent) and the heuristic's opts (its child, all opts at once); every
+// later candidate adds one opt to its parent, except in the search's last round, which times the winner, the
+// heuristic's and the unoptimized kernels again (each a child with its parent's opts): "re-timed".
+export function candidateKind(c, parent) {
+  if (c.parent == null) return "unoptimized";
+  if (c.round === 0) return "heuristic";
+  return parent && formatOpts(parent.opts) === formatOpts(c.opts) ? "re-timed" : "step";
 }
 
 // Round numbers (1, 2, 5 × 10^k) inside [lo, hi]; the ends and their geometric middle when the range holds none.
@@ -98,6 +109,9 @@ export function beamChart(search, { rounds = 0, picked = null, onPick, describe 
       mark = dots.append("circle").attr("class", cls("uv-beam-dot")).attr("cx", x.get(c.id)).attr("cy", y(c.median_s)).attr("r", c.id === search.best_id ? 6 : onPath.has(c.id) ? 5 : 3.5);
     }
     mark.attr("data-id", c.id).attr("data-round", c.round);
+    if (candidateKind(c, null) === "heuristic" && c.error == null && c.median_s != null) {
+      dots.append("text").attr("class", "uv-beam-dot-label").attr("data-id", c.id).attr("x", x.get(c.id) + 7).attr("y", y(c.median_s) - 6).text("heuristic");
+    }
     mark.append("title").text(`#${c.id} round ${c.round}: ${describe(c.opts)}\n${c.error ?? (c.median_s == null ? "same program as an earlier candidate" : formatSeconds(c.median_s))}`);
   }
   svg.on("click", (event) => {

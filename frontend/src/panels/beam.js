@@ -5,7 +5,7 @@
 import { fill, h } from "../dom.js";
 import { kernelName } from "../names.js";
 import { describeOpt, describeOpts } from "../opts.js";
-import { beamChart, formatSeconds } from "./beam-chart.js";
+import { beamChart, candidateKind, formatSeconds } from "./beam-chart.js";
 import { speedText } from "./kernel.js";
 
 const LIMITS = { width: [1, 16], rounds: [1, 16] }; // as the server checks them
@@ -26,12 +26,14 @@ export function whereLine(executor, candidates) {
   return executor ? ` · ${executor}${machines > 1 ? `, timed on ${machines} machines` : ""}` : "";
 }
 
-// Round 0 measures the unoptimized kernel (no parent) and the heuristic's opts (its child, all opts at once); every
-// later candidate adds one opt to its parent.
-export function candidateKind(c) {
-  if (c.parent == null) return "unoptimized";
-  return c.round === 0 ? "heuristic" : "step";
-}
+const KIND_TITLES = {
+  unoptimized: "the kernel without opts",
+  heuristic: "the hand-written heuristic's opts, all at once",
+  "re-timed": "the final check: its parent timed again, in turns with the other contenders and with more runs",
+};
+
+// The pill that names a candidate's kind (none for an ordinary step).
+const kindPill = (kind) => kind !== "step" && h("span", { class: `uv-beam-kind uv-beam-kind-${kind.replace(/\W/g, "")}`, title: KIND_TITLES[kind] }, kind);
 
 function ago(t) {
   const s = Date.now() / 1000 - t;
@@ -220,13 +222,12 @@ class BeamPanel {
   }
 
   // The search shown: the database's account, with the candidates a search followed live has reported since.
-  // While it runs, its best is the fastest verified candidate (ties go to the earlier one); once the database says
-  // it is done, its winner is the database's (the final round times the leaders again, so the fastest of an
-  // earlier round may lose).
+  // While it runs, its best is the fastest verified candidate (ties go to the earlier one); once it has ended, the
+  // database's winner, which the final check chose (a candidate's time in its round may have been luck).
   view() {
     const live = this.live?.sid === this.sid ? this.live : null;
     const d = this.detail;
-    if (!live || (live.state !== "running" && d?.id === this.sid && d.status !== "running")) return d;
+    if (!live || (live.state !== "running" && d && d.status !== "running")) return d;
     const byId = new Map(live.candidates);
     for (const c of d?.candidates ?? []) byId.set(c.id, c); // the database's account has the samples
     const candidates = [...byId.values()].sort((a, b) => a.round - b.round || a.id - b.id);
@@ -353,24 +354,45 @@ class BeamPanel {
         s.winning_path.map((id) => {
           const c = byId.get(id);
           const parent = byId.get(c.parent);
-          const kind = candidateKind(c);
+          const kind = candidateKind(c, parent);
           const fresh = parent ? c.opts.length - parent.opts.length : c.opts.length; // the opts this step added
-          return h(
-            "li",
-            { class: `uv-beam-step${id === this.picked ? " uv-active" : ""}`, dataset: { id, kind }, onclick: () => ((this.picked = id), this.render()) },
-            kind !== "step" && h("span", { class: `uv-beam-kind uv-beam-kind-${kind}` }, kind),
-            c.opts.length
-              ? c.opts.map((o, i) => h("span", { class: `uv-chip uv-opt-chip${i >= c.opts.length - fresh ? " uv-new-opt" : ""}`, title: i >= c.opts.length - fresh ? "added by this step" : "" }, describeOpt(this.meta, o)))
-              : h("span", { class: "uv-chip uv-opt-chip" }, "no opts"),
-            h("span", { class: "uv-dim uv-beam-step-time" }, ` round ${c.round} · ${this.speed(s, c.median_s)}`),
-          );
+          return this.candidateRow(s, c, kind, fresh, "uv-beam-step");
         }),
       ),
+      this.renderHeuristic(s, byId),
       this.openButton(s, best.opts, s.status === "done" ? "Open the winner in the Kernel tab" : "Open the best so far in the Kernel tab"),
     );
   }
 
+  // One candidate on a line: its kind, its full opts (those its step added outlined), its round and time.
+  candidateRow(s, c, kind, fresh, cls) {
+    return h(
+      "li",
+      { class: `${cls}${c.id === this.picked ? " uv-active" : ""}`, dataset: { id: c.id, kind }, onclick: () => ((this.picked = c.id), this.render()) },
+      kindPill(kind),
+      c.opts.length
+        ? c.opts.map((o, i) => h("span", { class: `uv-chip uv-opt-chip${i >= c.opts.length - fresh ? " uv-new-opt" : ""}`, title: i >= c.opts.length - fresh ? "added by this step" : "" }, describeOpt(this.meta, o)))
+        : h("span", { class: "uv-chip uv-opt-chip" }, "no opts"),
+      h("span", { class: "uv-dim uv-beam-step-time" }, ` round ${c.round} · ${c.error ?? this.speed(s, c.median_s)}`),
+    );
+  }
+
+  // The heuristic's candidate (and its re-timing) when the winning path does not go through it, so that what
+  // BEAM is compared with is always named with its full opts and speed.
+  renderHeuristic(s, byId) {
+    const heur = s.candidates.filter((c) => candidateKind(c, byId.get(c.parent)) === "heuristic" && !s.winning_path.includes(c.id));
+    if (!heur.length) return null;
+    const again = s.candidates.filter((c) => heur.some((x) => x.id === c.parent) && candidateKind(c, byId.get(c.parent)) === "re-timed");
+    return h(
+      "div",
+      { class: "uv-beam-heuristic" },
+      h("div", { class: "uv-label" }, "Compared with ", h("span", { class: "uv-dim" }, "the heuristic's kernel, not on the winning path")),
+      h("ul", { class: "uv-beam-path-list" }, [...heur, ...again].map((c) => this.candidateRow(s, c, candidateKind(c, byId.get(c.parent)), 0, "uv-beam-other"))),
+    );
+  }
+
   renderCandidate(c, s) {
+    const kind = candidateKind(c, s.candidates.find((p) => p.id === c.parent));
     const facts = [
       ["time", c.error ? null : c.median_s == null ? "same program as an earlier candidate" : `${this.speed(s, c.median_s)} (median of ${c.samples.length || "?"} runs)`],
       ["error", c.error],
@@ -383,7 +405,7 @@ class BeamPanel {
     return h(
       "div",
       { class: "uv-beam-picked" },
-      h("div", { class: "uv-label" }, `Candidate #${c.id} `, h("span", { class: "uv-dim" }, `${candidateKind(c) === "step" ? "" : `${candidateKind(c)} · `}round ${c.round}${c.parent != null ? `, from #${c.parent}` : ""}`)),
+      h("div", { class: "uv-label" }, `Candidate #${c.id} `, h("span", { class: "uv-dim" }, `${kind === "step" ? "" : `${kind} · `}round ${c.round}${c.parent != null ? `, from #${c.parent}` : ""}`)),
       h("div", { class: "uv-applied" }, c.opts.length ? c.opts.map((o) => h("span", { class: "uv-chip uv-opt-chip" }, describeOpt(this.meta, o))) : h("span", { class: "uv-dim" }, "no opts (the unoptimized kernel)")),
       h("dl", { class: "uv-beam-facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", { class: k === "error" ? "uv-error" : "" }, String(v))])),
       this.openButton(s, c.opts, "Open in the Kernel tab"),
@@ -445,7 +467,7 @@ class BeamPanel {
                   !mine && h("td", {}, kernelName(s.kernel_name, this.axisColors)),
                   h("td", { title: s.device_name }, s.device),
                   h("td", {}, s.width ?? "–"),
-                  h("td", {}, this.speed(s, s.best_s)),
+                  h("td", { class: "uv-beam-best" }, this.speed(s, s.best_s)),
                   h("td", {}, s.n_candidates),
                   h("td", { title: new Date(s.started_at * 1000).toLocaleString() }, ago(s.started_at)),
                   h("td", {}, h("span", { class: `uv-beam-pill uv-pill-${s.status}`, title: s.error ?? "" }, s.status)),
