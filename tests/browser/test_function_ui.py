@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from backend.child import base_and_token, served
+from tests.browser.support import served_script
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -34,15 +34,8 @@ SCRIPT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve` of a script that calls a @function (its folder is the one the server may read)."""
-    folder = tmp_path_factory.mktemp("scripts")
-    (folder / "calls_a_function.py").write_text(SCRIPT)
-    with served(str(tmp_path_factory.mktemp("cache")), str(folder / "calls_a_function.py")) as url:
+    with served_script(tmp_path_factory, "calls_a_function.py", SCRIPT) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def server(printed: str) -> str:
-    return base_and_token(printed)[0]
 
 
 def test_a_call_of_a_function_opens_its_context(page: Page, server: str, shots: Path) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from backend.child import base_and_token, served
+from tests.browser.support import served_script
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -36,15 +36,8 @@ TWIN = 9  # the line realizing a kernel of the same name (a reduction of the sam
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve` of the script (its folder is the one the server may read)."""
-    folder = tmp_path_factory.mktemp("scripts")
-    (folder / "row_sums.py").write_text(SCRIPT)
-    with served(str(tmp_path_factory.mktemp("cache")), str(folder / "row_sums.py")) as url:
+    with served_script(tmp_path_factory, "row_sums.py", SCRIPT) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def server(printed: str) -> str:
-    return base_and_token(printed)[0]
 
 
 def test_a_kernel_links_to_its_script_line_and_the_output_is_shown(page: Page, server: str, shots: Path) -> None:

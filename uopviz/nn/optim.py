@@ -9,6 +9,7 @@ tensors on the device, not Python numbers baked into the kernels, so a @jit-capt
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from uopviz.tensor import Tensor, assign_all
 
 
-class Optimizer:
+class Optimizer(ABC):
     """Holds the parameters (each made to require gradients) and the learning rate; `step()` updates the
     parameters that have a gradient, `zero_grad()` clears the gradients."""
 
@@ -44,9 +45,9 @@ class Optimizer:
         targets, values = self._updates([(k, p) for k, p in enumerate(self.params) if p.grad is not None])
         assign_all(targets, values)
 
+    @abstractmethod
     def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         """The tensors to write and their new values, for the parameters (index, tensor) that have gradients."""
-        raise NotImplementedError
 
 
 class SGD(Optimizer):
