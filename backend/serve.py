@@ -125,7 +125,8 @@ def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: s
     app = create_app(store, db=Path(db).resolve() if db else None, access=access, allow_dirs=dirs)
 
     def ready() -> None:
-        print(f"uopviz: serving {len(store)} traces at {url}  (Ctrl-C to stop)", flush=True)
+        n = len(store)
+        print(f"uopviz: serving {n} trace{'' if n == 1 else 's'} at {url}  (Ctrl-C to stop)", flush=True)
         if browser:
             threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
 

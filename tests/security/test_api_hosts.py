@@ -140,7 +140,7 @@ def test_serve_on_any_loopback_address_refuses_rebound_hosts(serve: Start, addre
 
 def test_serve_on_another_address_warns(serve: Start) -> None:
     line, proc = serve("0.0.0.0")
-    assert "serving 1 traces at http://127.0.0.1:" in line, line
+    assert "serving 1 trace at http://127.0.0.1:" in line, line
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert "warning: listening on 0.0.0.0: whoever reaches this address" in err
