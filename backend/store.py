@@ -93,7 +93,7 @@ class TraceStore:
         return st
 
     def record_zoo(self, name: str, device: str | None = None, small: bool = False) -> StoredTrace:
-        dev = self._canonical(device)
+        dev = self._canonical(device if device is not None else self.device)  # the store's device by default
         tr = recording.record_zoo(name, dev, small)
         tid = name + ("-small" if small else "") + ("" if dev == self.device else f"-{dev.lower()}")
         return self.add(StoredTrace(tid, name, "zoo", dev, tr), replace=True)

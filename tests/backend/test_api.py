@@ -314,6 +314,12 @@ def test_a_zoo_recording_never_replaces_a_file_of_the_same_name(missing_dist: Pa
     assert [(t.id, t.source) for t in s.all()] == [("max", "file"), ("max-2", "zoo")]
 
 
+def test_a_store_records_the_zoo_for_its_own_device() -> None:
+    s = TraceStore("PYTHON")
+    assert (s.record_zoo("max", small=True).device, s.record_zoo("max", small=True, device="CPU").id) == \
+        ("PYTHON", "max-small-cpu")
+
+
 @pytest.mark.parametrize(("body", "words"), [
     ({"zoo": "nope"}, "no zoo kernel 'nope'"),
     ({"zoo": "gemm", "device": "TPU"}, "unknown device 'TPU'"),
