@@ -597,6 +597,16 @@ def test_machine_code_is_the_disassembly_of_the_cpu_library(client: TestClient) 
     assert client.get("/api/traces/gemm/contexts/0/machine-code").status_code == 404
 
 
+def test_machine_code_of_an_indexed_cpu_device_is_its_library() -> None:
+    """The runtime decides what machine code a device has, so CPU:1 (a shard's device) shows it as CPU does."""
+    import shutil
+
+    from backend import machine
+    (k,) = default_kernels("sum", "CPU:1")
+    v = machine.machine_code(k.source or "", k.name, "CPU:1")
+    assert v.device == "CPU:1" and v.kind == ("disassembly" if shutil.which("objdump") else "none")
+
+
 def test_machine_code_of_a_cl_kernel_is_the_driver_s_binary(missing_dist: Path,
                                                              make_client: Callable[..., TestClient]) -> None:
     from uopviz.runtime import device as devices
