@@ -112,13 +112,12 @@ def _lower(u: UOp, memo: dict[UOp, Any]) -> Any:
     if op is Ops.PERMUTE:
         return tuple(p.permute(u.arg) for p in parts)
     if op is Ops.RESHAPE:
-        return tuple(p.reshape(_local_reshape(u, p)) for p in parts)
+        return _reshape(u, parts, memo)
     if op is Ops.EXPAND:
         return tuple(p.expand(_local(u.shape, ax, p.shape)) for p in parts)
     if op in (Ops.PAD, Ops.SHRINK, Ops.FLIP):
-        return _off_axis(u, parts)
-    raise ShardError(f"{op.value} of a tensor on {dev} (shard axis {ax}) does not run per shard; gather it to one "
-                     f"device first (.to({dev[0]!r}))")
+        return _window(u, parts)
+    return _on_first(u, memo)
 
 
 def _concrete(u: UOp) -> None:
@@ -160,7 +159,8 @@ def _take_first(x: UOp, axes: tuple[int, ...]) -> UOp:
 
 
 def _elementwise(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
-    """The op per shard; a source replicated or without a device is sliced to each shard of the sharded ones."""
+    """The op per shard; a source replicated or without a device is sliced to each shard of the sharded ones
+    (one without a device that needs a kernel is copied to each device, see _computed)."""
     ax, dev = u.axis, u.device
     ref = next((memo[s] for s in u.src if isinstance(memo[s], tuple) and s.axis == ax), None)
     spans = _spans(ref, ax) if ax is not None and ref is not None else None
@@ -172,43 +172,111 @@ def _elementwise(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
             if isinstance(x, tuple):
                 if s.device != dev:
                     raise ShardError(f"{u.op.value} of tensors on {s.device} and {dev}: move one with .to()")
-                if s.axis not in (ax, None):
-                    raise ShardError(f"{u.op.value} of tensors sharded on axes {s.axis} and {ax}: reshard one "
-                                     "(.shard(devices, axis)) so both split the same axis")
-                x = x[i] if s.axis == ax or spans is None else _slice(x[i], ax, *spans[i])
-            elif spans is not None and x.shape:
-                x = _slice(x, ax, *spans[i])
+                if s.axis not in (ax, None):  # sharded on another axis: resharded along ax
+                    x = _across(x, s.axis, ax, *spans[i], dev[i])
+                else:
+                    x = x[i] if s.axis == ax or spans is None else _slice(x[i], ax, *spans[i])
+            else:
+                x = _slice(x, ax, *spans[i]) if spans is not None and x.shape else x
+                x = x.copy_to(dev[i]) if s.device is None and _computed(s) else x
             srcs.append(x)
         out.append(u.replace(src=tuple(srcs)))
     return tuple(out)
 
 
-def _local_reshape(u: UOp, p: UOp) -> tuple[int, ...]:
-    """A shard's new shape: the global one with the new shard axis at the shard's share of the elements."""
+def _computed(u: UOp) -> bool:
+    """Whether a graph without a device (made of constants) gets a kernel of its own (a reduction in it): then
+    each shard reads it from memory, so it is computed once and copied to every device that reads it."""
+    return any(x.op in (Ops.REDUCE, Ops.CONTIGUOUS) for x in u.toposort())
+
+
+def _reshape(u: UOp, parts: tuple[UOp, ...], memo: dict[UOp, Any]) -> tuple[UOp, ...]:
+    """Reshape per shard where every shard holds whole rows of the new shape (then resplit as a Copy splits, if
+    the new axis divides unevenly); otherwise the value is gathered first (_on_first)."""
     src, ax = u.src[0], u.axis
     if src.axis is None or ax is None:
-        return u.shape
+        return tuple(p.reshape(u.shape) for p in parts)
     inner_old, inner_new = prod(src.shape[src.axis + 1:]), prod(u.shape[ax + 1:])
-    count = p.shape[src.axis] * inner_old
-    if count % inner_new:
-        raise ShardError(f"reshape {src.shape} -> {u.shape} of a tensor sharded on axis {src.axis}: a shard of "
-                         f"{p.shape[src.axis]} along it does not fill whole rows of the new shape")
-    return _with(u.shape, ax, count // inner_new)
+    counts = [p.shape[src.axis] * inner_old for p in parts]
+    if prod(u.shape[:ax]) != prod(src.shape[:src.axis]) or any(c % inner_new for c in counts):
+        return _on_first(u, memo)
+    local = tuple(p.reshape(_with(u.shape, ax, c // inner_new)) for p, c in zip(parts, counts, strict=True))
+    return _resplit(local, ax, u.device)
 
 
-def _off_axis(u: UOp, parts: tuple[UOp, ...]) -> tuple[UOp, ...]:
-    """Pad, Shrink or Flip per shard, when it leaves the shard axis alone."""
+def _window(u: UOp, parts: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """Pad, Shrink or Flip: per shard along the other axes; along the shard axis, each device gathers the source
+    elements its slice of the result needs (copies from the devices holding them) and pads or flips them."""
     ax, src = u.axis, u.src[0]
     if u.op is Ops.FLIP:
-        if ax is not None and u.arg[ax]:
-            raise ShardError(f"flip of the shard axis {ax}: gather the tensor to one device first")
-        return tuple(p.flip(u.arg) for p in parts)
+        flags = u.arg
+        parts = tuple(p.flip(_with(flags, ax, False) if ax is not None else flags) for p in parts)
+        if ax is None or not flags[ax]:
+            return parts
+        size = src.shape[ax]
+        return tuple(_gather_range(parts, ax, size - hi, size - lo, d).flip(_with((False,) * len(u.shape), ax, True))
+                     for (lo, hi), d in zip(bounds(size, len(parts)), u.device, strict=True))
     offsets = tuple(int(o.arg.value) for o in u.src[1].src)
-    if ax is not None and (offsets[ax] != 0 or u.shape[ax] != src.shape[ax]):
-        raise ShardError(f"{u.op.value.lower()} along the shard axis {ax} ({src.shape} -> {u.shape}): gather the "
-                         "tensor to one device first, or shard it along another axis")
     make = UOp.pad if u.op is Ops.PAD else UOp.shrink
-    return tuple(make(p, offsets, _local(u.shape, ax, p.shape)) for p in parts)
+    if ax is None or (offsets[ax] == 0 and u.shape[ax] == src.shape[ax]):
+        return tuple(make(p, offsets, _local(u.shape, ax, p.shape)) for p in parts)
+    parts = tuple(make(p, _with(offsets, ax, 0), _with(u.shape, ax, p.shape[ax])) for p in parts)
+    out = []
+    for (lo, hi), d in zip(bounds(u.shape[ax], len(parts)), u.device, strict=True):
+        if u.op is Ops.SHRINK:
+            out.append(_gather_range(parts, ax, offsets[ax] + lo, offsets[ax] + hi, d))
+            continue
+        before, size = offsets[ax], src.shape[ax]  # padded position p holds source element p - before
+        a, b = min(max(lo - before, 0), size), max(min(hi - before, size), 0)
+        piece = _gather_range(parts, ax, a, max(a, b), d)
+        lead = min(max(before - lo, 0), hi - lo)
+        out.append(piece.pad(_with((0,) * len(u.shape), ax, lead), _with(piece.shape, ax, hi - lo)))
+    return tuple(out)
+
+
+def _move(x: UOp, d: str) -> UOp:
+    """x on device d: itself if it is there, else a Copy."""
+    return x if x.device == d else x.copy_to(d)
+
+
+def _gather_range(parts: Sequence[UOp], ax: int, lo: int, hi: int, d: str) -> UOp:
+    """Elements lo..hi along ax of the value the shards `parts` hold (in order), joined on device d: the
+    overlapping slice of each shard, copied to d where it lives elsewhere."""
+    pieces = [_move(_slice(p, ax, max(lo, slo) - slo, min(hi, shi) - slo), d)
+              for p, (slo, shi) in zip(parts, _spans(parts, ax), strict=True) if max(lo, slo) < min(hi, shi)]
+    return _concat(pieces, ax, _empty_on(parts, ax, d))
+
+
+def _empty_on(parts: Sequence[UOp], ax: int, d: str) -> UOp:
+    """No elements along ax, on device d: a slice of d's own shard where it holds one, else a view of an empty
+    buffer there (a Copy of nothing would have no step to run it)."""
+    own = next((p for p in parts if p.device == d), None)
+    if own is not None:
+        return _slice(own, ax, 0, 0)
+    shape = _with(parts[0].shape, ax, 0)
+    return buffer.new_buffer(0, parts[0].dtype, d).shrink((0,), (0,)).reshape(shape)
+
+
+def _resplit(parts: tuple[UOp, ...], ax: int, dev: Devices) -> tuple[UOp, ...]:
+    """Shards along ax of any sizes moved to the sizes a Copy splits into (parts themselves where they are)."""
+    size = sum(p.shape[ax] for p in parts)
+    want = bounds(size, len(dev))
+    if _spans(parts, ax) == want:
+        return parts
+    return tuple(_gather_range(parts, ax, lo, hi, d) for (lo, hi), d in zip(want, dev, strict=True))
+
+
+def _on_first(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
+    """An op that does not run per shard: its sources gathered onto the first device, the op run there, and the
+    result split along u's axis as a Copy splits (or copied whole to every device where replicated). The
+    Copies show in the trace's shard pass."""
+    dev, ax = u.device, u.axis
+    whole = u.replace(src=tuple(_gather(s, memo[s], dev[0]) if isinstance(memo[s], tuple) else memo[s]
+                                for s in u.src))
+    if ax is None:
+        return tuple(_move(whole, d) for d in dev)
+    return tuple(_move(_slice(whole, ax, lo, hi), d) for (lo, hi), d in zip(bounds(u.shape[ax], len(dev)), dev,
+                                                                              strict=True))
 
 
 def _reshard(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
@@ -218,23 +286,25 @@ def _reshard(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
         raise ShardError("a 0-d tensor has no axis to shard: reshape it to (1,) or replicate it (.shard(devices))")
     x, targets = memo[src], bounds(src.shape[0], len(dev))
     if not isinstance(x, tuple):
-        return tuple(_slice(x, 0, lo, hi).copy_to(d) for (lo, hi), d in zip(targets, dev, strict=True))
-    sax, out = src.axis, []
-    for (lo, hi), d in zip(targets, dev, strict=True):
-        if sax is None:  # replicated: the slice from the device itself where it holds one
-            part = x[src.device.index(d)] if d in src.device else x[0]
-            out.append(_slice(part, 0, lo, hi).copy_to(d))
-            continue
-        pieces = []
-        for p, (slo, shi) in zip(x, _spans(x, sax), strict=True):
-            if sax == 0:
-                a, b = max(lo, slo), min(hi, shi)
-                if a < b:
-                    pieces.append(_slice(p, 0, a - slo, b - slo).copy_to(d))
-            elif shi > slo:
-                pieces.append(_slice(p, 0, lo, hi).copy_to(d))
-        out.append(_concat(pieces, sax, _slice(x[0], 0, lo, lo).copy_to(d)))
-    return tuple(out)
+        return tuple(_gather_range((x,), 0, lo, hi, d) for (lo, hi), d in zip(targets, dev, strict=True))
+    sax = src.axis
+    if sax is None:  # replicated: the slice from the device itself where it holds one
+        return tuple(_gather_range((x[src.device.index(d)] if d in src.device else x[0],), 0, lo, hi, d)
+                     for (lo, hi), d in zip(targets, dev, strict=True))
+    if sax == 0:
+        return tuple(_gather_range(x, 0, lo, hi, d) for (lo, hi), d in zip(targets, dev, strict=True))
+    return tuple(_across(x, sax, 0, lo, hi, d) for (lo, hi), d in zip(targets, dev, strict=True))
+
+
+def _across(parts: Sequence[UOp], sax: int, ax: int, lo: int, hi: int, d: str) -> UOp:
+    """Elements lo..hi along ax, whole along sax, of the value `parts` hold sharded along sax: every shard's
+    slice along ax, moved to d and joined along sax (a tensor sharded on sax resharded on ax)."""
+    pieces = [_move(_slice(p, ax, lo, hi), d) for p in parts if p.shape[sax] and hi > lo]
+    if pieces:
+        return _concat(pieces, sax, pieces[0])
+    empty = _empty_on(parts, ax, d)
+    full = sum(p.shape[sax] for p in parts)
+    return empty.pad((0,) * len(empty.shape), _with(empty.shape, sax, full))
 
 
 def _gather(src: UOp, parts: tuple[UOp, ...], device: str) -> UOp:
@@ -259,20 +329,15 @@ def _allreduce(partial: tuple[UOp, ...], op: Ops, dev: Devices) -> tuple[UOp, ..
     """Every device's partial results combined on every device, as SPEC composes allreduce: a reduce-scatter
     (device k combines chunk k of every partial) then an allgather (every device joins the combined chunks)."""
     shape = partial[0].shape
-    flat = prod(shape)
-    chunks = bounds(flat, len(dev))
+    flat = tuple(p.reshape((prod(shape),)) for p in partial)
     combined = []
-    for (lo, hi), d in zip(chunks, dev, strict=True):
-        acc = None
-        for p in partial:
-            piece = _slice(p.reshape((flat,)), 0, lo, hi).copy_to(d)
-            acc = piece if acc is None else acc.alu(op, piece)
+    for k, ((lo, hi), d) in enumerate(zip(bounds(prod(shape), len(dev)), dev, strict=True)):
+        acc = _slice(flat[k], 0, lo, hi)  # an empty chunk (more devices than elements) stays empty
+        for j, p in enumerate(flat if hi > lo else ()):
+            if j != k:
+                acc = acc.alu(op, _move(_slice(p, 0, lo, hi), d))
         combined.append(acc)
-    out = []
-    for d in dev:
-        pieces = [c.copy_to(d) for c, (lo, hi) in zip(combined, chunks, strict=True) if hi > lo]
-        out.append(_concat(pieces, 0, combined[0].copy_to(d)).reshape(shape))
-    return tuple(out)
+    return tuple(_gather_range(combined, 0, 0, prod(shape), d).reshape(shape) for d in dev)
 
 
 # ---------------------------------------------------------------- realizing

@@ -51,12 +51,16 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool = False) -> None:
         dt = None if dtype is None else to_dtype(dtype)
         if isinstance(data, UOp):
-            self._uop, self._device = data, data.device or devices.canonical(device)
+            self._uop, self._device = data, data.device or devices.canonical_devices(device)
         elif isinstance(data, Tensor):
-            self._uop, self._device = data.to(device or data.device).uop, devices.canonical(device or data.device)
+            self._uop = data.to(device or data.device).uop
+            self._device = devices.canonical_devices(device or data.device)
         else:
-            self._device = devices.canonical(device)
-            self._uop = _from_python(data, dt, self._device)
+            self._device = devices.canonical_devices(device)
+            if isinstance(self._device, tuple):  # on several devices: replicated, as tinygrad does
+                self._uop = Tensor(data, self._device[0], dt).broadcast(self._device).uop
+            else:
+                self._uop = _from_python(data, dt, self._device)
         if dt is not None and dt != self.dtype:
             self._uop = self._uop.cast(dt)
         if requires_grad:

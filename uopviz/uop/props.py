@@ -408,7 +408,9 @@ def axis_of(u: UOp) -> int | None:
 
 def _reshape_axis(u: UOp, a: int) -> int:
     """Keep the shard boundary: the new axis starts after the same number of elements and splits n ways, or
-    (an axis n does not divide, sharded unevenly) is the old axis itself, at the same place in the elements."""
+    (an axis n does not divide, sharded unevenly) is the old axis itself, at the same place in the elements.
+    Where no axis keeps it, the axis that holds the old one's first element: running it then moves the shards
+    (uopviz/tensor/multi.py's shard pass gathers and splits them again)."""
     old, new = u.src[0].shape, u.shape
     dev = u.src[0].device
     n = len(dev) if isinstance(dev, tuple) else 1
@@ -421,8 +423,11 @@ def _reshape_axis(u: UOp, a: int) -> int:
     for j in starts:
         if new[j] == old[a]:
             return j
-    raise SpecError(u, f"reshape {fmt_shape(old)} -> {fmt_shape(new)} splits the shard axis {a} across "
-                       f"{n} devices", rule="shard-axis")
+    if not all(isinstance(d, int) for d in (*old, *new)):
+        raise SpecError(u, f"reshape {fmt_shape(old)} -> {fmt_shape(new)} of the shard axis {a} needs concrete "
+                           "sizes", rule="shard-axis")
+    # no new axis keeps the boundary: the one holding the old axis' first element, which the shards are moved to
+    return next((j for j in range(len(new)) if prod(new[:j + 1]) > before), max(len(new) - 1, 0))
 
 
 DERIVE = {"dtype": dtype_of, "shape": shape_of, "device": device_of, "min_max": min_max_of, "axis": axis_of}
