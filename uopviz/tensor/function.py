@@ -15,6 +15,10 @@ compiled once and every later call only runs them.
     y = layer(x, w, b)          # traced, scheduled and compiled on the first call of this signature
     y2 = layer(x2, w, b)        # the same kernels, new inputs
 
+Called with Tensors on several devices (uopviz/tensor/multi.py), the function runs inline instead: its graph
+goes through the shard pass as any other, one graph per device, whose kernels the compile cache still builds
+once per shape; a Function over several devices is not made.
+
 A signature is the inputs' shapes (a symbolic size counts as its variable: every bound value shares one trace),
 dtypes and devices, and the other arguments' values (which the trace bakes in, so they must be hashable).
 """
@@ -55,6 +59,8 @@ def function(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         inputs = list({id(t): t for t in _tensors((args, kwargs))}.values())
+        if any(isinstance(t.device, tuple) for t in inputs):  # see the module's docstring
+            return fn(*args, **kwargs)
         key = (_structure((args, kwargs), inputs), tuple(_signature(t) for t in inputs))
         traced = cache.get(key)
         if traced is None:

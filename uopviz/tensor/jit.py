@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uopviz.runtime import buffer as buffers
+from uopviz.tensor import multi
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -53,21 +54,21 @@ class _Replay:
 
     progs: list[Any]
     handles: list[list[Any]]
-    slots: list[list[tuple[int, int]]]  # input k -> (launch, argument) places it fills
+    slots: list[list[tuple[int, int, int]]]  # input k -> (launch, argument, its buffer) places it fills
     variables: list[tuple[str, ...]]
     fixed: list[dict[str, int]]  # each launch's variable values that no input's size gives
-    outputs: list[tuple[UOp, tuple[int | UOp, ...], str]]
+    outputs: list[tuple[UOp, tuple[int | UOp, ...], str | tuple[str, ...]]]
     single: bool
 
     def run(self, inputs: Sequence[Tensor], values: dict[str, int]) -> Any:
         for k, t in enumerate(inputs):
-            h = buffers.handle(t.uop.src[0])
-            for launch, arg in self.slots[k]:
-                self.handles[launch][arg] = h
+            hs = [buffers.handle(b) for b in multi.buffers_of(t.uop)]
+            for launch, arg, j in self.slots[k]:
+                self.handles[launch][arg] = hs[j]
         for prog, handles, names, fixed in zip(self.progs, self.handles, self.variables, self.fixed, strict=True):
             prog(handles, tuple(values[v] if v in values else fixed[v] for v in names))
-        outs = tuple(_tensor(buf.reshape(tuple(_rebind(d, values) for d in shape)), device)
-                     for buf, shape, device in self.outputs)
+        outs = tuple(_tensor(u if multi.is_realized(u) else u.src[0].reshape(tuple(_rebind(d, values) for d in shape)),
+                             device) for u, shape, device in self.outputs)
         return outs[0] if self.single else outs
 
 
@@ -116,18 +117,19 @@ def _capture(fn: Callable[..., Any], inputs: list[Tensor]) -> tuple[_Replay, Any
                        "are its inputs): there is nothing to replay; call it without @jit")
     single = not isinstance(result, tuple)
     outs = (result,) if single else result
-    positions = {t.uop.src[0]: k for k, t in enumerate(inputs)}
-    slots: list[list[tuple[int, int]]] = [[] for _ in inputs]
+    positions = {b: (k, j) for k, t in enumerate(inputs) for j, b in enumerate(multi.buffers_of(t.uop))}
+    slots: list[list[tuple[int, int, int]]] = [[] for _ in inputs]
     for i, launch in enumerate(launches):
-        for j, b in enumerate(launch.buffers):
+        for arg, b in enumerate(launch.buffers):
             if b in positions:
-                slots[positions[b]].append((i, j))
+                k, j = positions[b]
+                slots[k].append((i, arg, j))
     given = _values(inputs)
     replay = _Replay([launch.prog for launch in launches],
                      [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
-                     [(o.uop.src[0], tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
+                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
     _check_outputs(launches, outs, inputs, fn.__name__)
     return replay, result
 
@@ -137,7 +139,7 @@ def _check_outputs(launches: list[Launch], outs: Sequence[Tensor], inputs: list[
     Tensor, an input returned as it is) would not change on replay."""
     written = {launch.buffers[0] for launch in launches}
     for k, o in enumerate(outs):
-        if o.uop.src[0] not in written:
+        if not set(multi.buffers_of(o.uop)) <= written:
             raise JitError(f"@jit {name}: output {k} is not computed by the function's kernels (it is an input or a "
                            "Tensor computed before the call), so a replay would not update it; return a new Tensor "
                            "(e.g. x + 0 or x.contiguous())")
@@ -152,7 +154,7 @@ def _realized(result: Any, name: str) -> Any:
     return result
 
 
-def _tensor(u: UOp, device: str) -> Tensor:
+def _tensor(u: UOp, device: str | tuple[str, ...]) -> Tensor:
     from uopviz.tensor.tensor import Tensor
     t = object.__new__(Tensor)
     t._uop, t._device = u, device
@@ -160,7 +162,7 @@ def _tensor(u: UOp, device: str) -> Tensor:
 
 
 def _signature(t: Tensor) -> tuple[Any, ...]:
-    return (tuple(_unbound(d) for d in t.shape), t.dtype, t.device)
+    return (tuple(_unbound(d) for d in t.shape), t.dtype, t.device, t.axis)
 
 
 def _unbound(d: int | UOp) -> int | UOp:

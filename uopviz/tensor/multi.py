@@ -356,6 +356,22 @@ def realize(tensors: Sequence[Tensor]) -> None:
         t._uop = _realized_view(t.uop, shards)
 
 
+def assign(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
+    """Write each value into its realized multi-device target in place: the value resharded as the target is
+    (its axis), run through the shard pass, and each shard written into the target's shard on its device, all in
+    one schedule."""
+    from uopviz.realize import assign as write
+    values = [v if v.axis == t.axis else v.shard(t.device, t.axis) for t, v in pairs]
+    lowered = lower([v.uop for v in values])
+    targets = [s for t, _ in pairs for s in _REALIZED[t.uop]]
+    write(targets, [x for r in lowered for x in r])
+
+
+def buffers_of(u: UOp) -> list[UOp]:
+    """The Buffers a realized value's data lives in: one per shard for a multi-device value, else its own."""
+    return [s.src[0] for s in _REALIZED[u]] if u in _REALIZED else [u.src[0]]
+
+
 def _realized_view(u: UOp, shards: tuple[UOp, ...]) -> UOp:
     """A graph of u's shape, dtype, device and axis over a Buffer on the tuple device, standing for the shards
     (the shard pass maps it back to them): the shards one after another, viewed in the global shape."""
@@ -424,10 +440,12 @@ class MultiMixin:
         return self._on(self.uop.copy_to(canonical_devices(device) if device is not None else dev[0]))
 
     def reduce_to(self: Tensor) -> Tensor:
-        """SPEC's reduce: gather(T).reshape(n, s, ...).sum(0), the sum of the devices' shards on D[0]."""
-        n = _even(self, "reduce_to")
+        """SPEC's reduce: gather(T).reshape(n, s, ...).sum(0), the sum of the devices' shards on D[0]. Shards of
+        uneven sizes (n not dividing the axis) are summed as if zero-padded to the longest, c = ceil(size/n)."""
+        n, c = _split(self, "reduce_to")
         g = self.gather_to()
-        return g.reshape(n, self.shape[0] // n, *self.shape[1:]).sum(0)
+        g = g.pad([(0, n * c - self.shape[0])] + [None] * (self.ndim - 1))
+        return g.reshape(n, c, *self.shape[1:]).sum(0)
 
     def allgather(self: Tensor) -> Tensor:
         """SPEC's allgather: T.reshape(1, *s).expand(n, *s).copy(D).replicated(0), the whole value on every
@@ -438,13 +456,16 @@ class MultiMixin:
 
     def reduce_scatter(self: Tensor) -> Tensor:
         """SPEC's reduce_scatter of T (n*s,) on D (axis 0): T.reshape(n, n, s//n).permute(1, 0, 2).copy(D).sum(1)
-        .reshape(s); device i holds chunk i of the sum of the shards, (s,) on D with axis 0."""
-        n = _even(self, "reduce_scatter")
-        if self.ndim != 1 or (s := self.shape[0] // n) % n:
-            raise ShardError(f"reduce_scatter takes a 1-d tensor of n*s elements with s a multiple of n={n} "
-                             f"(each device's shard splits into n chunks), got shape {self.shape}")
-        x = self.uop.reshape((n, n, s // n)).permute((1, 0, 2)).copy_to(self.device)
-        return self._on(x).sum(1).reshape(s)
+        .reshape(s); device i holds chunk i of the sum of the shards, (s,) on D with axis 0. Where n does not
+        divide s (or the shards: see reduce_to), each shard is zero-padded to n chunks of ceil(s/n) and the sum
+        cut back to s, so device i holds the chunk a Copy would give it."""
+        n, c = _split(self, "reduce_scatter")
+        if self.ndim != 1:
+            raise ShardError(f"reduce_scatter takes a 1-d tensor (SPEC's (n*s,) on D), got shape {self.shape}")
+        t = -(-c // n)
+        x = self.pad([(0, n * c - self.shape[0])]).reshape(n, c).pad([None, (0, n * t - c)])
+        x = self._on(x.reshape(n, n, t).permute(1, 0, 2).uop.copy_to(self.device))
+        return x.sum(1).reshape(n * t).shrink([(0, c)])
 
     def allreduce(self: Tensor) -> Tensor:
         """SPEC's allreduce: allgather(reduce_scatter(T)), the sum of the shards on every device."""
@@ -468,10 +489,11 @@ def _multi(t: Tensor, what: str) -> Devices:
     return t.device
 
 
-def _even(t: Tensor, what: str) -> int:
-    """n, for a tensor sharded evenly along axis 0 (SPEC's (n*s,) on D with axis 0)."""
+def _split(t: Tensor, what: str) -> tuple[int, int]:
+    """(n, c) for a tensor sharded along axis 0 (SPEC's (n*s,) on D with axis 0): c = ceil(size/n) elements
+    per shard, the last ones shorter where n does not divide the size."""
     n = len(_multi(t, what))
-    if t.axis != 0 or t.shape[0] % n:
-        raise ShardError(f"{what} takes a tensor sharded along axis 0 into n={n} equal shards (SPEC's (n*s,) on D), "
-                         f"got shape {t.shape} with shard axis {t.axis}")
-    return n
+    if t.axis != 0:
+        raise ShardError(f"{what} takes a tensor sharded along axis 0 (SPEC's (n*s,) on D), got shape {t.shape} "
+                         f"with shard axis {t.axis}")
+    return n, -(-t.shape[0] // n)

@@ -229,7 +229,9 @@ def assign_all(targets: Sequence[Tensor], values: Sequence[Tensor]) -> None:
         v = v.cast(t.dtype).expand(t.shape)
         if t._size() and v.uop is not t.uop:
             pairs.append((t.realize(), v))
-    for dev in dict.fromkeys(t.device for t, _ in pairs):
+    if shared := [(t, v) for t, v in pairs if isinstance(t.device, tuple)]:
+        multi.assign(shared)
+    for dev in dict.fromkeys(t.device for t, _ in pairs if not isinstance(t.device, tuple)):
         group = [(t, v) for t, v in pairs if t.device == dev]
         assign([t.uop for t, _ in group], [v.uop for _, v in group])
 
