@@ -253,8 +253,12 @@ def _empty_on(parts: Sequence[UOp], ax: int, d: str) -> UOp:
     own = next((p for p in parts if p.device == d), None)
     if own is not None:
         return _slice(own, ax, 0, 0)
-    shape = _with(parts[0].shape, ax, 0)
-    return buffer.new_buffer(0, parts[0].dtype, d).shrink((0,), (0,)).reshape(shape)
+    return _nothing(_with(parts[0].shape, ax, 0), parts[0].dtype, d)
+
+
+def _nothing(shape: tuple[int, ...], dtype: Any, d: str) -> UOp:
+    """A value of no elements on device d: a view of none of a fresh buffer's."""
+    return buffer.new_buffer(0, dtype, d).shrink((0,), (0,)).reshape(shape)
 
 
 def _resplit(parts: tuple[UOp, ...], ax: int, dev: Devices) -> tuple[UOp, ...]:
@@ -346,13 +350,13 @@ def realize(tensors: Sequence[Tensor]) -> None:
     a multi-device tensor then holds its shards, the others their buffer."""
     from uopviz.realize import realize as run
     lowered = lower([t.uop for t in tensors])
-    flat = [x for r in lowered for x in (r if isinstance(r, tuple) else (r,))]
+    flat = [x for r in lowered for x in (r if isinstance(r, tuple) else (r,)) if prod(x.shape)]
     done = iter(run(flat))
     for t, r in zip(tensors, lowered, strict=True):
         if not isinstance(r, tuple):
             t._uop = next(done)
             continue
-        shards = tuple(next(done) for _ in r)
+        shards = tuple(next(done) if prod(x.shape) else _nothing(x.shape, x.dtype, x.device) for x in r)
         t._uop = _realized_view(t.uop, shards)
 
 
@@ -362,14 +366,16 @@ def assign(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     one schedule."""
     from uopviz.realize import assign as write
     values = [v if v.axis == t.axis else v.shard(t.device, t.axis) for t, v in pairs]
-    lowered = lower([v.uop for v in values])
+    lowered = [x for r in lower([v.uop for v in values]) for x in r]
     targets = [s for t, _ in pairs for s in _REALIZED[t.uop]]
-    write(targets, [x for r in lowered for x in r])
+    kept = [(s, x) for s, x in zip(targets, lowered, strict=True) if prod(s.shape)]  # an empty shard holds nothing
+    write([s for s, _ in kept], [x for _, x in kept])
 
 
 def buffers_of(u: UOp) -> list[UOp]:
-    """The Buffers a realized value's data lives in: one per shard for a multi-device value, else its own."""
-    return [s.src[0] for s in _REALIZED[u]] if u in _REALIZED else [u.src[0]]
+    """The Buffers a realized value's data lives in: one per shard for a multi-device value (empty shards have
+    none), else its own."""
+    return [s.src[0] for s in _REALIZED[u] if prod(s.shape)] if u in _REALIZED else [u.src[0]]
 
 
 def _realized_view(u: UOp, shards: tuple[UOp, ...]) -> UOp:
