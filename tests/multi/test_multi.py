@@ -122,8 +122,10 @@ def test_to_devices_and_back() -> None:
 
 def test_errors() -> None:
     D = CPUS[2]
-    with pytest.raises(ShardError, match="s a multiple of n=2"):
-        Tensor(np.zeros(6, np.float32)).scatter_to(D).reduce_scatter()
+    with pytest.raises(ShardError, match="takes a 1-d tensor"):
+        Tensor(np.zeros((6, 2), np.float32)).scatter_to(D).reduce_scatter()
+    with pytest.raises(ShardError, match="sharded along axis 0"):
+        Tensor(np.zeros((2, 6), np.float32)).shard(D, 1).reduce_to()
     with pytest.raises(ShardError, match="needs a tensor on several devices"):
         Tensor([1.0]).allgather()
     with pytest.raises(ShardError, match="0-d tensor"):
