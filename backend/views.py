@@ -28,6 +28,8 @@ from backend.recording import RecordError
 from backend.store import NotFound, StoredTrace
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.dtype import DTypeError, dtypes
+from uopviz.runtime.device import shard_free
+from uopviz.search.keys import kernel_hash
 from uopviz.trace import Trace, TraceContext, TraceFormatError, TracePass
 from uopviz.uop.ops import AxisType, GroupOp, Ops, UOp
 
@@ -68,7 +70,7 @@ def detail(st: StoredTrace) -> TraceDetail:
             opt_steps = _opt_steps(tr, c)
             infos.append(ContextInfo(
                 index=i, name=c.name, label=c.name if named[c.name] == 1 else f"{c.name} #{seen[c.name]}",
-                kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(c), opts=[OptSpec(**o) for o in c.opts],
+                kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(tr, c), opts=[OptSpec(**o) for o in c.opts],
                 stack=[Frame(**f) for f in c.stack], time_ns=sum(p.time_ns for p in c.passes if p.depth == 0),
                 passes=[PassInfo(index=j, name=p.name, stage=p.stage, depth=p.depth, parent=p.parent,
                                  steps=len(p.steps), error=p.error, time_ns=p.time_ns, folded=_folded(p),
@@ -158,11 +160,15 @@ def _first_pass(c: TraceContext) -> TracePass | None:
     return next((p for p in c.passes if p.depth == 0), None)
 
 
-def _kernel_hash(c: TraceContext) -> str | None:
-    """A kernel's content hash: the id of the graph its lowering began with, which is the node_id the tuning
-    database keys the kernel by (trace ids are content ids)."""
+def _kernel_hash(tr: Trace, c: TraceContext) -> str | None:
+    """A kernel's content hash as the tuning database keys it: the id of the graph its lowering began with
+    (trace ids are content ids), or, where its Params name an indexed device (a shard's kernel, keyed without the
+    index: uopviz.search.keys), that graph's rebuilt hash."""
     first = _first_pass(c) if c.kind == "kernel" else None
-    return None if first is None else first.input
+    if first is None:
+        return None
+    named = {_param_device(tr.node(n)) for n in tr.nodes_of(first.input)} - {None}
+    return kernel_hash(tr.uop(first.input)) if any(shard_free(d) != d for d in named) else first.input
 
 
 def _context(st: StoredTrace, ci: int) -> TraceContext:
@@ -344,9 +350,11 @@ def kernel_input(st: StoredTrace, ci: int) -> tuple[UOp, str]:
 
 def _device(st: StoredTrace, nodes: list[str]) -> str | None:
     """The device the kernel's Params name (a saved trace says no more), else the trace's own device."""
-    for nid in nodes:
-        arg = st.trace.node(nid)["arg"]
-        param = arg.get("ParamArg") if isinstance(arg, dict) else None
-        if isinstance(param, dict) and isinstance(param.get("device"), str):
-            return param["device"]
-    return st.device
+    return next((d for nid in nodes if (d := _param_device(st.trace.node(nid))) is not None), st.device)
+
+
+def _param_device(e: display.Entry) -> str | None:
+    """The device a Param node's entry names, if it is one that names a device."""
+    arg = e["arg"]
+    param = arg.get("ParamArg") if isinstance(arg, dict) else None
+    return param["device"] if isinstance(param, dict) and isinstance(param.get("device"), str) else None

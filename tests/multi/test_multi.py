@@ -26,7 +26,7 @@ SETS = [pytest.param(CPUS[n], id=f"cpu{n}") for n in (2, 3, 4)] + [
     for name, d in (("cl", CLS), ("mixed", MIXED)) for n in (2, 3, 4)] + [
     pytest.param(("PYTHON:0", "PYTHON:1"), id="python2")]
 RNG = np.random.default_rng(18)
-S = 12  # each device's elements: divisible by 2, 3 and 4, as reduce_scatter needs
+S = 12  # each device's elements: divisible by 2, 3 and 4 (SPEC's even case; test_shard_ops has uneven ones)
 
 
 @pytest.mark.parametrize("D", SETS)

@@ -47,7 +47,7 @@ from uopviz.pipeline import scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
 from uopviz.search.executor import Built, Executor, LocalExecutor, Measured
-from uopviz.search.keys import CacheKey
+from uopviz.search.keys import CacheKey, kernel_hash
 from uopviz.search.timing import ABORT_FACTOR, Timing
 from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
@@ -115,7 +115,7 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
     try:
         with unrecorded():
             info, target = executor.target(device)
-            key = CacheKey.of(node_id(ast), info, ACTION_SPACE_VERSION)
+            key = CacheKey.of(kernel_hash(ast), info, ACTION_SPACE_VERSION)
             hit = None if force else tdb.lookup(key)
             if hit is not None and (answer := _answered(tdb, hit, ast, target)) is not None:
                 return answer

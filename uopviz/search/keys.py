@@ -73,7 +73,12 @@ def cache_key(ast: UOp, device: str) -> CacheKey:
     """The tuning database's key for a kernel on a device (its runtime is started to describe it). The devices
     its Params name count without their index (`CPU:*`), like the target's, so that the kernel of one shard of a
     multi-device tensor, tuned once, serves every shard with the same shape."""
-    return CacheKey.of(node_id(_shard_free(ast)), describe_target(device), ACTION_SPACE_VERSION)
+    return CacheKey.of(kernel_hash(ast), describe_target(device), ACTION_SPACE_VERSION)
+
+
+def kernel_hash(ast: UOp) -> str:
+    """The key's hash of a kernel: its AST's, with the devices its Params name counted without their index."""
+    return node_id(_shard_free(ast))
 
 
 def _shard_free(ast: UOp) -> UOp:
