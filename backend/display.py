@@ -62,28 +62,12 @@ def _named(kind: str, f: dict[str, Any]) -> str:
     return f"{kind}({shown})"
 
 
-_NO_DEVICE = frozenset({Ops.CONST.value, Ops.RANGE.value, Ops.DEFINE_VAR.value, Ops.BINARY.value, Ops.SPECIAL.value})
-
-
 def devices(order: list[str], node: Lookup) -> dict[str, str]:
-    """The device of each node of a graph (ids sources first) as SPEC derives it, spelled for display, where the
-    graph spans several devices (a multi-device tensor's, a copy between devices); empty where it spans one, so
-    that a single-device graph reads as before."""
-    out: dict[str, str] = {}
-    for nid in order:
-        e = node(nid)
-        arg, op = e["arg"], e["op"]
-        fields = next(iter(arg.values())) if isinstance(arg, dict) and len(arg) == 1 else None
-        if op == Ops.COPY.value:
-            out[nid] = _value(arg)
-        elif isinstance(fields, dict) and fields.get("device") is not None:
-            out[nid] = _value(fields["device"])
-        elif op not in _NO_DEVICE and op not in (Ops.FUNCTION.value, Ops.CALL.value):
-            d = next((out[s] for s in e["src"] if s in out), None)
-            if d is not None:
-                out[nid] = d
-        elif op in (Ops.FUNCTION.value, Ops.CALL.value) and len(e["src"]) > 1 and e["src"][1] in out:
-            out[nid] = out[e["src"][1]]
+    """The device of each node of a graph (its entries' "device", which recording derives by the dialect's rule),
+    spelled for display, where the graph spans several devices (a multi-device tensor's, a copy between devices);
+    empty where it spans one, so that a single-device graph reads as before, and for a trace saved before devices
+    were stored."""
+    out = {nid: _value(d) for nid in order if (d := node(nid).get("device")) is not None}
     return out if len(set(out.values())) > 1 else {}
 
 

@@ -13,7 +13,7 @@ from uopviz import Tensor
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import UnknownDeviceError
 from uopviz.tensor.multi import ShardError, bounds
-from uopviz.trace.ids import node_ids
+from uopviz.trace.nodes import NodeTable
 from uopviz.uop.ops import Ops, UOp
 
 HAS_CL = bool(devices.available(["CL"]))
@@ -173,20 +173,20 @@ def test_trace_shows_the_shard_pass_with_devices() -> None:
     names = [c.name for c in tr.contexts]
     assert names[:2] == ["shard", "schedule"]
     assert [p.name for p in tr.contexts[0].passes] == ["shard"]
-    # the UI's text: each node of a graph over several devices names its device
+    # the UI's text: each node of a graph over several devices names its device, as recorded in its entry
     x = Tensor(np.ones(4, np.float32), device="CPU:0").uop
     g = (x.copy_to("CPU:1") * 2).copy_to("CPU:0") + x
-    ids = node_ids([g])
-    entries = {i: {**_entry(u, ids), "shape": list(u.shape)} for u, i in ids.items()}
-    order = [ids[u] for u in g.toposort()]
-    on = display.devices(order, entries.__getitem__)
-    assert {on[ids[u]] for u in g.toposort() if u.op is Ops.MUL} == {"CPU:1"} and on[ids[g]] == "CPU:0"
-    assert display.devices([ids[x]], entries.__getitem__) == {}  # one device: no labels
-
-
-def _entry(u: UOp, ids: dict[UOp, str]) -> dict:
-    from uopviz.trace.ids import base_entry
-    return base_entry(u, [ids[s] for s in u.src])
+    table = NodeTable()
+    table.add(g)
+    order = [table.ids[u] for u in g.toposort()]
+    on = display.devices(order, table.entry)
+    assert {on[table.ids[u]] for u in g.toposort() if u.op is Ops.MUL} == {"CPU:1"} and on[table.ids[g]] == "CPU:0"
+    assert display.devices([table.ids[x]], table.entry) == {}  # one device: no labels
+    s = Tensor(np.ones(4, np.float32)).shard(CPUS[2], 0).uop
+    table.add(s)
+    assert table.entry(table.ids[s])["device"] == list(CPUS[2])
+    old = {nid: {k: v for k, v in table.entry(nid).items() if k != "device"} for nid in order}
+    assert display.devices(order, old.__getitem__) == {}  # a trace saved before devices were stored
 
 
 def test_devices_run_on_threads_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:

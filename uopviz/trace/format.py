@@ -116,6 +116,10 @@ def _check_node(nodes: dict[str, Any], nid: str, entry: Any) -> None:
             _ref(nodes, d, f"{where}.shape[{i}]")
         elif not isinstance(d, int) or isinstance(d, bool):
             raise TraceFormatError(f"{where}.shape[{i}]: expected an int or a node id, got {_kind(d)}")
+    device = entry.get("device")  # optional: derived, stored since uopviz's multi-device support
+    if not (device is None or isinstance(device, str) or (isinstance(device, list) and device
+                                                           and all(isinstance(d, str) for d in device))):
+        raise TraceFormatError(f"{where}.device: expected a device name or a list of them, got {_kind(device)}")
     for key in ("arg", "tag"):
         if key not in entry:
             raise TraceFormatError(f"{where}: missing field {key!r}")

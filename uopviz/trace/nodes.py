@@ -38,6 +38,8 @@ class NodeTable:
             nid = content_id(e)
             entry = {"op": e["op"], "dtype": e["dtype"], "shape": self._shape(u, new), "arg": e["arg"],
                      "src": e["src"], "tag": e["tag"]}
+            if (device := _device(u)) is not None:
+                entry["device"] = device
             ids[u] = nid
             if nid not in self.entries:
                 self.entries[nid] = entry
@@ -154,3 +156,14 @@ class NodeTable:
         if rid not in self.entries:
             self._derived.setdefault(rid, rebuilt)
         return rid
+
+
+def _device(u: UOp) -> str | list[str] | None:
+    """The node's device as the dialect derives it (uopviz/uop/props.py), a list for several; None where it has
+    none or the rules do not apply (e.g. mid-rewrite). Stored so that readers show it without deriving it again;
+    traces saved before it was stored have no "device" in their entries."""
+    try:
+        d = u.device
+    except Exception:
+        return None
+    return list(d) if isinstance(d, tuple) else d
