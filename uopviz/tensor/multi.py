@@ -279,8 +279,8 @@ def _on_first(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
                                 for s in u.src))
     if ax is None:
         return tuple(_move(whole, d) for d in dev)
-    return tuple(_move(_slice(whole, ax, lo, hi), d) for (lo, hi), d in zip(bounds(u.shape[ax], len(dev)), dev,
-                                                                              strict=True))
+    return tuple(_gather_range((whole,), ax, lo, hi, d) for (lo, hi), d in zip(bounds(u.shape[ax], len(dev)), dev,
+                                                                                strict=True))
 
 
 def _reshard(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
