@@ -10,10 +10,17 @@ computes there (`uopviz ray-resources CPU CL` prints them for `ray start --resou
 "uopviz:<DEVICE>:<digest of its target>" (the device's name, driver and compiler), each 1, so one actor per
 machine and device times, and a tuning key is only ever timed on machines that match it.
 
+Several searches share one executor (`beam_many`, up to `searches` at once, each in a thread of the calling
+process): builds of all of them go to the cluster's CPUs, at most one task per CPU in flight; each timing actor
+takes one candidate at a time from whichever search asks first.
+
 Faults: a timing actor that dies (its worker or machine killed) or outlives the per-candidate timeout (then it is
 killed) loses only its candidate, which is retried on another timing actor, up to MAX_ATTEMPTS times, then
-recorded as failed with why. A build task whose worker dies is retried by Ray once. The search's process remains
-the only writer of the tuning database, so killing it leaves the database as a local search's kill does.
+recorded as failed with why. A build task whose worker dies is retried by Ray once; one that outlives the
+per-candidate timeout and `build_grace_s` (a hang its own timer cannot interrupt, in native code or a frozen
+worker) is cancelled, which kills its worker (Ray starts another), and its candidate is recorded as failed. The
+search's process remains the only writer of the tuning database, so killing it leaves the database as a local
+search's kill does.
 
 Ray sends task arguments with its own serializer (pickle underneath), as the local process pool does: connect only
 to a cluster you own.
