@@ -3,6 +3,7 @@ uvicorn until Ctrl-C, guarded by a token made at start (printed in the URL)."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -130,9 +131,9 @@ def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: s
         if browser:
             threading.Thread(target=_open_browser, args=(url,), daemon=True).start()
 
-    try:
+    # uvicorn shuts down on SIGINT, then raises it again (when asyncio lets it through: not always)
+    with contextlib.suppress(KeyboardInterrupt):
         _Server(uvicorn.Config(app, log_level="warning"), ready, lambda: app.state.beams.stop(wait=False)).run(
             sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn shuts down on SIGINT, then raises it again for the default handler
-        print("uopviz: stopped", flush=True)
+    print("uopviz: stopped", flush=True)
     return 0

@@ -2,10 +2,11 @@
 every zoo program, and the final kernel times each tuning chose.
 
 The cluster is this machine's: a head with no CPUs and NODES worker nodes with CPUS CPUs each, every one owning the
-CPU device (uopviz.search.ray_executor.device_resources), all on 127.0.0.1. The local run uses a process pool of
-one compile process per core, as `uopviz beam` does. Each run has its own fresh tuning database and compiled-kernel
-cache, so both compile and time everything they report. Timing noise makes the two searches choose differently at
-times: compare the totals, not kernel by kernel.
+CPU device (uopviz.search.ray_executor.device_resources), all on 127.0.0.1. The local run uses a process pool of one
+compile process per core and searches one kernel after another, as `uopviz beam` does; the cluster run searches
+several kernels at once (RayExecutor's default), as `uopviz beam --ray` does. Each run has its own fresh tuning
+database and compiled-kernel cache, so both compile and time everything they report. Timing noise makes the two
+searches choose differently at times: compare the totals, not kernel by kernel.
 
     python bench/beam_ray.py [KERNEL ...] [--beam 2] [--rounds 3] [--nodes 2] [--cpus 1] [--small]
 """
@@ -26,18 +27,18 @@ def tune(names: list[str], width: int, rounds: int, small: bool, executor: objec
     """Wall seconds to tune every kernel of the named zoo programs, and each kernel's chosen time."""
     from kernels import ZOO
     from uopviz.pipeline import kernels_of, schedule
-    from uopviz.search import beam
-    from uopviz.search.db import TuningDB
-    times: dict[str, float] = {}
+    from uopviz.search.beam import beam_many
     t0 = time.perf_counter()
-    with TuningDB() as db:
-        for name in names:
-            z = ZOO[name]
-            out, _ = z.build(z.sizes(small=small), "CPU")
-            for i, (ast, _) in enumerate(kernels_of(schedule([out.uop]))):
-                r = beam(ast, width, "CPU", db=db, max_rounds=rounds, progress=False, executor=executor)
-                times[f"{name}[{i}] {r.kernel_name}"] = r.time_s
-    return time.perf_counter() - t0, times
+    labels, kernels = [], []
+    for name in names:
+        z = ZOO[name]
+        out, _ = z.build(z.sizes(small=small), "CPU")
+        for i, (ast, _) in enumerate(kernels_of(schedule([out.uop]))):
+            labels.append(f"{name}[{i}]")
+            kernels.append((ast, "CPU"))
+    # one call, as `uopviz beam all` makes: on the cluster several kernels are searched at once
+    results = beam_many(kernels, width, max_rounds=rounds, progress=False, executor=executor)
+    return time.perf_counter() - t0, {f"{k} {r.kernel_name}": r.time_s for k, r in zip(labels, results, strict=True)}
 
 
 def main() -> int:

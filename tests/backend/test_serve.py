@@ -29,7 +29,7 @@ def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
     proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0", "--db",
                              "picked.db"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=tmp_path)
-    timer = threading.Timer(60, proc.kill)  # a server that never comes up fails the test instead of hanging it
+    timer = threading.Timer(180, proc.kill)  # a server that never comes up fails the test instead of hanging it
     timer.start()
     try:
         line = proc.stdout.readline() if proc.stdout else ""

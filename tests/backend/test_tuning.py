@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +26,7 @@ from fastapi.testclient import TestClient
 from backend.app import create_app
 from backend.security import Access
 from backend.store import TraceStore
+from backend.tuning import BeamJob
 from uopviz.search.db import TuningDB
 from uopviz.search.executor import LocalExecutor
 from uopviz.search.keys import CacheKey, TargetInfo
@@ -128,13 +132,35 @@ def test_a_search_streams_its_progress_and_the_routes_show_what_it_stored(client
     assert [x["id"] for x in mine] == [sid]
 
 
+def hold_at_first_candidate(job: BeamJob, proc: subprocess.Popen[str]) -> threading.Event:
+    """Pause the search process as its first candidate arrives, and let it go on once the server has asked it to
+    stop (its stdin closed): the stop then lands mid-search however fast, or loaded, the machine is. Set once held."""
+    held, add = threading.Event(), job.add
+
+    def go_on_once_asked_to_stop() -> None:
+        while proc.stdin is not None and not proc.stdin.closed:
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGCONT)
+
+    def add_and_hold(fields: dict[str, Any]) -> None:
+        if fields.get("event") == "candidate" and not held.is_set():
+            os.kill(proc.pid, signal.SIGSTOP)
+            held.set()
+            threading.Thread(target=go_on_once_asked_to_stop, daemon=True).start()
+        add(fields)
+
+    job.add = add_and_hold  # type: ignore[method-assign]
+    return held
+
+
 def test_a_stopped_search_is_interrupted_and_resumes(tiny: TraceStore, db: Path, missing_dist: Path,
                                                     make_client: Callable[..., TestClient]) -> None:
     with make_client(tiny, db=db, dist=missing_dist) as c:
         app = c.app
         started = c.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
         job = app.state.beams.get(started["job"])
-        wait_for(lambda: any(e.event == "candidate" for e in job.since(0)[0]))
+        held = hold_at_first_candidate(job, app.state.beams._running[1])
+        wait_for(held.is_set)
     # shutting the app down stopped the search: its stream ends saying so, its candidates are kept
     last = job.since(0)[0][-1]
     assert (last.event, getattr(last, "kind", None)) == ("error", "interrupted")

@@ -24,14 +24,16 @@ pytestmark = pytest.mark.slow
 SEARCH_TIMEOUT_MS = 120_000
 OTHER_SEARCHES = 200  # with search 1, one more than the first page of the list (the route's default limit)
 WRONG = "wrong result: 12 elements differ"
+NODE_A, NODE_B = "box-a (ray node 1a2b3c4d)", "box-b (ray node 5e6f7a8b)"  # where the past search's candidates ran
 
 
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve gemm-small.uopviz-trace.json --db tuning.db`, the database holding one earlier search of its
-    kernel (on another machine): the unoptimized kernel and the heuristic's, a candidate that failed, one whose
-    program repeats an earlier one, the winner, and the final check timing those three again; then OTHER_SEARCHES
-    of another kernel, more than a page of the list."""
+    kernel (on another machine, a Ray cluster of two nodes: each candidate built and timed on one of them, the final
+    check on one): the unoptimized kernel and the heuristic's, a candidate that failed, one whose program repeats an
+    earlier one, the winner, and the final check timing those three again; then OTHER_SEARCHES of another kernel,
+    more than a page of the list."""
     tmp = tmp_path_factory.mktemp("beam-ui")
     trace = record_zoo("gemm", "CPU", small=True)
     trace.save(tmp / "gemm-small.uopviz-trace.json")
@@ -39,19 +41,20 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with TuningDB(tmp / "tuning.db") as db:
         h = db.begin_search(CacheKey.of(kernel_hash, TargetInfo("CPU", "another CPU"), 1), trace.contexts[1].name,
                             "ast", {"beam": 1, "max_rounds": 1, "threshold": 0.01})
-        root = db.add_candidate(h.id, None, 0, [], "p0", 40, 0.02, None, [4e-6, 5e-6, 6e-6])
+        root = db.add_candidate(h.id, None, 0, [], "p0", 40, 0.02, None, [4e-6, 5e-6, 6e-6], NODE_A, NODE_A)
         heuristic = [{"op": "SPLIT", "axis": 1, "arg": [2, "UPCAST", False]}]
-        heur = db.add_candidate(h.id, root, 0, heuristic, "ph", 44, 0.02, None, [3e-6, 3e-6, 3e-6])
+        heur = db.add_candidate(h.id, root, 0, heuristic, "ph", 44, 0.02, None, [3e-6, 3e-6, 3e-6], NODE_B, NODE_B)
         upcast = [{"op": "SPLIT", "axis": 0, "arg": [3, "UPCAST", False]}]
-        db.add_candidate(h.id, root, 1, upcast, "p1", 52, 0.03, WRONG, [])
+        db.add_candidate(h.id, root, 1, upcast, "p1", 52, 0.03, WRONG, [], NODE_B, NODE_A)
         db.add_candidate(h.id, root, 1, [{"op": "SPLIT", "axis": 1, "arg": [2, "UNROLL", False]}], "p0", 40, 0.02,
                          None, [])
         best_opts = [{"op": "SPLIT", "axis": 1, "arg": [5, "UPCAST", False]}]
-        best = db.add_candidate(h.id, root, 1, best_opts, "p3", 48, 0.03, None, [1e-6, 2e-6, 3e-6])
+        best = db.add_candidate(h.id, root, 1, best_opts, "p3", 48, 0.03, None, [1e-6, 2e-6, 3e-6], NODE_A, NODE_B)
         # the final check: the winner, the heuristic's and the unoptimized kernels timed again, each as a child
-        db.add_candidate(h.id, heur, 2, heuristic, "ph", 44, None, None, [3e-6, 4e-6, 5e-6])
-        db.add_candidate(h.id, root, 2, [], "p0", 40, None, None, [5e-6, 5e-6, 6e-6])
-        db.finish_search(h.id, db.add_candidate(h.id, best, 2, best_opts, "p3", 48, None, None, [1e-6, 2e-6, 3e-6]))
+        db.add_candidate(h.id, heur, 2, heuristic, "ph", 44, None, None, [3e-6, 4e-6, 5e-6], measured_on=NODE_B)
+        db.add_candidate(h.id, root, 2, [], "p0", 40, None, None, [5e-6, 5e-6, 6e-6], measured_on=NODE_B)
+        db.finish_search(h.id, db.add_candidate(h.id, best, 2, best_opts, "p3", 48, None, None, [1e-6, 2e-6, 3e-6],
+                                                measured_on=NODE_B))
         for _ in range(OTHER_SEARCHES):
             other = db.begin_search(CacheKey.of("0ther", TargetInfo("CPU"), 1), "r_L8", "ast", {"beam": 1})
             db.finish_search(other.id, db.add_candidate(other.id, None, 0, [], "q0", 10, 0.01, None, [1e-6]))
@@ -142,6 +145,33 @@ def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candi
                          "return b.scrollWidth <= b.clientWidth; }")
     assert page.inner_text(".uv-beam-result").startswith("Tuned on another CPU: 2.00 µs with UPCAST a1 ×5")
     page.screenshot(path=shots / "beam-past-search.png")
+
+
+def test_a_candidate_says_which_machine_built_and_which_timed_it(page: Page, server: str, shots: Path) -> None:
+    """The past search ran on two Ray nodes: a picked candidate names the node that built it and the one that timed
+    it, as the database has them (a failed one was built but not timed; a final re-timing was timed, not built)."""
+    search = api(page, server, "tuning/searches/1")
+    page.goto(f"{server}#/t/gemm-small/c/1/p/0/s/0/v/beam/b/1")
+    page.locator(".uv-beam-search[data-sid='1'][data-status='done']").wait_for()
+
+    def facts() -> dict[str, str]:
+        keys = page.eval_on_selector_all(".uv-beam-picked dt", "els => els.map(e => e.textContent)")
+        values = page.eval_on_selector_all(".uv-beam-picked dd", "els => els.map(e => e.textContent)")
+        return dict(zip(keys, values, strict=True))
+
+    winner = next(c for c in search["candidates"] if c["round"] == 1 and c["id"] in search["winning_path"])
+    page.click(f".uv-beam-dot[data-id='{winner['id']}']")
+    page.locator(".uv-beam-picked").wait_for()
+    assert (winner["built_on"], winner["measured_on"]) == (NODE_A, NODE_B)
+    assert {k: v for k, v in facts().items() if k.endswith(" on")} == {"built on": NODE_A, "measured on": NODE_B}
+    page.screenshot(path=shots / "beam-where-it-ran.png")
+    page.click(f".uv-beam-dot[data-id='{search['best_id']}']")  # the final check's re-timing of the winner
+    page.wait_for_function("id => document.querySelector('.uv-beam-picked .uv-label').textContent.includes('#' + id)",
+                           arg=search["best_id"])
+    assert {k: v for k, v in facts().items() if k.endswith(" on")} == {"measured on": NODE_B}
+    page.click(".uv-beam-failed")
+    page.wait_for_function("() => document.querySelector('.uv-beam-picked .uv-error') !== null")
+    assert {k: v for k, v in facts().items() if k.endswith(" on")} == {"built on": NODE_B, "measured on": NODE_A}
 
 
 def test_every_kernel_s_searches_come_a_page_at_a_time(page: Page, server: str) -> None:

@@ -51,6 +51,25 @@ def test_gemm_tile_is_vector_loads_and_accumulators(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_padded_tile_loads_whole_vectors_and_gathers_only_the_last(device: str) -> None:
+    # 37 columns padded to 48 for 16-wide vectors, 11 rows to 12 for 2-row tiles, 13 (a prime) reduced: a column
+    # block inside the matrix is one vector load; the last block, past the edge, gathers its clamped lanes
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((11, 13), np.float32), rng.standard_normal((13, 37), np.float32)
+    opts = [Opt(OptOps.PADTO, 1, 16), Opt(OptOps.PADTO, 0, 2), Opt(OptOps.SPLIT, 1, (16, U, False)),
+            Opt(OptOps.SPLIT, 0, (2, U, False))]
+    got, src = run(lambda x, y: x @ y, [a, b], device, opts)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    got, _ = run(lambda x: x[:, :37] * 2 + 1, [b[:, :37] + 0], device, [Opt(OptOps.PADTO, 1, 8), *upcast(1, 8)])
+    np.testing.assert_array_equal(got, b * 2 + 1)
+    if device == "CPU":
+        assert src.count("*(float16_u*)(data2+") == 1  # the whole vector, under the condition that it is whole
+        assert "?*(float16_u*)(data2+" in src
+    if device == "CL":
+        assert "?vload16(0,data2+" in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_lane_counts_without_a_vector_type_are_scalar_code(device: str) -> None:
     a = np.arange(30, dtype=np.float32).reshape(3, 10) - 7.5
     got, src = run(lambda x: x * 2 + 1, [a], device, upcast(1, 5))

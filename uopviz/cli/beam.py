@@ -3,9 +3,10 @@ with the unoptimized kernels and the heuristic's opts.
 
 KERNEL is a zoo name (`uopviz kernels` lists them; `all` is the whole zoo) or `path.py:function`, a function
 returning a lazy Tensor (--shape values are passed to it as keyword arguments). Every kernel the programs' realize
-runs is searched, in order; results go to the tuning database, so running the same command again answers from it
-at once. With --ray the candidates are built and timed on a Ray cluster (`uopviz ray-resources` says what its
-nodes advertise); this process keeps the search and the database.
+runs is searched; results go to the tuning database, so running the same command again answers from it at once.
+Locally the kernels are searched one after another; with --ray the candidates are built and timed on a Ray
+cluster (`uopviz ray-resources` says what its nodes advertise), several kernels at once, and this process keeps
+the searches and the database.
 
 Exit codes: 0 done; 1 the search could not run (device unavailable, database unusable, the program or the
 unoptimized kernel failed); 2 bad usage (unknown kernel or device, bad --shape); 130 interrupted (the candidates
@@ -19,7 +20,6 @@ import importlib.util
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("kernels", nargs="+", metavar="KERNEL",
                    help="a zoo kernel name (all: the whole zoo), or path.py:function returning a Tensor")
     p.add_argument("--beam", type=_width, default=4, metavar="N", help="beam width (default: 4)")
+    p.add_argument("--rounds", type=_width, default=8, metavar="N", help="at most N rounds (default: 8)")
     p.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
     p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=VALUE",
                    help="a size of the zoo kernel (e.g. M=512), or a keyword argument of the function; repeatable")
@@ -76,7 +77,7 @@ def cmd_beam(args: argparse.Namespace) -> int:
     from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime import device as devices
     from uopviz.runtime.device import DeviceError, UnknownDeviceError
-    from uopviz.search.beam import BeamError, beam
+    from uopviz.search.beam import BeamError, beam_many
     from uopviz.search.db import TuningDB
     from uopviz.search.executor import Executor
     from uopviz.search.ray_executor import RayClusterError, RayUnavailableError
@@ -89,16 +90,17 @@ def cmd_beam(args: argparse.Namespace) -> int:
         if args.ray is not None:
             from uopviz.search.ray_executor import RayExecutor
             executor = RayExecutor(args.ray)
-        with TuningDB(args.db) as db:
-            for program in programs:
-                kernels = kernels_of(schedule([program.tensor.uop]))
-                if program.bytes is None:
-                    program.bytes = sum(b.arg.size * b.arg.dtype.itemsize for _, bufs in kernels for b in bufs)
-                t0 = time.perf_counter()
-                results = [beam(ast, args.beam, bufs[0].arg.device, db=db, force=args.force, executor=executor)
-                           for ast, bufs in kernels]
-                docs.append(report(program.label, device, args.beam, results, time.perf_counter() - t0,
-                                   program.flops, program.bytes))
+        kernels = [kernels_of(schedule([program.tensor.uop])) for program in programs]
+        for program, ks in zip(programs, kernels, strict=True):
+            if program.bytes is None:
+                program.bytes = sum(b.arg.size * b.arg.dtype.itemsize for _, bufs in ks for b in bufs)
+        with TuningDB(args.db) as db:  # every kernel of every program in one call: on a cluster they overlap
+            results = iter(beam_many([(ast, bufs[0].arg.device) for ks in kernels for ast, bufs in ks], args.beam,
+                                     db=db, force=args.force, executor=executor, max_rounds=args.rounds))
+        for program, ks in zip(programs, kernels, strict=True):
+            rs = [next(results) for _ in ks]
+            wall_s = max(r.span[1] for r in rs) - min(r.span[0] for r in rs) if rs else 0.0
+            docs.append(report(program.label, device, args.beam, rs, wall_s, program.flops, program.bytes))
     except (UsageError, UnknownDeviceError) as e:
         return _fail(e, 2)
     except (ProgramError, TuningDBError, DeviceError, BeamError, RayUnavailableError, RayClusterError, OSError) as e:
@@ -248,12 +250,13 @@ def _fail(e: BaseException, status: int) -> int:
 
 
 def _width(text: str) -> int:
+    """A positive integer (a beam width, a number of rounds)."""
     try:
         n = int(text)
     except ValueError:
         n = 0
     if n < 1:
-        raise argparse.ArgumentTypeError(f"the beam width must be an integer >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return n
 
 

@@ -130,8 +130,30 @@ class _Devectorizer:
                 return u.replace(src=(buf.index(addrs[0]), *rest))
             if self.storable(u.dtype, n) and not rest and self.contiguous(addrs):
                 return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))),))
+            if self.storable(u.dtype, n) and not rest and (guarded := self.guarded(u, buf, addrs)) is not None:
+                return guarded
         at = addrs or [src[0].src[1]] * n
         return UOp(Ops.STACK, tuple(u.replace(src=(buf.index(at[i]), *(lane(s, i) for s in rest))) for i in range(n)))
+
+    def guarded(self, u: UOp, buf: UOp, addrs: list[UOp]) -> UOp | None:
+        """Lanes whose addresses are consecutive once every select in them takes its first choice (a padded axis
+        clamped for indexing: `i < n ? i : n-1`): one vector load where all those conditions hold, else the gather,
+        each lane's load gated on the other case so that C and OpenCL compilers keep it off the vector path.
+        None where the addresses are not of that form."""
+        whens: list[UOp] = []
+        firsts = [_first_choices(a, whens) for a in addrs]
+        if not whens or not self.contiguous(firsts):
+            return None
+        guard = _all(whens)
+        if guard is None:
+            return None
+        vector = UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (firsts[0], iota(len(addrs))))))
+        if guard.op is Ops.CONST:
+            return u.replace(src=(vector,))
+        slow = guard.logical_not()
+        zero = UOp.const(u.dtype, 0)
+        gather = UOp(Ops.STACK, tuple(u.replace(src=(buf.index(a), zero, slow)) for a in addrs))
+        return u.replace(src=(vector, gather, guard))
 
     def store(self, u: UOp, src: list[UOp]) -> UOp:
         buf, addrs = self.address(u.src[0])
@@ -189,6 +211,37 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
         t = t.bitcast(ut).alu(Ops.OR, bits.alu(Ops.AND, sign)).bitcast(dt)
         return small.where(t, x)
     return None
+
+
+def _first_choices(addr: UOp, whens: list[UOp]) -> UOp:
+    """addr with each index select `c ? x : y` replaced by x; each c (as it was) is added to whens."""
+    selects = {x: x.src[1] for x in addr.toposort() if x.op is Ops.WHERE and x.dtype == dtypes.index}
+    whens += [x.src[0] for x in selects]
+    return _simplified(addr.substitute(selects))
+
+
+def _all(conds: list[UOp]) -> UOp | None:
+    """The conjunction of conds, each simplified, those always true and those another implies left out (`a < n`
+    when `a + k < n` with k >= 0 is there too); None if one is never true."""
+    kept: list[UOp] = []
+    for c in dict.fromkeys(_simplified(c) for c in conds):
+        if c.op is Ops.CONST:
+            if not c.arg.value:
+                return None
+            continue
+        kept.append(c)
+
+    def implied(c: UOp) -> bool:
+        return c.op is Ops.CMPLT and any(
+            d is not c and d.op is Ops.CMPLT and d.src[1] is c.src[1] and (k := _simplified(d.src[0] - c.src[0])).op
+            is Ops.CONST and k.arg.value >= 0 and (k.arg.value > 0 or kept.index(d) < kept.index(c)) for d in kept)
+    kept = [c for c in kept if not implied(c)]
+    if not kept:
+        return UOp.const(dtypes.bool, True)
+    out = kept[0]
+    for c in kept[1:]:
+        out = out & c
+    return out
 
 
 def devectorize(sink: UOp, target: Target) -> UOp:

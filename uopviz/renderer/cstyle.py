@@ -432,7 +432,8 @@ def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
 def _load(w: _Writer, u: UOp, s: list[str]) -> None:
     if u.shape:
         n = int(u.shape[0])
-        w.define(u, "val", w.d.vector_load(w.vector(u.dtype, n, True), n, s[0]))
+        val = w.d.vector_load(w.vector(u.dtype, n, True), n, s[0])
+        w.define(u, "val", f"({_strip(s[2])}?{val}:{s[1]})" if len(u.src) == 3 else val)
         return
     val = s[0]
     if w.emulates(u.dtype):

@@ -28,6 +28,7 @@ decision, and is the only writer of the database, so the same timings give the s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -35,6 +36,8 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -46,7 +49,7 @@ from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.pipeline import scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
-from uopviz.search.executor import Built, Executor, LocalExecutor, Measured
+from uopviz.search.executor import Built, Executor, LocalExecutor, Measured, SearchStopped
 from uopviz.search.keys import CacheKey, kernel_hash
 from uopviz.search.timing import ABORT_FACTOR, Timing
 from uopviz.target import Kernel, Target
@@ -89,6 +92,52 @@ class BeamResult:
     rounds: int
     candidates: int
     compiled: int
+    span: tuple[float, float] = (0.0, 0.0)
+    """time.perf_counter() when the call began and ended this kernel (searches of beam_many overlap)."""
+
+
+def beam_many(kernels: Sequence[tuple[UOp, str | None]], width: int, *,
+              db: TuningDB | str | os.PathLike[str] | None = None, executor: Executor | None = None,
+              workers: int | None = None, progress: bool | ProgressHook = True, **options: Any) -> list[BeamResult]:
+    """beam() of several kernels (each with its device) in one call, sharing one executor, up to its `searches`
+    at once: on a Ray cluster one kernel's candidates build while another's are timed; the local executor searches
+    one after another (its timing shares this machine with the builds). Each search is the one beam() makes of its
+    kernel alone, so the same timings give the same decisions. Results in the order given; `options` are beam()'s.
+    A progress hook's events carry "index", the kernel's place in `kernels`. When a search fails (or the call is
+    interrupted), the others stop at their next wait on the executor and the first failure in order is raised.
+    """
+    executor = executor or LocalExecutor(workers)
+    at_once = min(executor.searches, len(kernels))
+    stopping = executor.stopping
+    if at_once <= 1 or stopping is None:
+        return [beam(ast, width, device, db=db, executor=executor, progress=_indexed(progress, i), **options)
+                for i, (ast, device) in enumerate(kernels)]
+    path = db.path if isinstance(db, TuningDB) else db  # each search opens its own connection: sqlite's are per thread
+    stopping.clear()
+    with unrecorded(), ThreadPoolExecutor(at_once, thread_name_prefix="uopviz-beam") as pool:
+        # a thread's unrecorded() would restore the recorder another thread took away: this one holds it off for all
+        futures = [pool.submit(beam, ast, width, device, db=path, executor=executor, progress=_indexed(progress, i),
+                               **options) for i, (ast, device) in enumerate(kernels)]
+        try:
+            wait_for(futures, return_when=FIRST_EXCEPTION)
+        finally:  # a search failed, or the call was interrupted: the others stop
+            if not all(f.done() for f in futures):
+                for f in futures:
+                    f.cancel()
+                stopping.set()
+            pool.shutdown(wait=True)
+            stopping.clear()
+    errors = [e for f in futures if not f.cancelled() and (e := f.exception()) is not None]
+    if errors:
+        raise next((e for e in errors if not isinstance(e, SearchStopped)), errors[0])
+    return [f.result() for f in futures]
+
+
+def _indexed(progress: bool | ProgressHook, index: int) -> bool | ProgressHook:
+    """progress, its hook's events marked with the kernel's index."""
+    if isinstance(progress, bool):
+        return progress
+    return lambda event: progress({**event, "index": index})
 
 
 def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
@@ -106,6 +155,15 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
     raises SearchBusyError instead. executor: where candidates are built and timed (default:
     LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process.
     """
+    began = time.perf_counter()
+    result = _beam(ast, width, device, db=db, max_rounds=max_rounds, threshold=threshold, force=force,
+                   workers=workers, timeout_s=timeout_s, progress=progress, seed=seed, wait=wait, executor=executor)
+    return dataclasses.replace(result, span=(began, time.perf_counter()))
+
+
+def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.PathLike[str] | None,
+          max_rounds: int, threshold: float, force: bool, workers: int | None, timeout_s: float,
+          progress: bool | ProgressHook, seed: int, wait: bool, executor: Executor | None) -> BeamResult:
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
     device = devices.canonical(device)

@@ -107,8 +107,19 @@ class Station(ABC):
         """Stop this search's work (wait: for running builds to end)."""
 
 
+class SearchStopped(RuntimeError):
+    """A search told to stop at its next wait on the executor: another search of the same `beam_many` call failed
+    or the call was interrupted."""
+
+
 class Executor(ABC):
-    """Where searches run: `beam(..., executor=...)`. One executor serves any number of searches, one at a time."""
+    """Where searches run: `beam(..., executor=...)`. One executor serves any number of searches, up to `searches`
+    at once (`beam_many`)."""
+
+    searches = 1
+    """How many searches it serves at once: one where timing shares this machine with the builds (LocalExecutor)."""
+    stopping: threading.Event | None = None
+    """Where searches run side by side: set to make each stop at its next wait (SearchStopped)."""
 
     @abstractmethod
     def target(self, device: str) -> tuple[TargetInfo, Target]:

@@ -1,5 +1,6 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
-first (register-block the innermost output axis, unroll the reduction, each as wide as the target's vectors, a
+first (register-block the innermost output axis, padded to the widest vector where that adds little, unroll the
+reduction, each as wide as the target's vectors, a
 matmul's tile 8 rows high; in a row kernel, where each row's reductions
 come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a work-group;
 spread the outermost output axis over the CPU's cores when the work pays for waking them, in as many calls as keep
@@ -17,6 +18,7 @@ from uopviz.uop.ops import AxisType, Ops, UOp
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
+PAD_SLACK = 16  # a tile axis is padded to the widest vector only where that adds at most 1/16 of its size
 FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
 
 
@@ -26,28 +28,26 @@ def heuristic_opts(sched: Scheduler) -> list[Opt]:
         return list(tc.opts[len(sched.opts):])
     s = sched
     for choices in _wishes(s):
-        for want in choices:  # the first legal one of each wish
-            try:
-                s = s.apply_opt(want)
-                break
-            except KernelOptError:
-                continue
+        s = _first_legal(s, choices)
+    if s.target.threads > 1 and _work(s) >= MIN_THREADED:  # the outermost output axis shared by the cores
+        s = _first_legal(s, _threads(s))
     return list(s.opts[len(sched.opts):])
 
 
-def _wishes(s: Scheduler) -> list[list[Opt]]:
+def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
     """Each wish is a list of alternatives, best first."""
     shape = s.shape()
     out_axes = [i for i, (t, n) in enumerate(shape) if t in OUTPUT and n]
     red_axes = [i for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n]
     lanes = tuple(sorted(s.target.vectors, reverse=True)) or (4, 2)  # the widest vectors first
-    wishes: list[list[Opt]] = []
+    wishes: list[list[Opt | tuple[Opt, ...]]] = []
     if out_axes and red_axes and _is_row_kernel(s, out_axes[-1]):  # each pass over a row: a vector per step
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
         wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
     elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
-        wishes.append(_split(out_axes[-1], AxisType.UPCAST, (16, 8, 4, 2)))
-        wishes.append(_split(_rows_axis(s, out_axes), AxisType.UPCAST, (8, 4, 2)))
+        wishes.append(_tile(out_axes[-1], shape[out_axes[-1]][1], (16, 8, 4, 2)))
+        rows = _rows_axis(s, out_axes)
+        wishes.append(_tile(rows, shape[rows][1], (8, 4, 2)))
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
@@ -55,10 +55,26 @@ def _wishes(s: Scheduler) -> list[list[Opt]]:
         wishes.append(_split(red_axes[-1], AxisType.UNROLL, lanes))
     elif out_axes:  # elementwise: a vector of neighbours per iteration
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
-    if s.target.threads > 1 and out_axes and _work(s) >= MIN_THREADED:  # the outermost output axis shared by the cores
-        wishes.append(_split(out_axes[0], AxisType.THREAD, thread_factors(shape[out_axes[0]][1], s.target.threads),
-                             top=True))
     return wishes
+
+
+def _first_legal(s: Scheduler, choices: list[Opt | tuple[Opt, ...]]) -> Scheduler:
+    """s with the first alternative that applies (s itself if none does)."""
+    for want in choices:
+        try:
+            return _applied(s, want)
+        except KernelOptError:
+            continue
+    return s
+
+
+def _threads(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
+    """THREAD splits of the outermost output axis as the other opts left it (a tile's rows padded and split)."""
+    shape = s.shape()
+    out_axes = [i for i, (t, n) in enumerate(shape) if t in OUTPUT and n]
+    if not out_axes:
+        return []
+    return _split(out_axes[0], AxisType.THREAD, thread_factors(shape[out_axes[0]][1] or 1, s.target.threads), top=True)
 
 
 def thread_factors(size: int, cores: int) -> tuple[int, ...]:
@@ -133,5 +149,23 @@ def _tensor_cores(s: Scheduler) -> Scheduler | None:
     return tc
 
 
-def _split(axis: int, target: AxisType, factors: tuple[int, ...], top: bool = False) -> list[Opt]:
+def _split(axis: int, target: AxisType, factors: tuple[int, ...], top: bool = False) -> list[Opt | tuple[Opt, ...]]:
     return [Opt(OptOps.SPLIT, axis, (k, target, top)) for k in factors]
+
+
+def _tile(axis: int, size: int | None, factors: tuple[int, ...]) -> list[Opt | tuple[Opt, ...]]:
+    """UPCAST splits of a tile axis, widest first; where the widest does not divide the axis, that axis padded to
+    it comes next when the padding adds at most 1/PAD_SLACK of the work (1000 columns as 63 vectors of 16, the
+    last one masked, run at vector speed where 125 vectors of 8 take twice the loads and FMAs per element)."""
+    out = _split(axis, AxisType.UPCAST, factors)
+    k = factors[0]
+    if size and size % k and (-size % k) * PAD_SLACK <= size:
+        out.insert(1, (Opt(OptOps.PADTO, axis, k), Opt(OptOps.SPLIT, axis, (k, AxisType.UPCAST, False))))
+    return out
+
+
+def _applied(s: Scheduler, want: Opt | tuple[Opt, ...]) -> Scheduler:
+    """s with one alternative of a wish applied: an opt, or opts that go together (all or none)."""
+    for opt in want if isinstance(want, tuple) else (want,):
+        s = s.apply_opt(opt)
+    return s
