@@ -13,11 +13,12 @@ def test_demo_runs_a_gemm_and_saves_a_loadable_trace(tmp_path, capsys):
     out = tmp_path / "demo.uopviz-trace.json"
     assert main(["demo", "--out", str(out), "--shape", "6", "5", "3"]) == 0
     text = capsys.readouterr().out
-    # the heuristic's opts (no tuning database in tests): 6 rows as 3 x UPCAST 2, a vector accumulator
-    assert "kernel r_L3_L5_R3_u2 on CPU" in text and "error vs NumPy" in text
+    # the heuristic's opts (no tuning database in tests): 6 rows as 3 x UPCAST 2, a vector accumulator, the column
+    # loop outside the row loop
+    assert "kernel r_L5_L3_R3_u2 on CPU" in text and "error vs NumPy" in text
     assert "*(float2_u*)(acc0) = ((float2){0.0f,0.0f});" in text
     doc = json.loads(out.read_text())
-    assert doc["format"] == "uopviz-trace" and [c["name"] for c in doc["contexts"]] == ["schedule", "r_L3_L5_R3_u2"]
+    assert doc["format"] == "uopviz-trace" and [c["name"] for c in doc["contexts"]] == ["schedule", "r_L5_L3_R3_u2"]
     assert main(["trace", "show", str(out)]) == 0
     assert "Rangeify / rangeify" in capsys.readouterr().out
 

@@ -3,12 +3,16 @@ answers against NumPy, the pass in the trace, and what a target without an FMA k
 
 from __future__ import annotations
 
+import platform
+import subprocess
+
 import numpy as np
 import pytest
 
 import uopviz
 from kernels import ZOO
 from uopviz.codegen.decompositions import fuse_mulacc
+from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts, thread_factors
 from uopviz.compiler import compile_kernel
 from uopviz.dtype import dtypes
@@ -16,8 +20,11 @@ from uopviz.pipeline import kernels_of, schedule
 from uopviz.pipeline import scheduler as scheduler_of
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
+from uopviz.runtime.cpu import FLAGS, find_compiler
 from uopviz.tensor import Tensor
-from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.ops import AxisType, Ops, UOp
+
+DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
 
 
 def test_rule_fuses_float_products_only() -> None:
@@ -91,3 +98,34 @@ def test_convolution_tile_rows_are_output_channels() -> None:
     prog([buffers.handle(b) for b in bufs], wait=True)
     want = z.reference(*arrays)
     np.testing.assert_allclose(buffers.to_numpy(bufs[0]).reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+
+
+def _assembly(source: str) -> str | None:
+    """source compiled as the CPU runtime compiles it, to x86 assembly; None where the compiler does not target
+    AVX-512 (the check below is about its 16-lane FMA)."""
+    cc = find_compiler()
+    flags = [f for f in FLAGS if f not in ("-shared", "-fPIC")]
+    macros = subprocess.run([cc, *flags, "-dM", "-E", "-x", "c", "-"], input="", capture_output=True, text=True)
+    if platform.machine() not in ("x86_64", "AMD64") or "__AVX512F__" not in macros.stdout:
+        return None
+    return subprocess.run([cc, *flags, "-S", "-x", "c", "-", "-o", "-"], input=source, capture_output=True,
+                          text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_padded_tile_two_vectors_wide_keeps_vector_fmas(device: str) -> None:
+    """50 columns padded to 64 as two 16-lane vectors: the product's operand is a guarded load (a vector load,
+    else the last block's gather), where GCC did not merge the helper's lane fmas into a vector FMA and ran 128
+    scalar ones with spills (1000x1000 at 6 GFLOP/s)."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((12, 13), np.float32), rng.standard_normal((13, 50), np.float32)
+    up = AxisType.UPCAST
+    opts = [Opt(OptOps.PADTO, 1, 32), Opt(OptOps.SPLIT, 1, (16, up, False)), Opt(OptOps.SPLIT, 1, (2, up, False))]
+    x, y = Tensor(a, device=device), Tensor(b, device=device)
+    (ast, bufs), = kernels_of(schedule([(x @ y).uop]))
+    kernel, prog = compile_kernel(ast, device, opts)
+    prog([buffers.handle(u) for u in bufs], wait=True)
+    np.testing.assert_allclose(buffers.to_numpy(bufs[0])[:600].reshape(12, 50), a @ b, rtol=1e-5, atol=1e-5)
+    if device == "CPU" and (asm := _assembly(kernel.source or "")) is not None:
+        fmas = [line.split()[0] for line in asm.splitlines() if line.strip().startswith("vfmadd")]
+        assert fmas and all(op.endswith("ps") for op in fmas), sorted(set(fmas))

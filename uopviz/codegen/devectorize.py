@@ -15,6 +15,8 @@ A target without vectors (the PYTHON interpreter) gets scalar code only, the pro
 
 from __future__ import annotations
 
+from collections import Counter
+
 from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
 from uopviz.dtype import DType, dtypes
 from uopviz.target import Target
@@ -115,7 +117,12 @@ class _Devectorizer:
         return buf, (list(addr.src) if addr.shape else None)
 
     def contiguous(self, addrs: list[UOp]) -> bool:
-        """Whether lane i addresses element base + i (the differences simplify to those constants)."""
+        """Whether lane i addresses element base + i: the lanes are the same sum of terms plus constants 0, 1, ...
+        (simplification orders a sum's terms as they came, so row r's lanes of a tile can differ in order only),
+        else their differences simplify to those constants."""
+        sums = [_sum(a) for a in addrs]
+        if all(t == sums[0][0] and c - sums[0][1] == i for i, (t, c) in enumerate(sums)):
+            return True
         steps = [_simplified(a - addrs[0]) for a in addrs]
         return all(d.op is Ops.CONST and d.arg.value == i for i, d in enumerate(steps))
 
@@ -211,6 +218,21 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
         t = t.bitcast(ut).alu(Ops.OR, bits.alu(Ops.AND, sign)).bitcast(dt)
         return small.where(t, x)
     return None
+
+
+def _sum(x: UOp) -> tuple[Counter[UOp], int]:
+    """x as a sum: its terms other than constants (nested Adds flattened) and the constants' total."""
+    terms: Counter[UOp] = Counter()
+    const, todo = 0, [x]
+    while todo:
+        u = todo.pop()
+        if u.op is Ops.ADD:
+            todo += u.src
+        elif u.op is Ops.CONST:
+            const += int(u.arg.value)
+        else:
+            terms[u] += 1
+    return terms, const
 
 
 def _first_choices(addr: UOp, whens: list[UOp]) -> UOp:

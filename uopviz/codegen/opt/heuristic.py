@@ -19,6 +19,7 @@ from uopviz.uop.ops import AxisType, Ops, UOp
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
 PAD_SLACK = 16  # a tile axis is padded to the widest vector only where that adds at most 1/16 of its size
+WIDE_TILE = 3  # vectors in a row of a CPU's matmul tile (see `_wide_tile`)
 FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
 
 
@@ -45,9 +46,13 @@ def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
         wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
     elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
-        wishes.append(_tile(out_axes[-1], shape[out_axes[-1]][1], (16, 8, 4, 2)))
-        rows = _rows_axis(s, out_axes)
+        cols, rows = out_axes[-1], _rows_axis(s, out_axes)
+        loops = not s.target.global_dims  # a CPU: one core runs each tile from its own registers and caches
+        wishes.append((_wide_tile(cols, shape[cols][1], lanes[0]) if loops else []) +
+                      _tile(cols, shape[cols][1], (16, 8, 4, 2)))
         wishes.append(_tile(rows, shape[rows][1], (8, 4, 2)))
+        if loops and rows == out_axes[-2]:  # column strips outside, row blocks inside (see _wide_tile)
+            wishes.append([Opt(OptOps.SWAP, rows, cols)])
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
@@ -162,6 +167,27 @@ def _tile(axis: int, size: int | None, factors: tuple[int, ...]) -> list[Opt | t
     if size and size % k and (-size % k) * PAD_SLACK <= size:
         out.insert(1, (Opt(OptOps.PADTO, axis, k), Opt(OptOps.SPLIT, axis, (k, AxisType.UPCAST, False))))
     return out
+
+
+def _wide_tile(axis: int, size: int | None, lanes: int) -> list[Opt | tuple[Opt, ...]]:
+    """A tile row of WIDE_TILE (else 2) vectors, the axis padded to it where that adds at most 1/PAD_SLACK and no
+    width divides it: with 8
+    rows, 24 accumulators, which with the vectors of B and A's broadcast fill a CPU's 32 vector registers (AVX-512),
+    so each loaded row of B feeds 8 FMAs a vector where one vector fed 8 (half the loads per FMA). With the column
+    loop then outside the row loop (SWAP), the tile's strip of B (K x 48 columns) stays in cache while A's row blocks
+    pass: gemm 512, 1000 and 768x3072x768 ran 1.8-4x faster here than with 8 rows of one vector."""
+    exact: list[Opt | tuple[Opt, ...]] = []
+    padded: list[Opt | tuple[Opt, ...]] = []
+    for k in range(WIDE_TILE, 1, -1):
+        if not size or size < k * lanes:
+            continue
+        split = (Opt(OptOps.SPLIT, axis, (lanes, AxisType.UPCAST, False)),
+                 Opt(OptOps.SPLIT, axis, (k, AxisType.UPCAST, False)))
+        if size % (k * lanes) == 0:
+            exact.append(split)
+        elif (-size % (k * lanes)) * PAD_SLACK <= size:
+            padded.append((Opt(OptOps.PADTO, axis, k * lanes), *split))
+    return exact + padded  # a width that divides the axis first: a padded one adds masked edges to every step
 
 
 def _applied(s: Scheduler, want: Opt | tuple[Opt, ...]) -> Scheduler:
