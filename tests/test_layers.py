@@ -16,7 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("uopviz.uop",),                                   # the IR
     ("uopviz.trace",),                                 # recording (uop.pattern reaches it only through a hook)
     ("uopviz.renderer.dialect", "uopviz.target"),      # what codegen may know of a device: descriptions only
-    ("uopviz.runtime.device", "uopviz.runtime.buffer"),  # the device registry and buffer storage
+    ("uopviz.runtime.device", "uopviz.runtime.buffer", "uopviz.runtime.pool"),  # the registry, buffer storage
     ("uopviz.schedule",),                              # Callify, the kernel split, the memory plan
     ("uopviz.codegen",),                               # one kernel's passes, OptOps, the heuristic
     ("uopviz.renderer",),                              # source from Linear programs

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -252,17 +253,24 @@ def test_two_searches_of_one_kernel_at_once_take_turns(db_path: Path, cache_dir:
     first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     assert first.stderr is not None
     first_err = first.stderr.readline()  # round 0 is measured: the first holds the lease and goes on searching
-    second = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    os.kill(first.pid, signal.SIGSTOP)  # ... paused there, however fast the machine: the second must find it busy
+    try:
+        second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        assert second.stderr is not None
+        said = second.stderr.readline()  # the second's first word is that it waits
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    second_out, second_err = second.communicate(timeout=300)
     out, rest = first.communicate(timeout=300)
-    assert first.returncode == 0 and second.returncode == 0, (first_err + rest, second.stderr)
-    assert f"is being searched by process {first.pid}" in second.stderr and "waiting" in second.stderr
+    assert first.returncode == 0 and second.returncode == 0, (first_err + rest, said + second_err)
+    assert f"is being searched by process {first.pid}" in said and "waiting" in said, said
     with TuningDB(db_path) as db:
         (info,) = db.searches()
         cands = db.candidates(info.id)
     assert info.status == "done" and sum(c.parent_id is None for c in cands) == 1
     built = [c for c in cands if c.compile_s is not None or c.error is not None]
     assert len({json.dumps(c.opts) for c in built}) == len(built)
-    assert out.splitlines()[-1] == second.stdout.splitlines()[-1]  # the same opts chosen
+    assert out.splitlines()[-1] == second_out.splitlines()[-1]  # the same opts chosen
 
 
 def test_a_search_of_a_kernel_being_searched_can_refuse_instead(db_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Device memory behind Buffer UOps: a Buffer node names an allocation; this module holds its storage.
 
 Storage is keyed weakly by the Buffer UOp, so memory lives exactly as long as some graph (a Tensor) still
-refers to the buffer. Allocation is lazy: a scheduled intermediate costs nothing until a kernel writes it.
+refers to the buffer; then it goes back to the memory pool (uopviz.runtime.pool) for the next Buffer of the same
+device, size and dtype. Allocation is lazy: a scheduled intermediate costs nothing until a kernel writes it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Any
 
 from uopviz.dtype import DType, dtypes
 from uopviz.runtime import device as devices
+from uopviz.runtime.pool import POOL, Memory
 from uopviz.uop.ops import AddrSpace, Ops, UOp
 
 _uids = itertools.count(1)
-_STORAGE: weakref.WeakKeyDictionary[UOp, Any] = weakref.WeakKeyDictionary()
+_STORAGE: weakref.WeakKeyDictionary[UOp, Memory] = weakref.WeakKeyDictionary()
 
 
 def new_buffer(size: int, dtype: DType, device: str | tuple[str, ...] | None = None) -> UOp:
@@ -31,10 +33,15 @@ def handle(buf: UOp) -> Any:
     """The device memory of a Buffer UOp, allocated on first use."""
     if buf.op is not Ops.BUFFER:
         raise TypeError(f"expected a Buffer UOp, got {buf.op.value}")
-    h = _STORAGE.get(buf)
-    if h is None:
-        h = _STORAGE[buf] = devices.get(buf.arg.device).alloc(buf.arg.size, buf.arg.dtype)
-    return h
+    mem = _STORAGE.get(buf)
+    if mem is None:
+        a = buf.arg
+        key = (a.device, a.size, a.dtype)
+        h = POOL.take(key)
+        if h is None:
+            h = devices.get(a.device).alloc(a.size, a.dtype)
+        mem = _STORAGE[buf] = Memory(key, h, a.size * a.dtype.itemsize)
+    return mem.handle
 
 
 def is_allocated(buf: UOp) -> bool:
