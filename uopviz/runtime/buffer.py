@@ -35,11 +35,11 @@ def handle(buf: UOp) -> Any:
         raise TypeError(f"expected a Buffer UOp, got {buf.op.value}")
     mem = _STORAGE.get(buf)
     if mem is None:
-        a = buf.arg
-        key = (a.device, a.size, a.dtype)
+        a, runtime = buf.arg, devices.get(buf.arg.device)
+        key = (runtime, a.size, a.dtype)  # the runtime, not its name: a restarted one shares no memory with the old
         h = POOL.take(key)
         if h is None:
-            h = devices.get(a.device).alloc(a.size, a.dtype)
+            h = runtime.alloc(a.size, a.dtype)
         mem = _STORAGE[buf] = Memory(key, h, a.size * a.dtype.itemsize)
     return mem.handle
 

@@ -14,8 +14,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-Key = tuple[str, int, Any]
-"""(device, elements, dtype): what makes two allocations interchangeable."""
+Key = tuple[Any, int, Any]
+"""(runtime, elements, dtype): what makes two allocations interchangeable."""
 
 LIMIT_BYTES = 1 << 30
 """The most memory kept for reuse, all devices together; the longest unused goes first."""
