@@ -30,6 +30,7 @@ from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
+from uopviz.schedule.reductions import split_reductions
 from uopviz.schedule.rows import fuse_rows
 from uopviz.schedule.split import largest_size, split
 from uopviz.target import Kernel, Target
@@ -131,6 +132,7 @@ Pass = Rules | Transform | Optimize | Render
 SCHEDULE: tuple[Pass, ...] = (
     Transform("callify", "Callify", lambda roots, s: callify(roots.src), origin=callify),
     Transform("fuse rows", "Rangeify", lambda f, s: fuse_rows(f), origin=fuse_rows),
+    Transform("split reductions", "Rangeify", lambda f, s: split_reductions(f), origin=split_reductions),
     Transform("kernel split", "Rangeify", lambda f, s: split(f, s.outputs, s.device), origin=split),
     Transform("memory plan", "Register/Memory Plan", lambda g, s: plan_memory(g), origin=plan_memory),
 )
