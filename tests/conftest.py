@@ -1,6 +1,6 @@
 """Suite-wide isolation: tests never read or write the user's cache (compiled kernels, tuning database), and an
 exported UOPVIZ_BEAM never starts searches, so every test sees realize's defaults: no tuning results, the
-heuristic's opts."""
+heuristic's opts. With UOPVIZ_REQUIRE_CL set (CI sets it) a machine without an OpenCL device fails at once."""
 
 from __future__ import annotations
 
@@ -9,6 +9,14 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("UOPVIZ_REQUIRE_CL"):
+        from devices_here import HAS_CL
+        if not HAS_CL:
+            raise pytest.UsageError("UOPVIZ_REQUIRE_CL is set but no OpenCL device starts here: the CL tests would "
+                                    "all skip (install PoCL: ./dev setup as root does)")
 
 
 @pytest.fixture(autouse=True, scope="session")

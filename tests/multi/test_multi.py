@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from devices_here import needs_cl
 
 import uopviz
 from backend import display
@@ -16,13 +17,12 @@ from uopviz.tensor.multi import ShardError, bounds
 from uopviz.trace.nodes import NodeTable
 from uopviz.uop.ops import Ops, UOp
 
-HAS_CL = bool(devices.available(["CL"]))
 CPUS = {n: tuple(f"CPU:{i}" for i in range(n)) for n in (2, 3, 4)}
 # one OpenCL device here (PoCL): its two one-core sub-devices, the device as CL:0 and as CL are separate contexts
 CLS = {2: ("CL:0.0", "CL:0.1"), 3: ("CL", "CL:0.0", "CL:0.1"), 4: ("CL", "CL:0", "CL:0.0", "CL:0.1")}
 MIXED = {2: ("CPU:0", "CL:0.1"), 3: ("CPU:0", "CL:0", "CPU:1"), 4: ("CPU:0", "CL:0.0", "CPU:1", "CL:0.1")}
 SETS = [pytest.param(CPUS[n], id=f"cpu{n}") for n in (2, 3, 4)] + [
-    pytest.param(d[n], id=f"{name}{n}", marks=pytest.mark.skipif(not HAS_CL, reason="no OpenCL device"))
+    pytest.param(d[n], id=f"{name}{n}", marks=needs_cl)
     for name, d in (("cl", CLS), ("mixed", MIXED)) for n in (2, 3, 4)] + [
     pytest.param(("PYTHON:0", "PYTHON:1"), id="python2")]
 RNG = np.random.default_rng(18)
@@ -142,7 +142,7 @@ def test_errors() -> None:
         devices.canonical("TPU:0")
 
 
-@pytest.mark.skipif(not HAS_CL, reason="no OpenCL device")
+@needs_cl
 def test_unknown_opencl_devices() -> None:
     with pytest.raises(UnknownDeviceError, match="OpenCL devices here: CL:0"):
         devices.get("CL:9")

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from devices_here import needs_cl
 
 import uopviz
 from uopviz import Tensor
-from uopviz.runtime import device as devices
 from uopviz.tensor.multi import bounds, shards_of
 from uopviz.uop.ops import Ops
 
-HAS_CL = bool(devices.available(["CL"]))
-CL = pytest.mark.skipif(not HAS_CL, reason="no OpenCL device")
 SETS = [pytest.param(("CPU:0", "CPU:1"), id="cpu2"), pytest.param(("CPU:0", "CPU:1", "CPU:2"), id="cpu3"),
-        pytest.param(("CPU:0", "CL:0.1"), id="mixed2", marks=CL),
-        pytest.param(("CPU:1", "CL:0", "CPU:2"), id="mixed3", marks=CL)]
+        pytest.param(("CPU:0", "CL:0.1"), id="mixed2", marks=needs_cl),
+        pytest.param(("CPU:1", "CL:0", "CPU:2"), id="mixed3", marks=needs_cl)]
 RNG = np.random.default_rng(1818)
 X = RNG.standard_normal((7, 5)).astype(np.float32)  # 7 rows and 5 columns: neither 2 nor 3 divides them
 IDX = np.array([6, 0, 3, 3, -2], np.int32)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tensor"))
-from tensor_testing import DEVICES, HAS_CL, check
+from devices_here import HAS_CL
+from tensor_testing import DEVICES, check
 
 from uopviz import Tensor, nn
 

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tensor_testing import DEVICES, HAS_CL
+from devices_here import HAS_CL
+from tensor_testing import DEVICES
 
 from uopviz.runtime import device as devices
 

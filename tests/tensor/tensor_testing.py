@@ -6,11 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from uopviz.runtime import device as devices
+from devices_here import needs_cl
 
 DEVICES = ["CPU", "CL", "PYTHON"]
-HAS_CL = bool(devices.available(["CL"]))
 
 
 def on_devices(xfail: dict[str, str] | None = None) -> list[Any]:
@@ -20,7 +18,7 @@ def on_devices(xfail: dict[str, str] | None = None) -> list[Any]:
     for d in DEVICES:
         marks = [pytest.mark.xfail(strict=True, reason=xfail[d])] if xfail and d in xfail else []
         if d == "CL":
-            marks.append(pytest.mark.skipif(not HAS_CL, reason="no OpenCL device here"))
+            marks.append(needs_cl)
         out.append(pytest.param(d, marks=marks))
     return out
 

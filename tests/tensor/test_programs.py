@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from devices_here import HAS_CL
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from tensor_testing import DEVICES, HAS_CL
+from tensor_testing import DEVICES
 
 from uopviz import Tensor
 
