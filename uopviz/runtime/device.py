@@ -111,10 +111,11 @@ def split_name(device: str) -> tuple[str, str | None]:
 
 
 def shard_free(device: str) -> str:
-    """The name with its index replaced by '*' ("CPU:1" -> "CPU:*", "CPU" stays): what the devices of one family
-    and index kind share, so a kernel tuned on one shard's device serves every shard of the same shape."""
+    """The name with its index replaced by '*' ("CPU:1" -> "CPU:*", "CL:0.1" -> "CL:*.*", "CPU" stays): what the
+    devices of one family and index kind share, so a kernel tuned on one shard's device serves every shard of the
+    same shape, and a sub-device's results never answer for a whole device."""
     family, index = split_name(device)
-    return family if index is None else f"{family}:*"
+    return family if index is None else f"{family}:{'*.*' if '.' in index else '*'}"
 
 
 def canonical(device: str | None) -> str:

@@ -28,7 +28,7 @@ class MemoryPool:
         self.limit_bytes = limit_bytes
         self.bytes = 0
         self._free: OrderedDict[Key, list[tuple[Any, int]]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a collection inside take/give may free a Buffer, which gives back here
 
     def take(self, key: Key) -> Any | None:
         """A kept handle for key (contents undefined, as a fresh allocation's are), or None."""
@@ -78,5 +78,5 @@ class Memory:
         self.key, self.handle, self.nbytes = key, handle, nbytes
 
     def __del__(self) -> None:
-        if self._refcount(self.handle) == 2:  # this slot and the call's argument: no one else holds it
+        if self._refcount(self.handle) <= 2:  # this slot and the call's argument: no one else holds it
             self._pool.give(self.key, self.handle, self.nbytes)

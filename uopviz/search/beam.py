@@ -44,13 +44,13 @@ from typing import Any, TextIO
 from uopviz import hooks
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import KernelOptError, Opt, Scheduler
-from uopviz.codegen.opt.actions import ACTION_SPACE_VERSION, legal_actions
+from uopviz.codegen.opt.actions import legal_actions
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.pipeline import scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import Candidate, Result, SearchBusyError, TuningDB, TuningDBError
 from uopviz.search.executor import Built, Executor, LocalExecutor, Measured, SearchStopped
-from uopviz.search.keys import CacheKey, kernel_hash
+from uopviz.search.keys import CacheKey, cache_key
 from uopviz.search.timing import ABORT_FACTOR, Timing
 from uopviz.target import Kernel, Target
 from uopviz.trace.ids import node_id
@@ -173,7 +173,7 @@ def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.P
     try:
         with unrecorded():
             info, target = executor.target(device)
-            key = CacheKey.of(kernel_hash(ast), info, ACTION_SPACE_VERSION)
+            key = cache_key(ast, info)
             hit = None if force else tdb.lookup(key)
             if hit is not None and (answer := _answered(tdb, hit, ast, target)) is not None:
                 return answer

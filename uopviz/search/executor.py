@@ -133,6 +133,9 @@ class Executor(ABC):
     def describe(self) -> str:
         """What it is, for a search's progress (e.g. how many workers)."""
 
+    def close(self) -> None:  # noqa: B027  (a default: only a cluster's executor holds something to let go)
+        """Let go of what it holds (a cluster's workers); its searches have ended."""
+
 
 def here() -> str:
     """This machine's name, as the database records where a candidate was built or timed."""
@@ -197,7 +200,7 @@ class LocalExecutor(Executor):
         return describe_target(device), devices.get(device).target
 
     def station(self, ast: UOp, device: str, seed: int, timeout_s: float) -> Station:
-        return LocalStation(ast, device, seed, Pool(ast, device, self.target(device)[1], self.workers, timeout_s))
+        return LocalStation(ast, device, seed, Pool(ast, device, devices.get(device).target, self.workers, timeout_s))
 
     def describe(self) -> str:
         return f"local: {self.workers} compile process{'es' * (self.workers != 1)}, timing in this process"

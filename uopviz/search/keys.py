@@ -69,11 +69,13 @@ class CacheKey:
         return TargetInfo(self.device, self.device_name, self.driver, self.compiler, self.compiler_version)
 
 
-def cache_key(ast: UOp, device: str) -> CacheKey:
-    """The tuning database's key for a kernel on a device (its runtime is started to describe it). The devices
-    its Params name count without their index (`CPU:*`), like the target's, so that the kernel of one shard of a
-    multi-device tensor, tuned once, serves every shard with the same shape."""
-    return CacheKey.of(kernel_hash(ast), describe_target(device), ACTION_SPACE_VERSION)
+def cache_key(ast: UOp, target: str | TargetInfo) -> CacheKey:
+    """The tuning database's key for a kernel on a device (a name: its runtime is started to describe it) or on a
+    target already described (a cluster's). The devices its Params name count without their index (`CPU:*`),
+    like the target's, so that the kernel of one shard of a multi-device tensor, tuned once, serves every shard
+    with the same shape."""
+    info = target if isinstance(target, TargetInfo) else describe_target(target)
+    return CacheKey.of(kernel_hash(ast), info, ACTION_SPACE_VERSION)
 
 
 def kernel_hash(ast: UOp) -> str:

@@ -381,7 +381,7 @@ class RayStation(Station):
                         done[i] = self.ray.get(ref)
                     except self.ray.exceptions.RayActorError as e:
                         self._lost(i, a, lost, pending, done, f"its timing worker died ({type(e).__name__})")
-                    else:
+                    finally:  # free for the next candidate whatever this call raised (a dropped actor: a no-op)
                         self.ex.release(a)
                 now = time.monotonic()
                 for ref, (i, a, t0) in list(running.items()):

@@ -104,7 +104,7 @@ def _lower(u: UOp, memo: dict[UOp, Any]) -> Any:
         return tuple(_take_first(p, u.arg) for p in memo[u.src[0]])
     if op in GroupOp.Elementwise or op in GroupOp.Marker or op is Ops.BITCAST:
         return _elementwise(u, memo)
-    src, parts = u.src[0], memo[u.src[0]] if u.src else ()
+    src, parts = u.src[0], memo[u.src[0]]
     if op is Ops.REDUCE and len(u.src) == 1:
         axes = tuple(a % len(src.shape) for a in u.arg.axes)
         partial = tuple(p.reduce(u.arg.op, axes=axes) for p in parts)
@@ -456,9 +456,7 @@ class MultiMixin:
     def allgather(self: Tensor) -> Tensor:
         """SPEC's allgather: T.reshape(1, *s).expand(n, *s).copy(D).replicated(0), the whole value on every
         device (axis None)."""
-        dev = _multi(self, "allgather")
-        s = self.shape
-        return self._on(self.uop.reshape((1, *s)).expand((len(dev), *s)).copy_to(dev).replicated((0,)).reshape(s))
+        return self.broadcast(_multi(self, "allgather"))
 
     def reduce_scatter(self: Tensor) -> Tensor:
         """SPEC's reduce_scatter of T (n*s,) on D (axis 0): T.reshape(n, n, s//n).permute(1, 0, 2).copy(D).sum(1)

@@ -1,11 +1,10 @@
 """The default opts for a kernel when the tuning database has none: a few rules a performance engineer applies
 first (register-block the innermost output axis, padded to the widest vector where that adds little, unroll the
-reduction, each as wide as the target's vectors, a
-matmul's tile 8 rows high; in a row kernel, where each row's reductions
-come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a work-group;
-spread the outermost output axis over the CPU's cores when the work pays for waking them, in as many calls as keep
-them busy), checked for legality like any opt. On a target with tensor cores a matmul-like kernel gets TC first
-(`_tensor_cores`)."""
+reduction, each as wide as the target's vectors, a matmul's tile 8 rows high; in a row kernel, where each row's
+reductions come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a
+work-group; spread the outermost output axis over the CPU's cores when the work pays for waking them, in as many
+calls as keep them busy), checked for legality like any opt. On a target with tensor cores a matmul-like kernel
+gets TC first (`_tensor_cores`)."""
 
 from __future__ import annotations
 
@@ -170,10 +169,10 @@ def _tile(axis: int, size: int | None, factors: tuple[int, ...]) -> list[Opt | t
 
 
 def _wide_tile(axis: int, size: int | None, lanes: int) -> list[Opt | tuple[Opt, ...]]:
-    """A tile row of WIDE_TILE (else 2) vectors, the axis padded to it where that adds at most 1/PAD_SLACK and no
-    width divides it: with 8
-    rows, 24 accumulators, which with the vectors of B and A's broadcast fill a CPU's 32 vector registers (AVX-512),
-    so each loaded row of B feeds 8 FMAs a vector where one vector fed 8 (half the loads per FMA). With the column
+    """Tile rows of WIDE_TILE (else 2) vectors, in order of preference: the widths that divide the axis, then those
+    it can be padded to, adding at most 1/PAD_SLACK. With 8 rows, 24 accumulators, which with the vectors of B and
+    A's broadcast fill a CPU's 32 vector registers (AVX-512), so each loaded row of B feeds 8 FMAs a vector where
+    one vector fed 8 (half the loads per FMA). With the column
     loop then outside the row loop (SWAP), the tile's strip of B (K x 48 columns) stays in cache while A's row blocks
     pass: gemm 512, 1000 and 768x3072x768 ran 1.8-4x faster here than with 8 rows of one vector."""
     exact: list[Opt | tuple[Opt, ...]] = []
