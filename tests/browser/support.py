@@ -1,13 +1,17 @@
-"""What browser tests of a served script share."""
+"""What the browser tests share: the API as the page reads it, waiting for a drawn view, a served script."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from backend.child import served
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 
 @contextmanager
@@ -18,3 +22,15 @@ def served_script(tmp: pytest.TempPathFactory, name: str, text: str) -> Iterator
     (folder / name).write_text(text)
     with served(str(tmp.mktemp("cache")), str(folder / name)) as url:
         yield url
+
+
+def api(page: Page, server: str, path: str) -> Any:
+    """GET /api/PATH as the page does (its token cookie), its JSON."""
+    r = page.request.get(f"{server}api/{path}")
+    assert r.ok, (path, r.status, r.text())
+    return r.json()
+
+
+def wait_drawn(page: Page, view: str) -> None:
+    """Wait until the app reports the graph of view "trace/context/pass/step" drawn."""
+    page.wait_for_function("v => document.querySelector('.uv-app')?.dataset.drawn === v", arg=view, timeout=60_000)

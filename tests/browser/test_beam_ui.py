@@ -14,6 +14,7 @@ import pytest
 
 from backend.child import served
 from backend.recording import record_zoo
+from tests.browser.support import api
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
 
@@ -60,12 +61,6 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             db.finish_search(other.id, db.add_candidate(other.id, None, 0, [], "q0", 10, 0.01, None, [1e-6]))
     with served(str(tmp / "cache"), str(tmp / "gemm-small.uopviz-trace.json"), "--db", str(tmp / "tuning.db")) as url:
         yield url
-
-
-def api(page: Page, server: str, path: str) -> Any:
-    r = page.request.get(f"{server}api/{path}")
-    assert r.ok, (path, r.status, r.text())
-    return r.json()
 
 
 def describe(opt: dict[str, Any]) -> str:

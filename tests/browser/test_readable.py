@@ -7,25 +7,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.browser.support import api, wait_drawn
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 pytestmark = pytest.mark.slow
 READABLE = 0.85  # the smallest scale the view frames a step at (graph/view.js)
-
-
-def api(page: Page, server: str, path: str) -> Any:
-    r = page.request.get(f"{server}api/{path}")
-    assert r.ok, (path, r.status, r.text())
-    return r.json()
-
-
-def wait_drawn(page: Page, view: str) -> None:
-    page.wait_for_function("v => document.querySelector('.uv-app')?.dataset.drawn === v", arg=view, timeout=60_000)
 
 
 def open_view(page: Page, server: str, view: str) -> None:
@@ -106,7 +98,7 @@ def test_the_index_toggle_cuts_the_drawn_nodes_of_gemms_last_step(page: Page, se
             page.screenshot(path=shots / f"gemm-last-step-index-{index}-copies-{lanes}.png")
     assert counts[False, True] * 3 <= counts[False, False] * 2, counts  # index arithmetic folded: a third fewer
     assert counts[True, True] * 2 <= counts[True, False], counts
-    assert counts[True, True] < 100, counts  # both on: ~750 nodes read as a few dozen
+    assert counts[True, True] < 100, counts  # both on: ~500 nodes read as a few dozen
 
 
 def test_every_instruction_selection_step_of_gemm_draws_its_change_or_is_folded(page: Page, server: str,
@@ -138,8 +130,9 @@ def test_every_instruction_selection_step_of_gemm_draws_its_change_or_is_folded(
 
 
 @pytest.mark.parametrize("size", [(1600, 1000), (1280, 720)])
-def test_the_last_steps_of_big_kernels_read_at_both_sizes(page: Page, server: str, shots: Path,
-                                                          size: tuple[int, int]) -> None:
+def test_devectorize_of_big_kernels_is_framed_readably_at_both_sizes(page: Page, server: str, shots: Path,
+                                                                     size: tuple[int, int]) -> None:
+    """The devectorize step of the zoo's biggest kernels (the context of each last step): framed on its change."""
     page.set_viewport_size({"width": size[0], "height": size[1]})
     for tid in ("gemm", "conv2d", "attention"):
         view = last_step(page, server, tid)
@@ -168,7 +161,6 @@ def test_an_operand_swap_lists_one_node_in_its_diff(page: Page, server: str, sho
                     assert rows.count() == 1 and rows.first.get_attribute("data-kind") == "changed"
                     summary = page.inner_text(".uv-rewrite .uv-rebuilt summary")
                     assert summary.startswith(f"{len(step['rebuilt'])} ancestors rebuilt")
-                    # the swapped Add is drawn with its operands numbered? Add is commutative: no numbers on it
                     page.screenshot(path=shots / "operand-swap-diff.png")
                     return
     raise AssertionError("no operand swap in the zoo gemm")

@@ -10,16 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.browser.support import api, wait_drawn
+
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 pytestmark = pytest.mark.slow
 STEPS_PER_PASS = 4  # steps taken one key at a time in each pass before jumping to its last (End)
-
-
-def wait_drawn(page: Page, view: str) -> None:
-    """Wait until the app reports the graph of view "trace/context/pass/step" drawn."""
-    page.wait_for_function("v => document.querySelector('.uv-app')?.dataset.drawn === v", arg=view)
 
 
 def graph_key(page: Page) -> str:
@@ -32,12 +29,6 @@ def graph_key(page: Page) -> str:
 def rgb(hex_colour: str) -> str:
     n = int(hex_colour.lstrip("#"), 16)
     return f"rgb({n >> 16}, {(n >> 8) & 255}, {n & 255})"
-
-
-def api(page: Page, server: str, path: str) -> Any:
-    r = page.request.get(f"{server}api/{path}")
-    assert r.ok, (path, r.status, r.text())
-    return r.json()
 
 
 def gemm_kernel(page: Page, server: str) -> dict[str, Any]:

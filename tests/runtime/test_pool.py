@@ -7,13 +7,14 @@ import gc
 
 import numpy as np
 import pytest
+from devices_here import needs_cl
 
 from uopviz.dtype import dtypes
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime.pool import POOL, MemoryPool
 from uopviz.tensor import Tensor
 
-DEVICES = ["CPU", "PYTHON", "CL"]
+DEVICES = ["CPU", "PYTHON", pytest.param("CL", marks=needs_cl)]
 
 
 @pytest.fixture(autouse=True)
@@ -45,8 +46,6 @@ def test_memory_still_held_elsewhere_is_never_reused() -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_repeated_calls_on_reused_memory_give_each_calls_answer(device: str) -> None:
-    if device == "CL":
-        pytest.importorskip("pyopencl")
     rng = np.random.default_rng(0)
     for _ in range(3):
         a, b = rng.standard_normal((37, 19), dtype=np.float32), rng.standard_normal((37, 19), dtype=np.float32)

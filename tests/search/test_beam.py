@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from kernels import ZOO
+from tests.search.support import REPO, kernel
 from uopviz.cli import main
 from uopviz.cli.beam import _coloured
 from uopviz.codegen.opt import Opt, OptOps
@@ -37,15 +38,7 @@ from uopviz.search.timing import Workbench
 from uopviz.target import Kernel
 from uopviz.uop.ops import AxisType, UOp
 
-REPO = Path(__file__).resolve().parents[2]
 beam_module = sys.modules["uopviz.search.beam"]  # `uopviz.search.beam` is the function
-
-
-def kernel(name: str = "gemm") -> tuple[UOp, list[UOp]]:
-    """The (first) kernel of a zoo program at its small sizes, with its buffers."""
-    z = ZOO[name]
-    out, _ = z.build(z.sizes(small=True), "CPU")
-    return kernels_of(schedule([out.uop]))[0]
 
 
 def search(db: Path, name: str = "gemm", **kw: Any) -> BeamResult:

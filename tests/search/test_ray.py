@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.search.test_beam import REPO, kernel
+from tests.search.support import REPO, kernel
 from uopviz.cli import main
 from uopviz.codegen.opt import Opt
 from uopviz.compiler import compile_kernel

@@ -13,8 +13,6 @@ from uopviz.runtime import device as devices
 from uopviz.schedule import reductions, rows
 from uopviz.tensor import Tensor
 
-DEVICES = ["CPU", "PYTHON", "CL"]
-
 
 @pytest.fixture
 def small_split(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,10 +24,7 @@ def small_split(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("small_split")
-@pytest.mark.parametrize("device", DEVICES)
-def test_split_sum_max_and_prod_equal_numpy(device: str) -> None:
-    if device == "CL":
-        pytest.importorskip("pyopencl")
+def test_split_sum_max_and_prod_equal_numpy(device: str) -> None:  # `device`: tests/tensor/conftest.py's
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 5, 7, 11), dtype=np.float32)  # 1155 elements: 231 parts of 5
     t = Tensor(x, device=device)
