@@ -23,6 +23,7 @@ from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import Opt, Scheduler
 from uopviz.codegen.regplan import plan_registers
+from uopviz.codegen.rowcache import cache_row_values
 from uopviz.codegen.tc import tensor_cores, wmma_accumulate
 from uopviz.dtype import DType
 from uopviz.renderer.cstyle import render
@@ -149,6 +150,8 @@ KERNEL: tuple[Pass, ...] = (
     Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axes(u)),
     Rules("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, c: Accumulators(c.target.device)),
     Transform("merge loops", "Instruction Selection", lambda u, c: merge_loops(u), origin=merge_loops),
+    Transform("cache row values", "Instruction Selection", lambda u, c: cache_row_values(u, c.target),
+              origin=cache_row_values),
     Rules("wmma accumulate", "Instruction Selection", wmma_accumulate),
     Rules("decompose", "Instruction Selection", lambda t: decompose(t.native)),
     Rules("simplify", "Instruction Selection", symbolic),

@@ -30,6 +30,9 @@ class Target:
     tensor_cores: the warp-level matrix multiply-accumulates the device has, for the TC opt (codegen/tc.py).
     fma: the device adds a product with one rounding (a fused multiply-add instruction): Instruction Selection
     makes Add(Mul(a, b), c) a Mulacc, which the dialect spells as its fma (the `fuse multiply-add` pass).
+    private_memory: bytes of arrays one kernel call may keep in fast private memory (the CPU's stack, in cache) for
+    values computed once and read again (the `cache row values` pass); 0 where such an array would spill to slow
+    memory (GPU registers), which keeps the pass off.
     """
 
     device: str
@@ -44,6 +47,7 @@ class Target:
     vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
     tensor_cores: tuple[TensorCore, ...] = ()
     fma: bool = False
+    private_memory: int = 0
 
     @property
     def vector_functions(self) -> frozenset[Ops]:

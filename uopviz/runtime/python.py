@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from uopviz.codegen.rowcache import STACK_BYTES
 from uopviz.codegen.tc import coordinates, elements, threads
 from uopviz.dtype import DType, dtypes
 from uopviz.runtime.device import CompileError, DeviceError, Runtime, UnknownDeviceError
@@ -54,7 +55,7 @@ class PythonRuntime(Runtime):
         self.name = "PYTHON" if index is None else f"PYTHON:{index}"
         # work-groups as a typical GPU has them (the interpreter runs a group's work-items in turns between barriers)
         self.target = Target(self.name, dialect=None, native=GroupOp.Decomposed, global_dims=0, local_dims=3,
-                             max_local=1024, local_memory=64 * 1024)
+                             max_local=1024, local_memory=64 * 1024, private_memory=STACK_BYTES)
 
     def alloc(self, size: int, dtype: DType) -> np.ndarray:
         return np.zeros(size, _values(dtype))
