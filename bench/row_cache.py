@@ -4,10 +4,15 @@
 Each case's kernels are lowered twice for the CPU, once for its Target and once for a copy with no private memory
 (the pass then changes nothing), both answers checked against NumPy, then the two and torch (where installed) are
 timed in turns (bench/peers.py's measure: a warm-up round, then one run of each per round). The table gives the
-medians, their spread and cached/recomputed; only the row kernels differ, so a case's other kernels (attention's
-matmuls) dilute the ratio.
+medians, their spread, and `ratio`, the median over rounds of cached/recomputed (paired in one round, so the load
+of a shared machine mostly cancels); only the row kernels differ, so a case's other kernels (attention's matmuls)
+dilute it. log_softmax and logsumexp compute exp once already: the pass leaves their kernels alone, and their
+ratio shows how far noise moves a ratio of equal kernels.
 
-    python bench/row_cache.py [--repeats 30]
+`--device CPU:0` runs every kernel on one core (no THREAD axis), and torch with one thread: on a shared machine
+the other cores' load then disturbs the comparison less.
+
+    python bench/row_cache.py [--repeats 60] [--device CPU:0]
 """
 
 from __future__ import annotations
@@ -50,30 +55,28 @@ EXTRA: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], np.ndarray],
 }
 
 
-def runner(out: Any, cached: bool) -> tuple[Callable[[], Any], list[str]]:
-    """A function running out's kernels (heuristic opts) lowered with or without the pass, and their names."""
+def runner(out: Any, cached: bool, device: str) -> tuple[Callable[[], None], Callable[[], np.ndarray]]:
+    """A function running out's kernels (heuristic opts) lowered with or without the pass; one reading the result."""
     from uopviz.codegen.opt.heuristic import heuristic_opts
     from uopviz.pipeline import kernels_of, lower, schedule
     from uopviz.pipeline import scheduler as scheduler_of
     from uopviz.runtime import buffer as buffers
     from uopviz.runtime import device as devices
 
-    rt = devices.get("CPU")
+    rt = devices.get(device)
     target = rt.target if cached else dataclasses.replace(rt.target, private_memory=0)
     graph = schedule([out.uop])
-    progs, names = [], []
+    progs = []
     for ast, bufs in kernels_of(graph):
         kernel = lower(ast, target, heuristic_opts(scheduler_of(ast, rt.target)))
         progs.append((rt.compile(kernel), [buffers.handle(b) for b in bufs]))
-        names.append(kernel.name)
     result = graph.src[0].src[0]
 
-    def run() -> Any:
+    def run() -> None:
         for prog, handles in progs:
             prog(handles)
-        return buffers.to_numpy(result)
 
-    return run, names
+    return run, lambda: buffers.to_numpy(result)
 
 
 def torch_runner(name: str, arrays: list[np.ndarray]) -> Callable[[], Any] | None:
@@ -96,8 +99,15 @@ def torch_runner(name: str, arrays: list[np.ndarray]) -> Callable[[], Any] | Non
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=60)
+    ap.add_argument("--device", default="CPU", help="CPU (every core) or CPU:0 (one core; torch on one thread)")
     args = ap.parse_args()
+    if args.device != "CPU":
+        try:
+            import torch
+            torch.set_num_threads(1)
+        except ImportError:
+            pass
     from uopviz.tensor import Tensor
 
     print(f"{'case':24} {'cached ms':>14} {'recomputed ms':>16} {'torch ms':>14} {'ratio':>6}")
@@ -109,16 +119,19 @@ def main() -> int:
         want = reference(*arrays)
         runners: dict[str, Callable[[], Any]] = {}
         for variant in ("cached", "recomputed"):
-            run, _ = runner(program(*(Tensor(a) for a in arrays)), variant == "cached")
-            check(label, variant, run()[: want.size], want.reshape(-1), 1e-4)
+            run, read = runner(program(*(Tensor(a, device=args.device) for a in arrays)), variant == "cached",
+                               args.device)
+            run()
+            check(label, variant, read()[: want.size], want.reshape(-1), 1e-4)
             runners[variant] = run
         if (t := torch_runner(name, arrays)) is not None:
             runners["torch"] = t
-        samples = measure(runners, args.repeats, budget_s=6.0)
+        samples = measure(runners, args.repeats, budget_s=10.0)
+        ratio = statistics.median(a / b for a, b in zip(samples["cached"], samples["recomputed"], strict=True))
         med = {k: statistics.median(v) for k, v in samples.items()}
         cells = [f"{med[k] * 1e3:8.3f} ±{spread(samples[k]) * 100:2.0f}%" if k in med else "-" for k in
                  ("cached", "recomputed", "torch")]
-        print(f"{label:24} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} {med['cached'] / med['recomputed']:6.2f}")
+        print(f"{label:24} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} {ratio:6.2f}")
     return 0
 
 

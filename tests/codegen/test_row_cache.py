@@ -28,7 +28,7 @@ from uopviz.target import Kernel, Target
 from uopviz.uop.ops import AddrSpace, AxisType, Ops, UOp
 
 DEVICES = ["CPU", "PYTHON", pytest.param("CL", marks=needs_cl)]
-SPLIT, U, R, T = OptOps.SPLIT, AxisType.UPCAST, AxisType.UNROLL, AxisType.THREAD
+SPLIT, U, R, T, L = OptOps.SPLIT, AxisType.UPCAST, AxisType.UNROLL, AxisType.THREAD, AxisType.LOCAL
 
 
 def _softmax_np(x: np.ndarray) -> np.ndarray:
@@ -70,6 +70,11 @@ def caches(k: Kernel, row: int) -> list[int]:
             and u.arg.size >= row]
 
 
+def _missing(target: Target) -> set[AxisType]:
+    """The axis types the target has no hardware for: THREAD (the CPU's cores), LOCAL (work-groups)."""
+    return {t for t, has in ((T, target.threads), (L, target.local_dims)) if not has}
+
+
 def run(k: Kernel, device: str, bufs: list[UOp], shape: tuple[int, ...]) -> np.ndarray:
     devices.get(device).compile(k)([buffers.handle(b) for b in bufs], wait=True)
     return buffers.to_numpy(bufs[0])[: int(np.prod(shape))].reshape(shape)
@@ -102,6 +107,7 @@ HAND_PICKED: list[tuple[tuple[int, int], list[Opt], list[int]]] = [
     ((13, 129), [Opt(SPLIT, 1, (3, U, False)), Opt(SPLIT, 3, (3, R, False)), Opt(SPLIT, 0, (13, T, True))],
      [43, 43, 43]),  # copies (3 is no vector width), one cache each, rows split over the threads
     ((6, 129), [Opt(SPLIT, 0, (2, U, False))], [258]),  # two rows a step: their values are the two lanes
+    ((6, 129), [Opt(SPLIT, 0, (3, L, False))], [129]),  # rows over a work-group's items (PYTHON), a cache each
     ((7, 1000), [Opt(SPLIT, 1, (8, U, False)), Opt(SPLIT, 3, (4, R, False))], []),  # split differently: no match
 ]
 
@@ -113,7 +119,7 @@ def test_softmax_with_hand_picked_opts(shape: tuple[int, int], opts: list[Opt], 
     x = np.random.default_rng(4).standard_normal(shape).astype(np.float32) * 4
     ast, bufs, out = row_kernel(PROGRAMS["softmax"][0], x, device)
     target = devices.get(device).target
-    opts = [o for o in opts if o.op is not SPLIT or o.arg[1] is not T or target.threads]  # THREAD: the CPU only
+    opts = [o for o in opts if o.op is not SPLIT or o.arg[1] not in _missing(target)]
     k, old = lower(ast, target, opts), lower(ast, without_pass(target), opts)
     assert caches(k, shape[1] // 3) == (sizes if target.private_memory else [])
     if not sizes or not target.private_memory:
