@@ -34,7 +34,8 @@ from uopviz.target import Target
 from uopviz.uop.ops import AddrSpace, AxisType, GroupOp, Ops, UOp
 
 EXPENSIVE = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.POW, Ops.RECIP, Ops.DIV, Ops.THREEFRY})
-"""Ops that cost far more than a store and a load of the first-level cache (decomposed, tens of instructions)."""
+"""Ops that cost far more than a store and a load of the first-level cache: transcendentals (decomposed, tens of
+instructions), and divisions and square roots (slow instructions where they are native)."""
 STACK_BYTES = ROW_BYTES
 """The row caches a CPU kernel call may keep on its stack (Target.private_memory): as large as a fused row may be,
 far below any thread's stack (8 MiB by default on Linux), and with the row itself within a core's L2."""
@@ -93,6 +94,10 @@ def _cache_loop(sink: UOp, first: UOp, budget: int, device: str) -> tuple[UOp, i
     """Cache the values of reduction loop `first` that later loops compute again: (the new sink, bytes used)."""
     nodes, free = sink.toposort(), free_by_node(sink)
     ranges, body = _chain(first), _body(first)
+    order = body.toposort()
+    worth = _candidates(order, set(ranges), free, {_memory(u.src[0]) for u in nodes if u.op is Ops.STORE})
+    if not worth:
+        return sink, 0
     before = first.sparents()
     laters = []  # loops with as many ranges of the same sizes, not inside `first`, inside every loop `first` is in
     for e in nodes:
@@ -103,8 +108,6 @@ def _cache_loop(sink: UOp, first: UOp, budget: int, device: str) -> tuple[UOp, i
                 laters.append((dict(zip(ranges, theirs, strict=True)), set(_body(e).toposort())))
     if not laters:
         return sink, 0
-    order = body.toposort()
-    worth = _candidates(order, set(ranges), free, {_memory(u.src[0]) for u in nodes if u.op is Ops.STORE})
     moved = [_moved(order, m) for m, _ in laters]
     trips = math.prod(int(r.src[0].arg.value) for r in ranges)
     found: list[tuple[UOp, list[tuple[UOp, list[UOp]]]]] = []  # a value, and where later loops compute it again
