@@ -11,6 +11,7 @@ of the padded value, and the padded value reads memory (a pad of constants is ch
 
 from __future__ import annotations
 
+from uopviz.schedule.program import program_order
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod
 
 REUSE = 8
@@ -23,7 +24,7 @@ def store_pads(fn: UOp) -> UOp:
     """Function fn with each Pad that a reduction re-reads at least REUSE times made Contiguous (stored); fn
     unchanged when there is none."""
     body = fn.src[0]
-    order = [u for u in body.toposort() if u.op is not Ops.FUNCTION]
+    order = program_order(body)
     pads = {p for u in order if u.op is Ops.REDUCE for p in _reread_pads(u)}
     if not pads:
         return fn
