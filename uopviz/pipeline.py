@@ -29,6 +29,7 @@ from uopviz.renderer.cstyle import render
 from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
+from uopviz.schedule.pack import pack
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
 from uopviz.schedule.reductions import split_reductions
 from uopviz.schedule.rows import fuse_rows
@@ -133,6 +134,7 @@ SCHEDULE: tuple[Pass, ...] = (
     Transform("callify", "Callify", lambda roots, s: callify(roots.src), origin=callify),
     Transform("fuse rows", "Rangeify", lambda f, s: fuse_rows(f), origin=fuse_rows),
     Transform("split reductions", "Rangeify", lambda f, s: split_reductions(f), origin=split_reductions),
+    Transform("pack", "Rangeify", lambda f, s: pack(f), origin=pack),
     Transform("kernel split", "Rangeify", lambda f, s: split(f, s.outputs, s.device), origin=split),
     Transform("memory plan", "Register/Memory Plan", lambda g, s: plan_memory(g), origin=plan_memory),
 )
