@@ -36,7 +36,10 @@ def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: P
     page.on("request", lambda r: requests.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(out.as_uri())
-    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/1/0/0'")  # 1st kernel
+    # it opens on the matmul (the first kernel that reduces), not on the copy before it
+    page.wait_for_function(f"() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/{ci}/0/0'")
+    page.click(".uv-ctx[data-name^='E_']")
+    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/1/0/0'")
     page.click(f".uv-ctx[data-name='{recorded.contexts[ci].name}']")
     page.wait_for_function(f"() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/{ci}/0/0'")
     assert page.locator(".uv-node[data-op='Range']").count() > 0
