@@ -30,6 +30,8 @@ from uopviz.renderer.cstyle import render
 from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
+from uopviz.schedule.pack import pack
+from uopviz.schedule.pads import store_pads
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
 from uopviz.schedule.reductions import split_reductions
 from uopviz.schedule.rows import fuse_rows
@@ -134,6 +136,8 @@ SCHEDULE: tuple[Pass, ...] = (
     Transform("callify", "Callify", lambda roots, s: callify(roots.src), origin=callify),
     Transform("fuse rows", "Rangeify", lambda f, s: fuse_rows(f), origin=fuse_rows),
     Transform("split reductions", "Rangeify", lambda f, s: split_reductions(f), origin=split_reductions),
+    Transform("store pads", "Rangeify", lambda f, s: store_pads(f), origin=store_pads),
+    Transform("pack", "Rangeify", lambda f, s: pack(f), origin=pack),
     Transform("kernel split", "Rangeify", lambda f, s: split(f, s.outputs, s.device), origin=split),
     Transform("memory plan", "Register/Memory Plan", lambda g, s: plan_memory(g), origin=plan_memory),
 )

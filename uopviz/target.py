@@ -7,12 +7,33 @@ widths), codegen and the renderer ask the Target, and the result is a Kernel the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from uopviz.dtype import DType
 from uopviz.renderer.dialect import Dialect
 from uopviz.uop.ops import Ops, TensorCore, UOp
+
+
+@dataclass(frozen=True)
+class Cache:
+    """A set-associative data cache: line bytes, sets, ways. Its size is their product; addresses a multiple of
+    `line * sets` apart (the set span) share a set, so a walk along rows whose stride is a multiple of a large power
+    of two keeps only a few sets' ways of them (schedule/pack.py)."""
+
+    line: int
+    sets: int
+    ways: int
+
+    @property
+    def size(self) -> int:
+        return self.line * self.sets * self.ways
+
+    def sets_touched(self, stride: int) -> int:
+        """How many sets a walk of `stride` bytes per step lands in, however long it is."""
+        span = self.line * self.sets
+        return min(self.sets, span // math.gcd(stride, span))
 
 
 @dataclass(frozen=True)
@@ -30,6 +51,8 @@ class Target:
     tensor_cores: the warp-level matrix multiply-accumulates the device has, for the TC opt (codegen/tc.py).
     fma: the device adds a product with one rounding (a fused multiply-add instruction): Instruction Selection
     makes Add(Mul(a, b), c) a Mulacc, which the dialect spells as its fma (the `fuse multiply-add` pass).
+    l1: the first-level data cache, where its geometry is worth planning data layout for (the CPU: a matmul operand
+    whose rows alias in it is packed, schedule/pack.py); None where it is unknown or not planned for (GPUs).
     private_memory: bytes of arrays one kernel call may keep in fast private memory (the CPU's stack, in cache) for
     values computed once and read again (the `cache row values` pass); 0 where such an array would spill to slow
     memory (GPU registers), which keeps the pass off.
@@ -47,6 +70,7 @@ class Target:
     vectors: frozenset[int] = frozenset()  # lane counts of the dialect's vector types (none: scalar code only)
     tensor_cores: tuple[TensorCore, ...] = ()
     fma: bool = False
+    l1: Cache | None = None
     private_memory: int = 0
 
     @property

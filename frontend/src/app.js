@@ -21,6 +21,14 @@ import { emptyState, formatHash, parseHash } from "./state.js";
 const ICONS = { first: "M3 3h2v10H3zM13 3v10L6 8z", prev: "M11 3v10L4 8z", next: "M5 3v10l7-5z", last: "M11 3h2v10h-2zM3 3v10l7-5z" };
 // Stages whose kernels are big (UPCAST copies, devectorized lanes, index math of every load): there the graph folds
 // index arithmetic and collapses copies alike unless the person says otherwise.
+// The context a trace opens on: its first reduction kernel (named r_...: a matmul, not the copy into panels that
+// comes before it, nor the padded input a convolution stores first), else its first kernel, else the first context.
+function openingKernel(ctxs) {
+  const kernels = ctxs.map((c, i) => [c, i]).filter(([c]) => c.kind === "kernel");
+  const pick = kernels.find(([c]) => c.name.startsWith("r_")) ?? kernels[0];
+  return pick ? pick[1] : 0;
+}
+
 const LATE_STAGES = new Set(["Expand", "Instruction Selection", "Linearize", "Register/Memory Plan", "Render"]);
 const TALL_ENOUGH_FOR_LEGEND = 900; // px of view below which the legend starts folded
 
@@ -354,7 +362,7 @@ export class App {
     if (token !== this.token) return;
     const ctxs = trace.contexts;
     if (!ctxs.length) return this.status(`Trace ${trace.name} has no contexts.`);
-    if (s.ci == null || !ctxs[s.ci]) s.ci = Math.max(0, ctxs.findIndex((c) => c.kind === "kernel"));
+    if (s.ci == null || !ctxs[s.ci]) s.ci = openingKernel(ctxs);
     const ctx = ctxs[s.ci];
     if (ctx.kind !== "kernel") s.opts = null;
 

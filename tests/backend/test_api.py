@@ -25,6 +25,12 @@ from uopviz.tensor import Tensor
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
 GEMM_KERNEL = "r_t8_L4_L128_R1024_u8_u2_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)
+PACK_KERNEL = "E_t8_L8_L1024_u16"  # before it, the copy of B into panels (its rows alias: uopviz/schedule/pack.py)
+
+
+def gemm_context(store: TraceStore) -> int:
+    """The index of the zoo gemm's matmul kernel among its trace's contexts, found by its name."""
+    return [c.name for c in store.get("gemm").trace.contexts].index(GEMM_KERNEL)
 
 
 def default_kernels(name: str, device: str = "CPU") -> list[Kernel]:
@@ -35,6 +41,11 @@ def default_kernels(name: str, device: str = "CPU") -> list[Kernel]:
     z = get(name)
     out, _ = z.build(z.sizes(small=True), device)
     return [compile_kernel(ast, device, default_opts(ast, device))[0] for ast, _ in kernels_of(schedule([out.uop]))]
+
+
+@pytest.fixture(scope="module")
+def gemm(store: TraceStore) -> int:
+    return gemm_context(store)
 
 
 def steps_url(tid: str, ci: int, pi: int, k: int) -> str:
@@ -78,20 +89,20 @@ def test_meta_describes_the_opts_once_and_which_each_device_takes(client: TestCl
     assert {"LOCAL", "GROUP_REDUCE"} <= set(m["device_opts"]["PYTHON"])  # the interpreter runs work-groups
 
 
-def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, store: TraceStore) -> None:
+def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, store: TraceStore, gemm: int) -> None:
     listed = {t["id"]: t for t in client.get("/api/traces").json()}
-    assert listed["gemm"] == {"id": "gemm", "name": "gemm", "source": "zoo", "contexts": 2, "origin": None}
+    assert listed["gemm"] == {"id": "gemm", "name": "gemm", "source": "zoo", "contexts": 3, "origin": None}
     assert listed["softmax-small"]["contexts"] == len(store.get("softmax-small").trace.contexts)
     assert listed["broken"]["source"] == "file"
 
     d = client.get("/api/traces/gemm").json()
     tr = store.get("gemm").trace
-    assert d["device"] == "CPU" and [c["name"] for c in d["contexts"]] == ["schedule", GEMM_KERNEL]
+    assert d["device"] == "CPU" and [c["name"] for c in d["contexts"]] == ["schedule", PACK_KERNEL, GEMM_KERNEL]
     assert d["contexts"][0]["axes"] == []
     kinds = [(AxisType.THREAD, "t", 8), (AxisType.LOOP, "L", 4), (AxisType.LOOP, "L", 128),
              (AxisType.REDUCE, "R", 1024), (AxisType.UPCAST, "u", 8), (AxisType.UPCAST, "u", 2),
              (AxisType.UPCAST, "u", 16)]
-    assert d["contexts"][1]["axes"] == [{"letter": letter, "size": n, "type": t.name, "color": t.colour}
+    assert d["contexts"][gemm]["axes"] == [{"letter": letter, "size": n, "type": t.name, "color": t.colour}
                                         for t, letter, n in kinds]
     for c, tc in zip(d["contexts"], tr.contexts, strict=True):
         assert [(p["name"], p["stage"], p["steps"], p["parent"], p["time_ns"]) for p in c["passes"]] == \
@@ -104,9 +115,9 @@ def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, sto
     assert d["origin"] is None and d["output"] is None
 
 
-def test_opt_passes_say_which_opt_they_applied_and_how_the_axes_changed(client: TestClient) -> None:
+def test_opt_passes_say_which_opt_they_applied_and_how_the_axes_changed(client: TestClient, gemm: int) -> None:
     """Issue 17: an opt step shows the opt and the axes before and after it, not the apply_opt source."""
-    kernel = client.get("/api/traces/gemm").json()["contexts"][1]
+    kernel = client.get("/api/traces/gemm").json()["contexts"][gemm]
     steps = [p["opt"] for p in kernel["passes"] if p["opt"] is not None]
     assert [s["opt"] for s in steps] == kernel["opts"] and len(steps) == 5
     assert [s["text"] for s in steps] == [
@@ -179,11 +190,11 @@ def test_every_step_is_the_replayed_graph_and_its_difference(client: TestClient,
                 assert v["root"] == p.output
 
 
-def test_nodes_carry_display_fields_and_range_nodes_their_axis_type_colour(client: TestClient,
-                                                                          store: TraceStore) -> None:
+def test_nodes_carry_display_fields_and_range_nodes_their_axis_type_colour(client: TestClient, store: TraceStore,
+                                                                          gemm: int) -> None:
     tr = store.get("gemm").trace
-    pi = next(i for i, p in enumerate(tr.contexts[1].passes) if p.name == "rangeify")
-    nodes = client.get(steps_url("gemm", 1, pi, len(tr.contexts[1].passes[pi].steps))).json()["nodes"]
+    pi = next(i for i, p in enumerate(tr.contexts[gemm].passes) if p.name == "rangeify")
+    nodes = client.get(steps_url("gemm", gemm, pi, len(tr.contexts[gemm].passes[pi].steps))).json()["nodes"]
     ranges = [n for n in nodes if n["op"] == "Range"]
     assert {n["axis_type"] for n in ranges} == {"LOOP", "REDUCE"}
     assert all(n["color"] == AxisType[n["axis_type"]].colour for n in ranges)
@@ -199,16 +210,16 @@ def test_nodes_carry_display_fields_and_range_nodes_their_axis_type_colour(clien
     assert {n["arg"] for n in ranges} == {"r0 LOOP", "r1 LOOP", "r2 REDUCE"}
 
 
-def test_a_step_diff_is_keyed_by_node_identity(client: TestClient, store: TraceStore) -> None:
+def test_a_step_diff_is_keyed_by_node_identity(client: TestClient, store: TraceStore, gemm: int) -> None:
     """Issue 17: an operand swap in one Add is one changed node, its rebuilt ancestors marked as rebuilt (not the
     whole kernel removed and added again)."""
     tr = store.get("gemm").trace
-    c = tr.contexts[1]
+    c = tr.contexts[gemm]
     swaps = [(pi, k) for pi, p in enumerate(c.passes) for k, s in enumerate(p.steps, 1)
              if tr.node(s.match)["op"] == "Add" and tr.node(s.match)["src"] == tr.node(s.replacement)["src"][::-1]]
     assert swaps
     for pi, k in swaps:
-        v = client.get(steps_url("gemm", 1, pi, k)).json()
+        v = client.get(steps_url("gemm", gemm, pi, k)).json()
         (swap,) = [ch for ch in v["changes"] if ch["kind"] != "rebuilt"]
         assert (swap["kind"], swap["before"], swap["id"]) == ("changed", v["match"], v["replacement"])
         before, after = (text.partition(" (")[2].rstrip(")").split(", ") for text in (swap["before_text"],
@@ -275,11 +286,11 @@ def test_kernel_route_refuses_contexts_that_are_not_rendered_kernels(client: Tes
     assert "ValueError: no rule for this" in r.json()["detail"]
     d = client.get("/api/traces/broken").json()
     assert d["contexts"][0]["passes"][0]["error"] == "ValueError: no rule for this"
-    assert client.get("/api/traces/gemm/contexts/2/kernel").status_code == 404
+    assert client.get("/api/traces/gemm/contexts/3/kernel").status_code == 404
 
 
 @pytest.mark.parametrize("url", ["/api/traces/nope", "/api/traces/nope/contexts/0/kernel", steps_url("nope", 0, 0, 0),
-                                 steps_url("gemm", 2, 0, 0), steps_url("gemm", 1, 99, 0), steps_url("gemm", 1, 0, 99),
+                                 steps_url("gemm", 3, 0, 0), steps_url("gemm", 1, 99, 0), steps_url("gemm", 1, 0, 99),
                                  "/api/nothing", "/no-such-file.js"])
 def test_unknown_ids_are_404_json(client: TestClient, url: str) -> None:
     r = client.get(url)
@@ -399,7 +410,7 @@ def _gemm_kernel(opts: list[Opt]) -> Kernel:
     z = get("gemm")
     s = z.sizes()
     out = z.program(*[Tensor.empty(*i.shape(s), device="CPU") for i in z.inputs])
-    ((ast, _),) = kernels_of(schedule([out.uop]))
+    (ast,) = [ast for ast, _ in kernels_of(schedule([out.uop])) if any(u.op is Ops.REDUCE for u in ast.toposort())]
     return compile_kernel(ast, "CPU", opts)[0]
 
 
@@ -407,15 +418,15 @@ def test_applying_opts_gives_the_kernel_the_pipeline_makes_with_them(missing_dis
                                                                       make_client: Callable[..., TestClient]) -> None:
     s = TraceStore("CPU")
     s.record_zoo("gemm")
-    c = make_client(s, dist=missing_dist)
+    c, ci = make_client(s, dist=missing_dist), gemm_context(s)
     upcast = {"op": "SPLIT", "axis": 0, "arg": [4, "UPCAST", False]}
-    r = c.post("/api/traces/gemm/contexts/1/opts", json={"opts": [upcast]})
+    r = c.post(f"/api/traces/gemm/contexts/{ci}/opts", json={"opts": [upcast]})
     assert r.status_code == 200, r.json()
     want = _gemm_kernel([Opt(OptOps.SPLIT, 0, (4, AxisType.UPCAST, False))])
     v = r.json()
     assert (v["name"], v["source"], v["opts"]) == (want.name, want.source, [upcast])
-    assert v["name"] == "r_L256_L1024_R1024_u4" and v["source"] != c.get("/api/traces/gemm/contexts/1/kernel").json()[
-        "source"]
+    before = c.get(f"/api/traces/gemm/contexts/{ci}/kernel").json()["source"]
+    assert v["name"] == "r_L256_L1024_R1024_u4" and v["source"] != before
     assert [(a["letter"], a["size"]) for a in v["axes"]] == [("L", 256), ("L", 1024), ("R", 1024), ("u", 4)]
 
     d = c.get(f"/api/traces/{v['trace_id']}").json()
@@ -488,8 +499,9 @@ def test_opts_traces_are_bounded_and_a_dropped_one_says_to_apply_the_opts_again(
     ([{"op": "SPLIT", "axis": 0, "arg": 4}], "SPLIT's arg is [factor, axis type, top]"),
     ([{"op": "SPLIT", "axis": 0, "arg": [4, "SIDEWAYS"]}], "unknown AxisType 'SIDEWAYS'"),
 ])
-def test_illegal_opts_are_422_saying_why(client: TestClient, opts: list[dict[str, object]], words: str) -> None:
-    r = client.post("/api/traces/gemm/contexts/1/opts", json={"opts": opts})
+def test_illegal_opts_are_422_saying_why(client: TestClient, gemm: int, opts: list[dict[str, object]],
+                                        words: str) -> None:
+    r = client.post(f"/api/traces/gemm/contexts/{gemm}/opts", json={"opts": opts})
     assert r.status_code == 422 and words in r.json()["detail"], r.json()
 
 
@@ -547,25 +559,25 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
     assert json.dumps(doc).count("ErrorBody") >= 2
 
 
-def test_a_graph_as_python_rebuilds_the_same_nodes(client: TestClient, store: TraceStore) -> None:
+def test_a_graph_as_python_rebuilds_the_same_nodes(client: TestClient, store: TraceStore, gemm: int) -> None:
     """Issue 17: the graph as pasteable Python; running it builds nodes with the very content ids of the trace."""
     from uopviz.trace import node_id
     tr = store.get("gemm").trace
-    c = tr.contexts[1]
+    c = tr.contexts[gemm]
     for pi in (0, len(c.passes) - 1):
         k = len(c.passes[pi].steps)
-        v = client.get(f"{steps_url('gemm', 1, pi, k)}/python").json()
+        v = client.get(f"{steps_url('gemm', gemm, pi, k)}/python").json()
         assert v["root"] == c.passes[pi].graph_at(k) and "from uopviz.uop.ops import" in v["text"]
         scope: dict[str, Any] = {}
         exec(compile(v["text"], "<pasted>", "exec"), scope)  # what a person pasting it would run
         assert node_id(scope["root"]) == v["root"]
     some = tr.nodes_of(c.passes[0].input)
     part = next(n for n in some if tr.node(n)["op"] == "Reduce")
-    v = client.get(f"{steps_url('gemm', 1, 0, 0)}/python", params={"node": part}).json()
+    v = client.get(f"{steps_url('gemm', gemm, 0, 0)}/python", params={"node": part}).json()
     assert v["root"] == part and v["text"].rstrip().splitlines()[-1].startswith("root = reduce")
-    r = client.get(f"{steps_url('gemm', 1, 0, 0)}/python", params={"node": "0" * 16})
+    r = client.get(f"{steps_url('gemm', gemm, 0, 0)}/python", params={"node": "0" * 16})
     assert r.status_code == 404 and "is not in the graph" in r.json()["detail"]
-    assert client.get(f"{steps_url('gemm', 1, 0, 0)}/python", params={"node": "x"}).status_code == 422
+    assert client.get(f"{steps_url('gemm', gemm, 0, 0)}/python", params={"node": "x"}).status_code == 422
 
 
 def test_time_it_runs_the_kernel_on_its_device(client: TestClient) -> None:
@@ -584,14 +596,14 @@ def test_time_it_runs_the_kernel_on_its_device(client: TestClient) -> None:
     assert client.post(f"/api/traces/softmax-small/contexts/{ci}/time", json={"x": 1}).status_code == 422
 
 
-def test_the_gemm_kernels_work_is_two_flops_per_multiply_add(client: TestClient) -> None:
-    work = client.get("/api/traces/gemm/contexts/1/kernel").json()["work"]
+def test_the_gemm_kernels_work_is_two_flops_per_multiply_add(client: TestClient, gemm: int) -> None:
+    work = client.get(f"/api/traces/gemm/contexts/{gemm}/kernel").json()["work"]
     assert work == {"flops": 2 * 1024**3, "bytes": 3 * 1024 * 1024 * 4}
 
 
-def test_machine_code_is_the_disassembly_of_the_cpu_library(client: TestClient) -> None:
+def test_machine_code_is_the_disassembly_of_the_cpu_library(client: TestClient, gemm: int) -> None:
     import shutil
-    v = client.get("/api/traces/gemm/contexts/1/machine-code").json()
+    v = client.get(f"/api/traces/gemm/contexts/{gemm}/machine-code").json()
     if shutil.which("objdump") is None:
         assert v["kind"] == "none" and "objdump is not installed" in v["note"]
         return

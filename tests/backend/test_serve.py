@@ -41,7 +41,8 @@ def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
         r = httpx.get(url + "api/traces", headers=auth, timeout=10)
         assert r.status_code == 200
         assert [t["id"] for t in r.json()][:3] == ["gemm", "batched_gemm", "conv2d"] and len(r.json()) == 12
-        assert httpx.get(url + "api/traces/gemm", headers=auth, timeout=10).json()["contexts"][1]["name"] == GEMM_KERNEL
+        gemm = httpx.get(url + "api/traces/gemm", headers=auth, timeout=10).json()
+        assert GEMM_KERNEL in [c["name"] for c in gemm["contexts"]]
         searches = httpx.get(url + "api/tuning/searches", headers=auth, timeout=10).json()["searches"]
         assert [(s["kernel_name"], s["width"], s["status"]) for s in searches] == [("r_L4", 3, "done")]
         proc.send_signal(signal.SIGINT)

@@ -34,3 +34,11 @@ def api(page: Page, server: str, path: str) -> Any:
 def wait_drawn(page: Page, view: str) -> None:
     """Wait until the app reports the graph of view "trace/context/pass/step" drawn."""
     page.wait_for_function("v => document.querySelector('.uv-app')?.dataset.drawn === v", arg=view, timeout=60_000)
+
+
+def gemm_context(page: Page, server: str) -> int:
+    """The index of the zoo gemm's matmul kernel among its contexts, found by what it is (the kernel whose name says
+    it reduces: r_...); the copy of B into panels (uopviz/schedule/pack.py) comes before it."""
+    contexts = api(page, server, "traces/gemm")["contexts"]
+    return next(c["index"] for c in contexts if c["kind"] == "kernel" and c["name"].startswith("r_"))
+

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.slow
 
 def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: Path, shots: Path) -> None:
     trace = tmp_path / "gemm.uopviz-trace.json"
-    TraceStore("CPU").record_zoo("gemm").trace.save(trace)
+    recorded = TraceStore("CPU").record_zoo("gemm").trace
+    recorded.save(trace)
+    ci = next(i for i, c in enumerate(recorded.contexts) if c.name.startswith("r_"))  # the matmul, after B's packing
     out = tmp_path / "gemm.html"
     run = subprocess.run([sys.executable, "-m", "uopviz.cli", "export", str(trace), "-o", str(out)],
                          capture_output=True, text=True, timeout=120)
@@ -34,11 +36,16 @@ def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: P
     page.on("request", lambda r: requests.append(r.url))
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(out.as_uri())
+    # it opens on the matmul (the first kernel that reduces), not on the copy before it
+    page.wait_for_function(f"() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/{ci}/0/0'")
+    page.click(".uv-ctx[data-name^='E_']")
     page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/1/0/0'")
+    page.click(f".uv-ctx[data-name='{recorded.contexts[ci].name}']")
+    page.wait_for_function(f"() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/{ci}/0/0'")
     assert page.locator(".uv-node[data-op='Range']").count() > 0
     page.click(".uv-graph-tools .uv-fit")  # focus the view (a button inside it), then step with the keyboard
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("() => document.querySelector('.uv-app').dataset.drawn === 'gemm/1/0/1'")
+    page.wait_for_function(f"() => document.querySelector('.uv-app').dataset.drawn === 'gemm/{ci}/0/1'")
     assert page.inner_text(".uv-rewrite .uv-location")  # the rule of step 1
     page.click(".uv-tab[data-tab='kernel']")
     assert "void r_" in page.inner_text(".uv-kernel-source")

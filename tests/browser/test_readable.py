@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.support import api, wait_drawn
+from tests.browser.support import api, gemm_context, wait_drawn
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -54,8 +54,9 @@ def last_step(page: Page, server: str, tid: str) -> str:
 
 
 def test_search_finds_a_node_by_op_id_range_and_arg(page: Page, server: str, shots: Path) -> None:
-    open_view(page, server, "gemm/1/0/0")
-    step = api(page, server, "traces/gemm/contexts/1/passes/0/steps/0")
+    ci = gemm_context(page, server)
+    open_view(page, server, f"gemm/{ci}/0/0")
+    step = api(page, server, f"traces/gemm/contexts/{ci}/passes/0/steps/0")
     reduce = next(n for n in step["nodes"] if n["op"] == "Reduce")
     for query, want in (("reduce", reduce["id"]), (reduce["id"][:10], reduce["id"]), ("r1 loop", None), ("1024", None)):
         page.fill(".uv-search", query)
@@ -103,22 +104,23 @@ def test_the_index_toggle_cuts_the_drawn_nodes_of_gemms_last_step(page: Page, se
 
 def test_every_instruction_selection_step_of_gemm_draws_its_change_or_is_folded(page: Page, server: str,
                                                                                  shots: Path) -> None:
-    kernel = api(page, server, "traces/gemm")["contexts"][1]
+    ci = gemm_context(page, server)
+    kernel = api(page, server, "traces/gemm")["contexts"][ci]
     passes = [p for p in kernel["passes"] if p["stage"] == "Instruction Selection" and p["steps"]]
     assert passes
-    open_view(page, server, f"gemm/1/{passes[0]['index']}/0")
+    open_view(page, server, f"gemm/{ci}/{passes[0]['index']}/0")
     seen = folded = 0
     for p in passes:
         pi = p["index"]
-        page.evaluate(f"location.hash = '#/t/gemm/c/1/p/{pi}/s/0'")
-        wait_drawn(page, f"gemm/1/{pi}/0")
+        page.evaluate(f"location.hash = '#/t/gemm/c/{ci}/p/{pi}/s/0'")
+        wait_drawn(page, f"gemm/{ci}/{pi}/0")
         for k in range(1, p["steps"] + 1):
             if k in p["folded"]:  # folded out of the stepping, and said so
                 folded += 1
                 assert "folded" in page.inner_text(".uv-step-label")
                 continue
             page.keyboard.press("ArrowRight")
-            wait_drawn(page, f"gemm/1/{pi}/{k}")
+            wait_drawn(page, f"gemm/{ci}/{pi}/{k}")
             svg = page.locator(".uv-graph-svg")
             assert svg.get_attribute("data-focus") == "true", (p["name"], k)  # what it changed is in view...
             assert float(svg.get_attribute("data-scale") or 0) >= READABLE, (p["name"], k)  # ...at a readable scale
@@ -146,16 +148,17 @@ def test_devectorize_of_big_kernels_is_framed_readably_at_both_sizes(page: Page,
 
 
 def test_an_operand_swap_lists_one_node_in_its_diff(page: Page, server: str, shots: Path) -> None:
-    kernel = api(page, server, "traces/gemm")["contexts"][1]
+    ci = gemm_context(page, server)
+    kernel = api(page, server, "traces/gemm")["contexts"][ci]
     for p in kernel["passes"]:
         for k in range(1, p["steps"] + 1):
-            step = api(page, server, f"traces/gemm/contexts/1/passes/{p['index']}/steps/{k}")
+            step = api(page, server, f"traces/gemm/contexts/{ci}/passes/{p['index']}/steps/{k}")
             swap = [c for c in step["changes"] if c["kind"] == "changed"]
             if swap and "symbolic.py" in step["rule"]["location"]:
                 before = swap[0]["before_text"].partition(" (")[2].rstrip(")").split(", ")
                 after = swap[0]["text"].partition(" (")[2].rstrip(")").split(", ")
                 if len(before) == 2 and before == after[::-1]:
-                    open_view(page, server, f"gemm/1/{p['index']}/{k}")
+                    open_view(page, server, f"gemm/{ci}/{p['index']}/{k}")
                     rows = page.locator(".uv-rewrite .uv-changes > .uv-change:not(.uv-change-rebuilt)")
                     rows.first.wait_for()
                     assert rows.count() == 1 and rows.first.get_attribute("data-kind") == "changed"
@@ -167,15 +170,17 @@ def test_an_operand_swap_lists_one_node_in_its_diff(page: Page, server: str, sho
 
 
 def test_operands_of_ordered_ops_are_numbered(page: Page, server: str) -> None:
-    open_view(page, server, "gemm/1/0/0")
+    ci = gemm_context(page, server)
+    open_view(page, server, f"gemm/{ci}/0/0")
     labels = page.eval_on_selector_all(".uv-operand", "els => els.map(e => e.textContent)")
     assert {"0", "1"} <= set(labels)
 
 
 def test_an_opt_step_shows_the_opt_and_its_axes(page: Page, server: str, shots: Path) -> None:
-    kernel = api(page, server, "traces/gemm")["contexts"][1]
+    ci = gemm_context(page, server)
+    kernel = api(page, server, "traces/gemm")["contexts"][ci]
     p = next(p for p in kernel["passes"] if p["opt"])
-    open_view(page, server, f"gemm/1/{p['index']}/1")
+    open_view(page, server, f"gemm/{ci}/{p['index']}/1")
     assert page.inner_text(".uv-rewrite .uv-opt-text") == p["opt"]["text"] == "SPLIT a1 (L1024) → L64 × u16"
     assert page.locator(".uv-rewrite .uv-opt-axes").count() == 2
     assert not page.locator(".uv-rewrite details.uv-rule-source").get_attribute("open")  # apply_opt's code folded
@@ -183,7 +188,8 @@ def test_an_opt_step_shows_the_opt_and_its_axes(page: Page, server: str, shots: 
 
 
 def test_time_it_shows_a_time_with_gflops_and_gbs(page: Page, server: str, shots: Path) -> None:
-    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0/v/kernel")
+    ci = gemm_context(page, server)
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/0/s/0/v/kernel")
     page.locator(".uv-kernel-source").wait_for()
     options = page.eval_on_selector_all(".uv-opt-op option", "els => els.map(e => e.textContent)")
     assert "UPCAST" in options and not {"LOCAL", "GROUP_REDUCE", "NOLOCALS"} & set(options)  # the CPU has none
@@ -218,20 +224,22 @@ def test_keys_help_legend_filters_and_minimap(page: Page, server: str, shots: Pa
 
 
 def test_a_graph_as_python_in_an_overlay(page: Page, server: str) -> None:
-    open_view(page, server, "gemm/1/1/2")
+    ci = gemm_context(page, server)
+    open_view(page, server, f"gemm/{ci}/1/2")
     page.click(".uv-rewrite .uv-python-graph")
     text = page.locator(".uv-overlay .uv-overlay-text")
     text.wait_for()
     lines = text.inner_text().splitlines()
     assert lines[0].startswith(("from uopviz", "import")) and lines[-1].startswith("root = ")
-    step = api(page, server, "traces/gemm/contexts/1/passes/1/steps/2")
+    step = api(page, server, f"traces/gemm/contexts/{ci}/passes/1/steps/2")
     assert sum(line.count(" = UOp(") for line in lines) == len(step["nodes"])  # one line per node
     page.keyboard.press("Escape")
     assert page.locator(".uv-overlay").is_hidden()
 
 
 def test_an_applied_opt_nests_under_its_kernel_with_its_source_diff(page: Page, server: str, shots: Path) -> None:
-    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0/v/kernel")
+    ci = gemm_context(page, server)
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/0/s/0/v/kernel")
     page.locator(".uv-kernel-source").wait_for()
     axes = page.eval_on_selector_all(".uv-axis", "els => els.map(e => [e.dataset.type, Number(e.dataset.size)])")
     axis = next(i for i, (t, size) in enumerate(axes) if t == "LOOP" and size % 2 == 0)
@@ -255,8 +263,9 @@ def test_an_applied_opt_nests_under_its_kernel_with_its_source_diff(page: Page, 
 
 
 def test_the_panels_resize_by_dragging_their_edges(page: Page, server: str, shots: Path) -> None:
+    ci = gemm_context(page, server)
     page.set_viewport_size({"width": 1280, "height": 720})
-    open_view(page, server, "gemm/1/0/0")
+    open_view(page, server, f"gemm/{ci}/0/0")
 
     def width(selector: str) -> float:
         box = page.locator(selector).bounding_box()

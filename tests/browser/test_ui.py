@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.browser.support import api, wait_drawn
+from tests.browser.support import api, gemm_context, wait_drawn
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -32,20 +32,22 @@ def rgb(hex_colour: str) -> str:
 
 
 def gemm_kernel(page: Page, server: str) -> dict[str, Any]:
-    """The zoo gemm's kernel context (the one after the schedule)."""
-    kernel = api(page, server, "traces/gemm")["contexts"][1]
+    """The zoo gemm's matmul kernel context."""
+    kernel = api(page, server, "traces/gemm")["contexts"][gemm_context(page, server)]
     assert kernel["kind"] == "kernel"
     return kernel
 
 
 def test_pick_the_gemm_kernel_and_step_through_its_passes_with_the_keyboard(page: Page, server: str,
                                                                             shots: Path) -> None:
+    ci = gemm_context(page, server)
     kernel = gemm_kernel(page, server)
     page.goto(server)
     page.click(".uv-trace[data-tid='gemm']")
+    wait_drawn(page, f"gemm/{ci}/0/0")  # a trace opens on its matmul, not on the copy of B packed before it
     page.click(f".uv-ctx[data-name='{kernel['name']}']")
-    wait_drawn(page, "gemm/1/0/0")
-    assert page.url.endswith("#/t/gemm/c/1/p/0/s/0")
+    wait_drawn(page, f"gemm/{ci}/0/0")
+    assert page.url.endswith(f"#/t/gemm/c/{ci}/p/0/s/0")
     assert kernel["name"] in page.inner_text(".uv-crumbs")
     passes = kernel["passes"]
 
@@ -53,15 +55,15 @@ def test_pick_the_gemm_kernel_and_step_through_its_passes_with_the_keyboard(page
     for p in passes:
         pi, steps = p["index"], p["steps"]
         assert page.get_attribute(".uv-pass.uv-active", "data-pi") == str(pi)
-        root = api(page, server, f"traces/gemm/contexts/1/passes/{pi}/steps/0")["root"]
+        root = api(page, server, f"traces/gemm/contexts/{ci}/passes/{pi}/steps/0")["root"]
         shown = [k for k in range(1, steps + 1) if k not in p["folded"]]  # → skips folded steps
         for k in shown[:STEPS_PER_PASS]:
             before = graph_key(page)
             page.keyboard.press("ArrowRight")
-            wait_drawn(page, f"gemm/1/{pi}/{k}")
+            wait_drawn(page, f"gemm/{ci}/{pi}/{k}")
             assert page.inner_text(".uv-step-label").startswith(f"step {k} / {steps}")
             assert page.inner_text(".uv-rewrite .uv-location")  # the rule that matched, with its source location
-            step = api(page, server, f"traces/gemm/contexts/1/passes/{pi}/steps/{k}")
+            step = api(page, server, f"traces/gemm/contexts/{ci}/passes/{pi}/steps/{k}")
             if step["root"] != root:  # the step changed the graph: the drawing changes with it
                 assert graph_key(page) != before, f"step {k} of pass {p['name']} drew the graph before it"
                 changed += 1
@@ -71,25 +73,26 @@ def test_pick_the_gemm_kernel_and_step_through_its_passes_with_the_keyboard(page
                 page.screenshot(path=shots / "gemm-rangeify-step-4.png")
         if steps:
             page.keyboard.press("End")
-            wait_drawn(page, f"gemm/1/{pi}/{steps}")
+            wait_drawn(page, f"gemm/{ci}/{pi}/{steps}")
             page.keyboard.press("ArrowLeft")
-            wait_drawn(page, f"gemm/1/{pi}/{max([0, *(k for k in shown if k < steps)])}")
+            wait_drawn(page, f"gemm/{ci}/{pi}/{max([0, *(k for k in shown if k < steps)])}")
         if pi + 1 < len(passes):
             page.keyboard.press("ArrowDown")
-            wait_drawn(page, f"gemm/1/{pi + 1}/0")
-            assert page.url.endswith(f"#/t/gemm/c/1/p/{pi + 1}/s/0")
+            wait_drawn(page, f"gemm/{ci}/{pi + 1}/0")
+            assert page.url.endswith(f"#/t/gemm/c/{ci}/p/{pi + 1}/s/0")
     assert changed > 5 and added > 0, (changed, added)
     page.keyboard.press("ArrowUp")
-    wait_drawn(page, f"gemm/1/{len(passes) - 2}/0")
+    wait_drawn(page, f"gemm/{ci}/{len(passes) - 2}/0")
     page.screenshot(path=shots / "gemm-last-passes.png")
 
 
 def test_range_nodes_are_filled_with_their_axistype_colours(page: Page, server: str, shots: Path) -> None:
+    ci = gemm_context(page, server)
     colours = {t["name"]: t["color"] for t in api(page, server, "meta")["axis_types"]}
     kernel = gemm_kernel(page, server)
     simplify = next(p["index"] for p in kernel["passes"] if p["stage"] == "Rangeify" and p["name"] == "simplify")
-    page.goto(f"{server}#/t/gemm/c/1/p/{simplify}/s/0")
-    wait_drawn(page, f"gemm/1/{simplify}/0")
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/{simplify}/s/0")
+    wait_drawn(page, f"gemm/{ci}/{simplify}/0")
     fills = page.eval_on_selector_all(
         ".uv-node[data-op='Range']", "els => els.map(e => [e.dataset.axisType, getComputedStyle(e.firstChild).fill])")
     assert {t for t, _ in fills} == {"LOOP", "REDUCE"}  # the kernel as scheduled, before any opt
@@ -103,15 +106,15 @@ def test_range_nodes_are_filled_with_their_axistype_colours(page: Page, server: 
     page.screenshot(path=shots / "gemm-ranges-loop-reduce.png")
 
     # An UPCAST split gives the kernel an UPCAST range, drawn in its colour in the lowering with that opt.
-    applied = page.request.post(f"{server}api/traces/gemm/contexts/1/opts",
+    applied = page.request.post(f"{server}api/traces/gemm/contexts/{ci}/opts",
                                 data={"opts": [{"op": "SPLIT", "axis": 1, "arg": [4, "UPCAST", False]}]})
     assert applied.ok, applied.text()
     tid = applied.json()["trace_id"]
     passes = api(page, server, f"traces/{tid}")["contexts"][0]["passes"]
     expand = next(p["index"] for p in passes if p["name"] == "expand")
     page.goto(f"{server}#/t/{tid}/c/0/p/{expand}/s/0")  # an opts trace opens as its kernel with those opts
-    wait_drawn(page, f"gemm/1/{expand}/0")
-    assert page.url.endswith(f"#/t/gemm/c/1/p/{expand}/s/0/o/SPLIT:1:4:UPCAST:0")
+    wait_drawn(page, f"gemm/{ci}/{expand}/0")
+    assert page.url.endswith(f"#/t/gemm/c/{ci}/p/{expand}/s/0/o/SPLIT:1:4:UPCAST:0")
     fills = page.eval_on_selector_all(
         ".uv-node[data-op='Range']", "els => els.map(e => [e.dataset.axisType, getComputedStyle(e.firstChild).fill])")
     assert "UPCAST" in {t for t, _ in fills}
@@ -128,7 +131,8 @@ def splittable_axis(page: Page) -> tuple[int, int]:
 
 
 def test_apply_an_upcast_opt_and_see_the_source_change(page: Page, server: str, shots: Path) -> None:
-    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0/v/kernel")
+    ci = gemm_context(page, server)
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/0/s/0/v/kernel")
     source = page.locator(".uv-kernel-source")
     source.wait_for()
     before, name = source.inner_text(), page.inner_text(".uv-kernel-title .uv-kname")
@@ -159,13 +163,14 @@ def test_apply_an_upcast_opt_and_see_the_source_change(page: Page, server: str, 
 
 
 def test_reload_and_a_shared_link_land_on_the_same_view(page: Page, server: str, printed: str, shots: Path) -> None:
-    page.goto(f"{server}#/t/gemm/c/1/p/0/s/0")
-    wait_drawn(page, "gemm/1/0/0")
+    ci = gemm_context(page, server)
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/0/s/0")
+    wait_drawn(page, f"gemm/{ci}/0/0")
     page.keyboard.press("ArrowDown")
-    wait_drawn(page, "gemm/1/1/0")
+    wait_drawn(page, f"gemm/{ci}/1/0")
     for k in (1, 2, 3):
         page.keyboard.press("ArrowRight")
-        wait_drawn(page, f"gemm/1/1/{k}")
+        wait_drawn(page, f"gemm/{ci}/1/{k}")
     page.click(".uv-tab[data-tab='kernel']")
     page.locator(".uv-kernel-source").wait_for()
     axis, _ = splittable_axis(page)
@@ -177,8 +182,8 @@ def test_reload_and_a_shared_link_land_on_the_same_view(page: Page, server: str,
     # the graph follows the opt: the step of the new kernel's lowering that applied it
     page.wait_for_function("() => document.querySelector('.uv-pass.uv-active .uv-pass-name')?.textContent"
                            ".includes('→')")
-    at = page.evaluate("location.hash").split("/")  # #/t/gemm/c/1/p/PI/s/K/o/...
-    drawn = f"gemm/1/{at[6]}/{at[8]}"
+    at = page.evaluate("location.hash").split("/")  # #/t/gemm/c/{ci}/p/PI/s/K/o/...
+    drawn = f"gemm/{ci}/{at[6]}/{at[8]}"
     assert page.inner_text(".uv-pass.uv-active .uv-pass-name").startswith(f"SPLIT a{axis} (")
 
     def view(p: Page) -> dict[str, Any]:
@@ -190,7 +195,7 @@ def test_reload_and_a_shared_link_land_on_the_same_view(page: Page, server: str,
                 "kernel": p.inner_text(".uv-kernel-title .uv-kname"), "source": p.inner_text(".uv-kernel-source")}
 
     shown = view(page)
-    assert "#/t/gemm/c/1/p/" in shown["url"] and shown["url"].endswith(f"SPLIT:{axis}:2:UPCAST:0/v/kernel")
+    assert f"#/t/gemm/c/{ci}/p/" in shown["url"] and shown["url"].endswith(f"SPLIT:{axis}:2:UPCAST:0/v/kernel")
     page.reload()
     assert view(page) == shown
     page.screenshot(path=shots / "gemm-after-reload.png")

@@ -31,7 +31,7 @@ from uopviz.codegen.rowcache import STACK_BYTES
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
 from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime, UnknownDeviceError
-from uopviz.target import Kernel, Target
+from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops
 
 FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
@@ -66,6 +66,24 @@ def find_compiler() -> str:
         "install one (e.g. apt-get install gcc) or set CC to its path")
 
 
+def l1_cache() -> Cache:
+    """The first-level data cache of the processor the kernels run on, as Linux describes it; where it does not
+    (another system, a container hiding /sys), a common x86 core's: 32 KiB, 8 ways of 64-byte lines."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for d in sorted(root.glob("index*")):
+            def read(name: str, d: Path = d) -> str:
+                return (d / name).read_text().strip()
+            if read("level") == "1" and read("type") in ("Data", "Unified"):
+                geometry = (int(read("coherency_line_size")), int(read("number_of_sets")),
+                            int(read("ways_of_associativity")))
+                if min(geometry) > 0:
+                    return Cache(*geometry)
+    except (OSError, ValueError):
+        pass
+    return Cache(64, 64, 8)
+
+
 class CPURuntime(Runtime):
     def __init__(self, index: str | None = None) -> None:
         """The CPU (kernels split THREAD axes over every core), or `CPU:index`: memory and programs of its own and
@@ -75,7 +93,7 @@ class CPURuntime(Runtime):
         self.name = "CPU" if index is None else f"CPU:{index}"
         self.target = Target(self.name, dialect=C, native=frozenset({Ops.SQRT}), global_dims=0,
                              threads=(os.cpu_count() or 1) if index is None else 1, vectors=frozenset({2, 4, 8, 16}),
-                             fma=True, private_memory=STACK_BYTES)
+                             fma=True, l1=l1_cache(), private_memory=STACK_BYTES)
         self.cc = find_compiler()
         self._libs: dict[str, Any] = {}
 

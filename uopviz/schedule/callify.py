@@ -1,14 +1,15 @@
 """Callify: the Tensor graph of the tensors being realized becomes one stateless Function.
 
-Every Buffer (realized data) becomes a Param slot, and the outputs are packed in a Tuple: the body then
-holds no state, so equal programs over different data are equal graphs, and the Function's sources say
-which buffers fill which slots.
+Every Buffer (realized data) becomes a Param slot, and the outputs are packed in a Tuple: the body then holds no
+state, so equal programs over different data are equal graphs, and the Function's sources say which buffers fill
+which slots. A called Function's body has no Buffers (it was callified when it was made), so it is not walked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from uopviz.schedule.program import sources
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite
 
@@ -36,5 +37,5 @@ buffers_to_params = PatternMatcher([
 def callify(roots: Sequence[UOp]) -> UOp:
     """Function(Tuple(*roots with buffers as Params), *buffers)."""
     slots = Slots()
-    body = graph_rewrite(UOp(Ops.TUPLE, tuple(roots)), buffers_to_params, ctx=slots)
+    body = graph_rewrite(UOp(Ops.TUPLE, tuple(roots)), buffers_to_params, ctx=slots, sources=sources)
     return UOp(Ops.FUNCTION, (body, *slots.buffers))

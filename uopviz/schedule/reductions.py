@@ -10,6 +10,7 @@ second kernel's launch costs more than the first one saves.
 
 from __future__ import annotations
 
+from uopviz.schedule.program import program_order
 from uopviz.schedule.rows import ROW
 from uopviz.uop.ops import Ops, UOp, prod
 
@@ -25,7 +26,7 @@ ASSOCIATIVE = frozenset({Ops.ADD, Ops.MAX, Ops.MUL})
 def split_reductions(fn: UOp) -> UOp:
     """Function fn with its large reductions to one value split in two (unchanged when it has none)."""
     body = fn.src[0]
-    order = [u for u in body.toposort() if u.op is not Ops.FUNCTION]
+    order = [u for u in program_order(body) if u.op is not Ops.FUNCTION]
     if not any(_parts(u) for u in order):
         return fn
     new: dict[UOp, UOp] = {}

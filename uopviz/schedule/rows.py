@@ -16,6 +16,7 @@ most `ROW_BYTES`.
 
 from __future__ import annotations
 
+from uopviz.schedule.program import program_order
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod
 
 ROW = "row"
@@ -27,7 +28,7 @@ ROW_BYTES = 32 * 1024
 def fuse_rows(fn: UOp) -> UOp:
     """Function fn with its row reductions tagged ROW (unchanged when it has none)."""
     body = fn.src[0]
-    order = [u for u in body.toposort() if u.op is not Ops.FUNCTION]
+    order = [u for u in program_order(body) if u.op is not Ops.FUNCTION]
     users: dict[UOp, list[UOp]] = {}
     for u in order:
         for s in u.src:

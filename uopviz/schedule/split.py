@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 from uopviz.runtime.buffer import new_buffer
 from uopviz.runtime.device import DeviceMismatchError
+from uopviz.schedule.program import program_order, sources
 from uopviz.schedule.rangeify import kernel_ast, transfers
 from uopviz.schedule.rows import ROW, untag
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
@@ -36,7 +37,7 @@ _DIRECT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.BITCAST, Ops.CONTIGUOUS, Ops.D
 def materialized(body: UOp) -> list[UOp]:
     """The nodes of a Function body that get buffers, sources before users (outputs included)."""
     roots = set(body.src)
-    order = _order(body)[:-1]
+    order = program_order(body)[:-1]
     called = [u for u in order if u.op is Ops.FUNCTION]
     chosen = set(roots) | {u for u in order if u.op is Ops.CONTIGUOUS or _is_call_output(u) or transfers(u)}
     chosen |= {a for f in called for a in f.src[1:]}  # a called function reads its arguments from memory
@@ -46,33 +47,12 @@ def materialized(body: UOp) -> list[UOp]:
         if u.op is Ops.REDUCE and not direct.get(u, True) and u.tag != ROW:
             chosen.add(u)
         here = u in chosen or direct.get(u, True)
-        for s in _sources(u):
+        for s in sources(u):
             if s in chosen:
                 continue
             d = here and u.op in _DIRECT
             direct[s] = direct.get(s, True) and d
     return [u for u in order if u in chosen and not _is_buffer_view(u)]
-
-
-def _sources(u: UOp) -> tuple[UOp, ...]:
-    """The sources that belong to this graph: a called Function's body is scheduled apart, its arguments here."""
-    return u.src[1:] if u.op is Ops.FUNCTION else u.src
-
-
-def _order(root: UOp) -> list[UOp]:
-    """root's graph, sources first, not looking into called Functions' bodies."""
-    seen, out, stack = {root}, [], [(root, iter(_sources(root)))]
-    while stack:
-        node, it = stack[-1]
-        for s in it:
-            if s not in seen:
-                seen.add(s)
-                stack.append((s, iter(_sources(s))))
-                break
-        else:
-            stack.pop()
-            out.append(node)
-    return out
 
 
 def _is_call_output(u: UOp) -> bool:
@@ -184,7 +164,7 @@ def _function_call(fn: UOp, pinned: Mapping[UOp, UOp], written: Mapping[UOp, UOp
     from memory, and the binds give the values of the variables in the arguments' sizes."""
     body = fn.src[0]
     inputs = [args[a.src[0].arg.slot] if _is_buffer_view(a) else written[a] for a in fn.src[1:]]
-    binds = list(dict.fromkeys(u for a in fn.src[1:] for u in _order(a) if u.op is Ops.BIND))
+    binds = list(dict.fromkeys(u for a in fn.src[1:] for u in program_order(a) if u.op is Ops.BIND))
     device = next((i.src[0].arg.device if i.op is Ops.AFTER else i.arg.device for i in inputs), home)
     outs = []
     for k, r in enumerate(body.src):

@@ -241,8 +241,10 @@ class RewriteError(RuntimeError):
 
 
 class _Rewriter:
-    def __init__(self, pm: PatternMatcher, ctx: Any, name: str, rec: Recorder | None, max_chain: int) -> None:
+    def __init__(self, pm: PatternMatcher, ctx: Any, name: str, rec: Recorder | None, max_chain: int,
+                 sources: Callable[[UOp], tuple[UOp, ...]] | None = None) -> None:
         self.pm, self.ctx, self.name, self.rec, self.max_chain = pm, ctx, name, rec, max_chain
+        self.sources = sources
         self.last: deque[Rule] = deque(maxlen=6)
 
     def apply(self, u: UOp) -> UOp | None:
@@ -286,9 +288,11 @@ class _Rewriter:
                     stack.append((y, 0, None, chain + 1))
                     continue
                 stack.append((n, 1, None, chain))
-                stack.extend((s, 0, None, 0) for s in reversed(n.src) if s not in done)
+                srcs = n.src if self.sources is None else self.sources(n)
+                stack.extend((s, 0, None, 0) for s in reversed(srcs) if s not in done)
             elif state == 1:
-                new_src = tuple(done[s] for s in n.src)
+                new_src = tuple(done[s] for s in n.src) if self.sources is None else \
+                    tuple(done.get(s, s) for s in n.src)
                 x = n if all(a is b for a, b in zip(new_src, n.src)) else n.replace(src=new_src)
                 if x is not n and x in done:
                     done[n] = done[x]
@@ -308,17 +312,19 @@ class _Rewriter:
 
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: str | None = None, bottom_up: bool = False,
-                  stage: str | None = None, max_chain: int = 1000) -> UOp:
+                  stage: str | None = None, max_chain: int = 1000,
+                  sources: Callable[[UOp], tuple[UOp, ...]] | None = None) -> UOp:
     """Rewrite the graph under root with pm until no rule matches anywhere (a fixpoint).
 
     Default order: a node's sources are rewritten before the node is matched, and a rule's result is itself
     rewritten. bottom_up=True matches each node *before* its sources (rules then see the original subtree).
     A rule set that loops, or keeps rewriting one node more than max_chain times, raises RewriteError naming
-    the pass and the last rules applied.
+    the pass and the last rules applied. `sources(u)`, when given, names the sources of u to rewrite (default:
+    all); the others are kept as they are, so a pass can leave a subgraph it has no business in unvisited.
     """
     pass_name = name or pm.name or "rewrite"
     rec = _recorder
-    rw = _Rewriter(pm, ctx, pass_name, rec, max_chain)
+    rw = _Rewriter(pm, ctx, pass_name, rec, max_chain, sources)
     if rec is None:
         return rw.run(root, bottom_up)
     rec.begin_pass(pass_name, stage, root)

@@ -1,0 +1,115 @@
+"""The `pack` pass (uopviz/schedule/pack.py): a matmul operand whose rows alias in the L1 is read from a copy in
+panels, made by a kernel of its own. Results on every runtime against NumPy at sizes that are not powers of two
+(each device given an L1 description small enough that small operands alias: the pass decides from the Target,
+so the copy kernel runs wherever a Target says to pack); where it fires and where it must not."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import uopviz
+from kernels import ZOO
+from uopviz import Tensor
+from uopviz.pipeline import kernels_of, schedule
+from uopviz.runtime import device as devices
+from uopviz.target import Cache
+from uopviz.uop.ops import Ops
+
+DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
+TINY = Cache(line=16, sets=4, ways=1)  # 64 bytes whose set span is too: rows 16 bytes apart fall in 4 sets
+SAPPHIRE = Cache(line=64, sets=64, ways=12)  # 48 KiB, 12 ways: the L1 the rule was measured on
+
+Case = tuple[tuple[int, ...], tuple[int, ...], Callable[[Tensor, Tensor], Tensor]]
+CASES: dict[str, Case] = {  # A's shape, B's array's shape, the product
+    "gemm": ((65, 5), (5, 12), lambda a, b: a @ b),  # B's rows 48 bytes apart: 4 sets of TINY
+    "transposed": ((66, 8), (10, 8), lambda a, b: a @ b.T),  # B's rows run along k: 32 bytes; 10 columns padded
+    "batched": ((2, 65, 3), (2, 3, 20), lambda a, b: a @ b),  # 80 bytes: 4 sets, a batch of panels
+    "broadcast": ((3, 30, 7), (7, 12), lambda a, b: a @ b),  # B re-read for 3 x 30 rows
+}
+
+
+def with_l1(monkeypatch: pytest.MonkeyPatch, device: str, cache: Cache | None) -> None:
+    """The device's Target as it is, but with this L1 description."""
+    rt = devices.get(device)
+    monkeypatch.setattr(rt, "target", dataclasses.replace(rt.target, l1=cache))
+
+
+def names(out: Tensor) -> list[str]:
+    """The kernels the schedule of out makes, 'pack' for a copy (no Reduce) and 'matmul' for a Reduce."""
+    return ["matmul" if any(u.op is Ops.REDUCE for u in ast.toposort()) else "pack"
+            for ast, _ in kernels_of(schedule([out.uop]))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_packed_operand_gives_numpy_s_product(monkeypatch: pytest.MonkeyPatch, device: str, case: str) -> None:
+    with_l1(monkeypatch, device, TINY)
+    ashape, bshape, f = CASES[case]
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(ashape, dtype=np.float32), rng.standard_normal(bshape, dtype=np.float32)
+    out = f(Tensor(a, device=device), Tensor(b, device=device))
+    assert names(out) == ["pack", "matmul"]
+    want = a @ (np.swapaxes(b, -1, -2) if case == "transposed" else b)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_trace_shows_the_pass_and_the_copy_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_l1(monkeypatch, "CPU", TINY)
+    a, b = Tensor(np.ones((65, 5), np.float32)), Tensor(np.ones((5, 12), np.float32))
+    with uopviz.trace() as tr:
+        (a @ b).realize()
+    (packed,) = [p for p in tr.contexts[0].passes if p.name == "pack"]
+    assert packed.stage == "Rangeify" and len(packed.steps) == 1
+    assert [c.name[0] for c in tr.contexts[1:]] == ["E", "r"]  # the copy, then the matmul reading it
+
+
+@pytest.mark.parametrize(("m", "k", "n", "packed"), [
+    (1024, 1024, 1024, True),  # rows 4 KiB apart: one set
+    (512, 512, 512, True),  # 2 KiB: two sets
+    (768, 3072, 768, True),  # 3 KiB: four sets
+    (1000, 1000, 1000, False),  # 4000 bytes: every set
+    (1000, 1024, 1000, False),  # A's rows alias, but the tile reads 8 of them, which the ways hold
+    (32, 1024, 1024, False),  # too few rows of A to pay for the copy
+    (256, 8, 1024, False),  # B (32 KiB) fits in the L1
+])
+def test_the_zoo_gemm_packs_where_b_s_rows_alias(monkeypatch: pytest.MonkeyPatch, m: int, k: int, n: int,
+                                                 packed: bool) -> None:
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    z = ZOO["gemm"]
+    out = z.program(*[Tensor.empty(*i.shape({"M": m, "K": k, "N": n}), device="CPU") for i in z.inputs])
+    assert names(out) == (["pack", "matmul"] if packed else ["matmul"])
+
+
+def test_a_transposed_b_packs_where_its_vectors_would_be_gathers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """attention's q @ k.T: B's columns are k's rows, 64 floats apart, so the tile's vector is 16 loads, whatever
+    the L1 does; the panels make it one."""
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    q, k = Tensor.empty(512, 64), Tensor.empty(512, 64)
+    assert names(q @ k.T) == ["pack", "matmul"]
+    assert names(q[:32] @ k.T) == ["matmul"]  # too few rows of A to pay for the copy
+    assert names(q @ k[:64].T) == ["pack", "matmul"]  # B fits in the L1, but its vectors would still be gathers
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((70, 9), dtype=np.float32), rng.standard_normal((23, 9), dtype=np.float32)
+    out = Tensor(a) @ Tensor(b).T
+    assert names(out) == ["pack", "matmul"]
+    np.testing.assert_allclose(out.numpy(), a @ b.T, rtol=1e-5, atol=1e-5)
+
+
+def test_other_reductions_and_targets_without_an_l1_keep_one_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    x, y = Tensor.empty(1024, 1024), Tensor.empty(1024, 1024)
+    assert names((x * y).sum(-1)) == ["matmul"]  # a product summed, but no operand broadcast: not a matmul
+    assert names(x.sum(0)) == ["matmul"]
+    assert names((x + 1) @ y) == ["matmul"]  # an operand computed in the kernel, not a view of a buffer
+    with_l1(monkeypatch, "CPU", None)
+    assert names(x @ y) == ["matmul"]  # no L1 described: as GPUs' Targets
+
+
+def test_the_cpu_describes_its_l1() -> None:
+    l1 = devices.get("CPU").target.l1
+    assert l1 is not None and l1.size >= 4096 and l1.line in (32, 64, 128, 256)
+    assert SAPPHIRE.sets_touched(4096) == 1 and SAPPHIRE.sets_touched(3072) == 4 and SAPPHIRE.sets_touched(4000) == 64

@@ -1,0 +1,67 @@
+"""The `store pads` pass: a padded input that a reduction re-reads (a convolution's) is stored by a kernel of its
+own, so the reduction's loads carry no guards; the answers are NumPy's on every runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import uopviz
+from uopviz.pipeline import kernels_of, schedule
+from uopviz.tensor import Tensor
+from uopviz.uop.ops import Ops, UOp
+
+
+def _conv_np(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).astype(np.float64)
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    out = np.zeros((n, o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,oc->nohw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+    return out
+
+
+def _ops(kernel: UOp) -> set[Ops]:
+    return {u.op for u in kernel.toposort()}
+
+
+def test_convolution_stores_its_padded_input(device: str) -> None:  # `device`: tests/tensor/conftest.py's
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 7, 9), dtype=np.float32)
+    w = rng.standard_normal((5, 3, 3, 3), dtype=np.float32)
+    out = Tensor(x, device=device).conv2d(Tensor(w, device=device), padding=1)
+    (pad, _), (conv, _) = kernels_of(schedule([out.uop]))
+    assert _ops(pad) >= {Ops.PAD} and Ops.REDUCE not in _ops(pad)  # the copy: (2, 3, 9, 11) padded elements
+    assert Ops.PAD not in _ops(conv) and Ops.REDUCE in _ops(conv)  # the reduction's loads need no guard
+    np.testing.assert_allclose(out.numpy(), _conv_np(x, w, 1), rtol=1e-4, atol=1e-5)
+
+
+def test_the_pass_is_a_named_step_of_the_schedule() -> None:
+    x, w = Tensor(np.ones((1, 2, 5, 6), np.float32)), Tensor(np.ones((4, 2, 3, 3), np.float32))
+    with uopviz.trace() as tr:
+        got = x.conv2d(w, padding=1).numpy()
+    step = next(p for p in tr.contexts[0].passes if p.name == "store pads")
+    assert step.stage == "Rangeify" and step.steps  # it changed the graph
+    np.testing.assert_allclose(got, _conv_np(np.ones((1, 2, 5, 6)), np.ones((4, 2, 3, 3)), 1), rtol=1e-6)
+
+
+def test_pads_read_once_or_of_constants_stay_fused() -> None:
+    x = Tensor(np.arange(35, dtype=np.float32).reshape(5, 7))
+    once = x.pad(((1, 1), (2, 0))).sum(1)  # each padded element read once: storing it would only add a pass
+    assert len(kernels_of(schedule([once.uop]))) == 1
+    np.testing.assert_allclose(once.numpy(), np.pad(x.numpy(), ((1, 1), (2, 0))).sum(1))
+    w = Tensor(np.ones((4, 1, 3, 3), np.float32))
+    ones = Tensor.ones(1, 1, 6, 6).conv2d(w, padding=1)  # a padded constant is cheaper computed than loaded
+    assert len(kernels_of(schedule([ones.uop]))) == 1
+    np.testing.assert_allclose(ones.numpy(), _conv_np(np.ones((1, 1, 6, 6)), np.ones((4, 1, 3, 3)), 1))
+
+
+def test_unpadded_convolution_is_one_kernel(device: str) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 2, 6, 7), dtype=np.float32)
+    w = rng.standard_normal((3, 2, 3, 3), dtype=np.float32)
+    out = Tensor(x, device=device).conv2d(Tensor(w, device=device))
+    assert len(kernels_of(schedule([out.uop]))) == 1
+    np.testing.assert_allclose(out.numpy(), _conv_np(x, w, 0), rtol=1e-4, atol=1e-5)

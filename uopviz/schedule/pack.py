@@ -1,0 +1,179 @@
+"""Packing: a matmul operand whose rows alias in the first-level cache is copied into panels before the matmul.
+
+A CPU matmul kernel (the heuristic's tile: a few vectors of B's row k times 8 broadcast elements of A, summed over
+k) walks the column strip of B that its tile covers down all K rows, once for every block of A's rows. That strip
+is reused from cache only if its rows can stay there. Rows one stride apart fall into `Cache.sets_touched(stride)`
+sets; when the stride is a multiple of a large power of two (a 1024-float row is 4 KiB, the L1's whole set span)
+that is one set, whose ways hold a dozen rows, and the strip streams from the last-level cache for every block
+of A (gemm 1024 ran at a third of the speed of gemm 1000). Copying B into panels of one vector's width (each
+panel the K rows of 16 columns, contiguous) makes the walk sequential: every line of the copy is used whole and
+no two rows compete for a set. The copy is its own small kernel (a Contiguous); the matmul then reads the panels
+through ordinary index math, the same tile as before.
+
+An operand is packed when all of these hold (`_packs`): the Reduce is a sum over one axis of a product of two
+views of realized buffers, each broadcast along an axis the other varies with (a matmul, batched or not); the
+operand is the one the output's innermost axis runs along (B, read in vectors); it is re-read for at least REUSE
+rows of the other operand, which is what pays for the copy (about two passes over it); and either it is read
+along that axis with a stride (a transposed B, as attention's `q @ k.T`: each vector of the tile would be a
+gather of 16 loads, where the panels give one load), or its rows (the larger of its strides along that axis and
+along the summed one) fall in at most ALIASED_SETS of the target's L1 sets and it does not fit in the L1
+itself. Targets without an `l1` description (GPUs, the interpreter) keep the kernel as it is. A's rows alias too,
+but the tile reads only 8 of them at a time, which the ways hold: packing A measured no gain.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from uopviz.runtime import device as devices
+from uopviz.schedule.program import program_order
+from uopviz.target import Cache
+from uopviz.uop.ops import Ops, UOp, prod
+
+ALIASED_SETS = 4
+"""Rows that fall in at most this many of the L1's sets alias: a stride that is a multiple of a quarter of the set
+span (1 KiB on a 4 KiB span) or more."""
+REUSE = 64
+"""The fewest rows of the other operand (its reads of the packed one: one per 8-row tile block) that pay for the
+copy: gemm 64x1024x1024 gained 1.6x, 16x1024x1024 lost."""
+
+View = tuple[tuple[int, ...], tuple[int, ...], UOp]  # shape, strides in elements, the Param read
+
+
+def pack(fn: UOp) -> UOp:
+    """Function fn with every aliasing matmul operand read from a packed copy (unchanged when there is none)."""
+    body = fn.src[0]
+    mapping: dict[UOp, UOp] = {}
+    for u in program_order(body):
+        if (operand := _packs(u)) is not None and operand not in mapping:
+            mapping[operand] = panels(operand, _widest_vector(operand))
+    return fn.replace(src=(body.substitute(mapping), *fn.src[1:])) if mapping else fn
+
+
+def panels(x: UOp, width: int) -> UOp:
+    """x (its last axis N, the rest R rows) read from a copy laid out as ceil(N/width) panels of R x width, the
+    last axis padded with zeros to a multiple of width; the same shape and values as x."""
+    *lead, n = x.shape
+    rows, wide = prod(lead), -(-n // width) * width
+    flat = x.reshape((rows, n))
+    if wide != n:
+        flat = flat.pad((0, 0), (rows, wide))
+    copy = UOp(Ops.CONTIGUOUS, (flat.reshape((rows, wide // width, width)).permute((1, 0, 2)),))
+    back = copy.permute((1, 0, 2)).reshape((rows, wide))
+    if wide != n:
+        back = back.shrink((0, 0), (rows, n))
+    return back.reshape(x.shape)
+
+
+def _packs(u: UOp) -> UOp | None:
+    """The operand of matmul-shaped Reduce u to read packed (the view below its broadcast), else None."""
+    if u.op is not Ops.REDUCE or u.tag is not None or u.arg.op is not Ops.ADD or len(u.arg.axes) != 1:
+        return None
+    prodn = u.src[0]
+    shape = prodn.shape
+    if prodn.op is not Ops.MUL or not all(isinstance(d, int) and d > 0 for d in shape) or len(shape) < 3:
+        return None
+    k, inner = u.arg.axes[0], len(shape) - 1
+    if k == inner or shape[inner] == 1:
+        return None
+    x, y = prodn.src
+    vx, vy = _operand(x), _operand(y)
+    if vx is None or vy is None:
+        return None
+    (va, (b, vb)) = (vx, (y, vy)) if vx[0][inner] == 1 else (vy, (x, vx))
+    if not _broadcast_matmul(va, vb, k, inner, shape):
+        return None
+    bshape, bstrides, param = vb
+    cache = _l1(param)
+    item = param.arg.dtype.itemsize
+    row = max(abs(bstrides[k]), abs(bstrides[inner])) * item
+    reuse = prod(shape[i] for i in range(len(shape)) if bshape[i] == 1 and i != k)
+    if cache is None or reuse < REUSE:
+        return None
+    gathered = abs(bstrides[inner]) != 1  # a transposed B: the tile's vector of B's row k is a gather
+    if not gathered and (cache.sets_touched(row) > ALIASED_SETS or prod(bshape) * item <= cache.size):
+        return None
+    return b.src[0]
+
+
+def _broadcast_matmul(va: View, vb: View, k: int, inner: int, shape: tuple[int, ...]) -> bool:
+    """Whether the two views are a matmul's operands: both vary with the summed axis k, B with the innermost output
+    axis and A not, and A varies with some output axis that B is broadcast along (the rows B is re-read for)."""
+    (ash, ast, _), (bsh, bst, _) = va, vb
+    if not (ast[k] and bst[k] and bst[inner] and ash[inner] == 1):
+        return False
+    return any(ash[i] == shape[i] > 1 and bsh[i] == 1 for i in range(len(shape)) if i not in (k, inner))
+
+
+def _operand(x: UOp) -> View | None:
+    """(shape, strides, Param) of Expand(v) where v is a view of a realized buffer (Reshapes, Permutes and Shrinks
+    of a Param) that a stride describes; None for anything else."""
+    if x.op is not Ops.EXPAND:
+        return None
+    chain, v = [], x.src[0]
+    while v.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK):
+        chain.append(v)
+        v = v.src[0]
+    if v.op is not Ops.PARAM or not chain:
+        return None
+    shape, strides = v.shape, (1,)
+    for m in reversed(chain):
+        if not all(isinstance(d, int) and d > 0 for d in (*shape, *m.shape)):
+            return None
+        if m.op is Ops.RESHAPE:
+            got = _reshaped(shape, strides, m.shape)  # type: ignore[arg-type]
+            if got is None:
+                return None
+            strides = got
+        elif m.op is Ops.PERMUTE:
+            strides = tuple(strides[i] for i in m.arg)
+        shape = m.shape
+    return shape, strides, v  # type: ignore[return-value]
+
+
+def _reshaped(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides of a view reshaped to `new` without copying, or None where its elements are not evenly spaced
+    along some new axis: groups of old and new axes with equal products, each old group contiguous."""
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    dims = [i for i, n in enumerate(new) if n != 1]
+    out = [0] * len(new)
+    i = j = 0
+    while i < len(old) or j < len(dims):
+        if i == len(old) or j == len(dims):
+            return None
+        group, news, have, want = [old[i]], [dims[j]], old[i][0], new[dims[j]]
+        i, j = i + 1, j + 1
+        while have != want:
+            if have < want and i < len(old):
+                group.append(old[i])
+                have, i = have * old[i][0], i + 1
+            elif have > want and j < len(dims):
+                news.append(dims[j])
+                want, j = want * new[dims[j]], j + 1
+            else:
+                return None
+        if any(s != s2 * n2 for (_, s), (n2, s2) in itertools.pairwise(group)):
+            return None
+        step = group[-1][1]
+        for d in reversed(news):
+            out[d], step = step, step * new[d]
+    return tuple(out)
+
+
+def _l1(param: UOp) -> Cache | None:
+    """The L1 description of the device param lives on (None where it has none, or the device does not start)."""
+    device = param.arg.device
+    if not isinstance(device, str):
+        return None
+    try:
+        return devices.get(device).target.l1
+    except devices.DeviceError:
+        return None
+
+
+def _widest_vector(x: UOp) -> int:
+    """The panel width: the widest vector of the operand's device (the heuristic's column vector), so each
+    vector the tile loads is one panel row; a cache line of the operand's elements where there are no vectors."""
+    param = next(u for u in x.toposort() if u.op is Ops.PARAM)
+    target = devices.get(param.arg.device).target
+    return max(target.vectors, default=0) or target.l1.line // param.arg.dtype.itemsize  # type: ignore[union-attr]
