@@ -3,8 +3,9 @@
 For each case (gemm at 512, 1024, 1000 and 768x3072x768; sum; softmax; layernorm; the elementwise chain; conv2d;
 attention) it times uopviz's kernels with the heuristic's opts and with BEAM's (`tuned`), and each peer doing the
 same work: NumPy, torch (eager, its own threads) and tinygrad (TinyJit, its CPU device). Every variant's answer is
-checked against the zoo's NumPy reference before it is timed; the variants of a case are then timed in turns (one
-run of each per round, so drift hits them alike), and the table gives each one's median, its spread (the middle
+checked against the zoo's NumPy reference before it is timed; the variants of a case are then timed in turns (a
+few runs of each per round after an untimed one, so drift hits them alike and no variant is timed while the
+threads of the one before it still spin), and the table gives each one's median, its spread (the middle
 half of the runs, as +-% of the median), GFLOP/s or GB/s, and uopviz's speed as a multiple of the best peer's.
 A peer that is not installed (`pip install -e '.[bench]'`) is skipped and named.
 
@@ -207,16 +208,20 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def measure(runners: dict[str, Callable[[], Any]], repeats: int, budget_s: float = 3.0) -> dict[str, list[float]]:
-    """Seconds per run of each runner, timed in turns (one run of each per round) after a warm-up round; fewer
-    rounds (at least 5) once a case has taken its time budget."""
+def measure(runners: dict[str, Callable[[], Any]], repeats: int, budget_s: float = 3.0,
+            burst: int = 3) -> dict[str, list[float]]:
+    """Seconds per run of each runner, timed in turns after a warm-up round: each round runs every runner once
+    untimed and then `burst` times timed, so drift hits them alike while the threads a peer's library leaves
+    spinning after its call (OpenBLAS's, OpenMP's) are not timed against the runner after it; fewer rounds (at
+    least 5) once a case has taken its time budget."""
     for fn in runners.values():
         fn()
     samples: dict[str, list[float]] = {k: [] for k in runners}
     t0 = time.perf_counter()
     for r in range(repeats):
         for k, fn in runners.items():
-            samples[k].append(timed(fn))
+            fn()
+            samples[k] += [timed(fn) for _ in range(burst)]
         if r >= 4 and time.perf_counter() - t0 > budget_s:
             break
     return samples
