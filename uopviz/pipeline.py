@@ -22,6 +22,7 @@ from uopviz.codegen.group_reduce import GroupContext, gate_blocks, group_reduce
 from uopviz.codegen.linearize import linearize
 from uopviz.codegen.naming import kernel_name
 from uopviz.codegen.opt import Opt, Scheduler
+from uopviz.codegen.prefetch import prefetch
 from uopviz.codegen.regplan import plan_registers
 from uopviz.codegen.rowcache import cache_row_values
 from uopviz.codegen.tc import tensor_cores, wmma_accumulate
@@ -162,6 +163,7 @@ KERNEL: tuple[Pass, ...] = (
     Transform("devectorize", "Instruction Selection", lambda u, c: devectorize(u, c.target), origin=devectorize),
     Rules("fuse multiply-add", "Instruction Selection", lambda t: fused_multiply_add if t.fma else no_rules),
     Rules("hardware ids", "Instruction Selection", to_specials),
+    Transform("prefetch", "Instruction Selection", lambda u, c: prefetch(u, c.target), origin=prefetch),
     Transform("linearize", "Linearize", lambda u, c: linearize(u), origin=linearize),
     Transform("gate blocks", "Linearize", lambda u, c: gate_blocks(u), origin=gate_blocks),
     Transform("register plan", "Register/Memory Plan", lambda u, c: plan_registers(u), origin=plan_registers),

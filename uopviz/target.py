@@ -56,6 +56,10 @@ class Target:
     private_memory: bytes of arrays one kernel call may keep in fast private memory (the CPU's stack, in cache) for
     values computed once and read again (the `cache row values` pass); 0 where such an array would spill to slow
     memory (GPU registers), which keeps the pass off.
+    prefetch: the bytes a load's address may jump from one loop iteration to the next and still be followed by the
+    hardware prefetchers; a load that jumps further is prefetched ahead in software (the `prefetch` pass, with
+    `l1`'s line size), 0 where the pass is off (GPUs hide latency with other work-items, and the interpreter has no
+    cache).
     """
 
     device: str
@@ -72,6 +76,7 @@ class Target:
     fma: bool = False
     l1: Cache | None = None
     private_memory: int = 0
+    prefetch: int = 0
 
     @property
     def vector_functions(self) -> frozenset[Ops]:

@@ -148,7 +148,7 @@ class _Devectorizer:
         each lane's load gated on the other case so that C and OpenCL compilers keep it off the vector path.
         None where the addresses are not of that form."""
         whens: list[UOp] = []
-        firsts = [_first_choices(a, whens) for a in addrs]
+        firsts = [first_choices(a, whens) for a in addrs]
         if not whens or not self.contiguous(firsts):
             return None
         guard = _all(whens)
@@ -235,7 +235,7 @@ def _sum(x: UOp) -> tuple[Counter[UOp], int]:
     return terms, const
 
 
-def _first_choices(addr: UOp, whens: list[UOp]) -> UOp:
+def first_choices(addr: UOp, whens: list[UOp]) -> UOp:
     """addr with each index select `c ? x : y` replaced by x; each c (as it was) is added to whens."""
     selects = {x: x.src[1] for x in addr.toposort() if x.op is Ops.WHERE and x.dtype == dtypes.index}
     whens += [x.src[0] for x in selects]

@@ -27,6 +27,7 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from uopviz.codegen.prefetch import FOLLOWED
 from uopviz.codegen.rowcache import STACK_BYTES
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
@@ -93,7 +94,8 @@ class CPURuntime(Runtime):
         self.name = "CPU" if index is None else f"CPU:{index}"
         self.target = Target(self.name, dialect=C, native=frozenset({Ops.SQRT}), global_dims=0,
                              threads=(os.cpu_count() or 1) if index is None else 1, vectors=frozenset({2, 4, 8, 16}),
-                             fma=True, l1=l1_cache(), private_memory=STACK_BYTES)
+                             fma=True, l1=l1_cache(), private_memory=STACK_BYTES,
+                             prefetch=FOLLOWED)
         self.cc = find_compiler()
         self._libs: dict[str, Any] = {}
 

@@ -36,8 +36,9 @@ Step = Callable[[list[Any]], int | None]
 at a barrier and resume there."""
 
 _PASSIVE = frozenset({Ops.CONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.AFTER, Ops.INDEX, Ops.STACK, Ops.GROUP,
-                      Ops.SINK, Ops.ENDIF})
-"""Instructions with no run-time action: their values are filled in before the run, aliased, or fused into users."""
+                      Ops.SINK, Ops.ENDIF, Ops.PREFETCH})
+"""Instructions with no run-time action: their values are filled in before the run, aliased, or fused into users (a
+Prefetch is a hint to a cache this interpreter does not have)."""
 _DONE = object()
 
 

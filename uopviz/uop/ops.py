@@ -42,7 +42,7 @@ class Ops(enum.Enum):
     # codegen
     BARRIER = "Barrier"; INS = "Ins"; SPECIAL = "Special"; IF = "If"; ENDIF = "Endif"; WMMA = "Wmma"  # noqa: E702
     CUSTOM = "Custom"; ATOMIC_ADD = "AtomicAdd"; CUSTOM_FUNCTION = "CustomFunction"; PROGRAM = "Program"  # noqa: E702
-    SOURCE = "Source"
+    SOURCE = "Source"; PREFETCH = "Prefetch"  # noqa: E702
     # symbolic variables (seed 001)
     DEFINE_VAR = "DefineVar"; BIND = "Bind"  # noqa: E702
 
@@ -73,7 +73,7 @@ class GroupOp:
     Elementwise = ALU | Decomposed
     Marker = frozenset({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH})
     Codegen = frozenset({Ops.BARRIER, Ops.INS, Ops.SPECIAL, Ops.IF, Ops.ENDIF, Ops.WMMA, Ops.CUSTOM, Ops.ATOMIC_ADD,
-                         Ops.CUSTOM_FUNCTION, Ops.PROGRAM, Ops.SOURCE})
+                         Ops.CUSTOM_FUNCTION, Ops.PROGRAM, Ops.SOURCE, Ops.PREFETCH})
     Symbolic = frozenset({Ops.DEFINE_VAR, Ops.BIND})
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPGT, Ops.CMPGE, Ops.CMPLE, Ops.CMPEQ})
     Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.XOR, Ops.OR, Ops.AND, Ops.CMPEQ})

@@ -23,7 +23,7 @@ from uopviz.uop.ops import GroupOp, Ops, SpecError, UOp, prod
 Shape = tuple[int | UOp, ...]
 
 _VOID_OPS = frozenset({Ops.STORE, Ops.END, Ops.GROUP, Ops.SINK, Ops.LINEAR, Ops.BARRIER, Ops.IF, Ops.ENDIF,
-                       Ops.CUSTOM_FUNCTION, Ops.PROGRAM, Ops.SOURCE})
+                       Ops.CUSTOM_FUNCTION, Ops.PROGRAM, Ops.SOURCE, Ops.PREFETCH})
 _BOOL_OPS = GroupOp.Comparison | {Ops.NOT}
 _FROM_ARG_DTYPE = frozenset({Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.SLICE})
 

@@ -45,7 +45,7 @@ _O = Ops
 ARITY: dict[Ops, tuple[int, int | None]] = {
     **dict.fromkeys((_O.BUFFER, _O.CONST, _O.BINARY, _O.SOURCE, _O.DEFINE_VAR), (0, 0)),
     **dict.fromkeys((_O.PARAM, _O.PERMUTE, _O.FLIP, _O.REPLICATED, _O.BITCAST, _O.GETTUPLE, _O.COPY, _O.RANGE,
-                     _O.SPECIAL, _O.IF, _O.ENDIF, _O.RECIP, _O.TRUNC, _O.CAST, _O.NEG, _O.NOT, _O.EXP2, _O.LOG2,
+                     _O.SPECIAL, _O.IF, _O.ENDIF, _O.PREFETCH, _O.RECIP, _O.TRUNC, _O.CAST, _O.NEG, _O.NOT, _O.EXP2, _O.LOG2,
                      _O.SIN, _O.SQRT, *GroupOp.Marker), (1, 1)),
     **dict.fromkeys((_O.RESHAPE, _O.EXPAND, _O.SLICE, _O.END, _O.BIND, _O.ATOMIC_ADD, *GroupOp.Binary, _O.SUB,
                      _O.DIV, _O.CMPGT, _O.CMPGE, _O.CMPLE, _O.CMPEQ, _O.POW, _O.THREEFRY), (2, 2)),
@@ -153,6 +153,7 @@ SRC_OPS: dict[Ops, tuple[tuple[int, frozenset[Ops]], ...]] = {
     _O.BIND: ((0, frozenset({_O.DEFINE_VAR})), (1, frozenset({_O.CONST}))),
     _O.FUNCTION: ((0, frozenset({_O.TUPLE})),),
     _O.ATOMIC_ADD: ((0, frozenset({_O.INDEX})),),
+    _O.PREFETCH: ((0, frozenset({_O.INDEX})),),
     _O.PROGRAM: ((0, frozenset({_O.LINEAR})), (1, frozenset({_O.SOURCE})), (2, frozenset({_O.BINARY}))),
 }
 _REDUCE_OPS = frozenset({_O.ADD, _O.MAX, _O.MUL})
@@ -417,6 +418,20 @@ def _store(u: UOp) -> None:
     if len(u.src) > 2 and u.src[2].shape not in (buf.shape, ()):
         raise SpecError(u, f"gate {fmt_shape(u.src[2].shape)} must be () or buf's {fmt_shape(buf.shape)}", 2,
                         rule="store-shape")
+
+
+@_rule(_O.PREFETCH)
+def _prefetch(u: UOp) -> None:
+    """A hint that one element of memory will be read soon: one scalar address into a Buffer or Param."""
+    idx = u.src[0]
+    if idx.shape != ():
+        raise SpecError(u, f"addresses one element, but the Index has shape {fmt_shape(idx.shape)}", 0,
+                        rule="prefetch-address")
+    b = idx.src[0]
+    while b.op is _O.AFTER:
+        b = b.src[0]
+    if b.op not in (_O.BUFFER, _O.PARAM):
+        raise SpecError(u, f"prefetches from a Buffer or Param, not a {b.op.value}", 0, rule="prefetch-address")
 
 
 @_rule(_O.LINEAR)
