@@ -45,8 +45,8 @@ _O = Ops
 ARITY: dict[Ops, tuple[int, int | None]] = {
     **dict.fromkeys((_O.BUFFER, _O.CONST, _O.BINARY, _O.SOURCE, _O.DEFINE_VAR), (0, 0)),
     **dict.fromkeys((_O.PARAM, _O.PERMUTE, _O.FLIP, _O.REPLICATED, _O.BITCAST, _O.GETTUPLE, _O.COPY, _O.RANGE,
-                     _O.SPECIAL, _O.IF, _O.ENDIF, _O.PREFETCH, _O.RECIP, _O.TRUNC, _O.CAST, _O.NEG, _O.NOT, _O.EXP2, _O.LOG2,
-                     _O.SIN, _O.SQRT, *GroupOp.Marker), (1, 1)),
+                     _O.SPECIAL, _O.IF, _O.ENDIF, _O.PREFETCH, _O.RECIP, _O.TRUNC, _O.CAST, _O.NEG, _O.NOT, _O.EXP2,
+                     _O.LOG2, _O.SIN, _O.SQRT, *GroupOp.Marker), (1, 1)),
     **dict.fromkeys((_O.RESHAPE, _O.EXPAND, _O.SLICE, _O.END, _O.BIND, _O.ATOMIC_ADD, *GroupOp.Binary, _O.SUB,
                      _O.DIV, _O.CMPGT, _O.CMPGE, _O.CMPLE, _O.CMPEQ, _O.POW, _O.THREEFRY), (2, 2)),
     **dict.fromkeys((_O.PAD, _O.SHRINK, _O.WHERE, _O.MULACC, _O.WMMA), (3, 3)),
