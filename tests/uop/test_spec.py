@@ -149,6 +149,7 @@ VALID: dict[Ops, Callable[[], UOp]] = {
     Ops.PROGRAM: lambda: UOp(Ops.PROGRAM, (_linear(), UOp(Ops.SOURCE, (), "void k(){}"),
                                            UOp(Ops.BINARY, (), b"\x00")), "k"),
     Ops.SOURCE: lambda: UOp(Ops.SOURCE, (), "void k(float* a) { a[0] = 1; }"),
+    Ops.PREFETCH: lambda: UOp(Ops.PREFETCH, (F().index(UOp.special(12, "gidx0")),)),
     Ops.DEFINE_VAR: lambda: UOp.variable("n", 1, 8),
     Ops.BIND: lambda: UOp.variable("n", 1, 8).bind(8),
 }

@@ -12,7 +12,10 @@ compiler's kernels defeat both, and each gets one `Prefetch(Index(buf, address))
     loop prefetches the line it reads, one row on (the enclosing loop's next iteration), so the next row's lines
     are requested one per iteration, spread over the loop, not all at once. Where several loops walk the same
     region (softmax's max, sum and output loops), only the one with the most work per iteration does, which
-    leaves the most time for the lines to arrive.
+    leaves the most time for the lines to arrive. A lone loop whose next region starts where it stopped
+    (an elementwise kernel's rows, back to back) is one long stream the hardware follows, and gets none; so does
+    a region larger than half the L1 (a split sum's 256 KiB rows), which would not stay there until read, and a
+    loop that steps less than half a line per iteration, which would prefetch each line several times.
 
 Loads are grouped by buffer and loop when their addresses differ by constants only (a tile's vectors, a padded
 edge's gathered lanes, which are read here as the vector they would be without the edge's clamp), and each group
@@ -88,16 +91,18 @@ def prefetch(sink: UOp, target: Target) -> UOp:
             ahead.setdefault(loop, []).extend(_lines(buf, base, step * DISTANCE + lo - off0, lines, line))
             continue
         outer = max(enclosing[loop], key=lambda r: len(enclosing[r]), default=None)
-        if outer is None or step < line or step != len(lines) * line or not _affine_in(terms, outer) \
+        span = max(off + w for _, off, w in reads) - lo
+        if outer is None or step != span or 2 * span < line or not _affine_in(terms, outer) \
                 or abs(terms.get(outer, 0)) * size < target.prefetch or trips * step * size > target.l1.size // 2:
             continue
         work = sum(1 for n in end_of[loop].src[0].toposort() if loop in free.get(n, ()))
         region = frozenset((t, c) for t, c in terms_key if t is not loop)
         nexts.setdefault((buf, outer, region), []).append(
-            (work, loop, _lines(buf, base, terms[outer] + lo - off0, lines, line)))
+            (work, loop, _lines(buf, base, terms[outer] + lo - off0, lines, line), terms[outer] == trips * step))
     for candidates in nexts.values():
-        _, loop, pfs = max(candidates, key=lambda c: c[0])
-        ahead.setdefault(loop, []).extend(pfs)
+        _, loop, pfs, onward = max(candidates, key=lambda c: c[0])
+        if len(candidates) > 1 or not onward:  # one loop walking on where it stopped is one stream: no cold start
+            ahead.setdefault(loop, []).extend(pfs)
     for loop, pfs in ahead.items():  # found again by its range: each rewrite rebuilds the loops around it
         end = next(u for u in sink.toposort() if u.op is Ops.END and u.src[1] is loop)
         body = end.src[0].src if end.src[0].op is Ops.GROUP else (end.src[0],)
