@@ -322,7 +322,7 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
         elif op is Ops.PREFETCH:
             if d.prefetch is not None:
                 buf, at = (w.expr[x] for x in u.src[0].src[:2])
-                w.line(d.prefetch.format(addr=f"{buf}+{_strip(at)}"))
+                w.line(d.prefetch.format(buf=buf, at=_strip(at)))
         elif op is Ops.BITCAST:
             _bitcast(w, u, s[0])
         elif op is Ops.WMMA:

@@ -64,7 +64,7 @@ class Dialect(ABC):
     local_prefix: ClassVar[str | None] = None  # before a work-group's shared buffer; None: it has none
     barrier: ClassVar[str | None] = None  # the statement that syncs a work-group; None: it has no work-groups
     compiles_in_worker: ClassVar[bool] = False  # a search's worker process may compile for the parent
-    prefetch: ClassVar[str | None] = None  # the statement hinting that {addr} will be read soon; None: it has none
+    prefetch: ClassVar[str | None] = None  # the statement hinting that element {at} of {buf} will be read soon
 
     def preamble(self, used: set[DType]) -> str:
         """What the source starts with, for the dtypes it uses."""
@@ -149,7 +149,9 @@ class CDialect(Dialect):
     vector_functions = frozenset({Ops.MULACC})
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C}
     compiles_in_worker = True  # the library lands in the shared disk cache, where the parent finds it
-    prefetch = "__builtin_prefetch({addr});"  # GCC's and Clang's: never faults, whatever the address
+    # GCC's and Clang's, which never fault; the address is reckoned in integers, as a prefetch may point past the end
+    # of its buffer, where pointer arithmetic would be undefined
+    prefetch = "__builtin_prefetch((const void*)((__UINTPTR_TYPE__){buf} + sizeof(*{buf}) * ({at})));"
 
     def preamble(self, used: set[DType]) -> str:
         return "#include <math.h>\n"
