@@ -6,10 +6,14 @@ becomes Add(A, Neg(B)), Sqrt becomes Exp2/Log2), so a target's native ops are ke
 Every rule keeps the node's dtype and shape: constants are scalars of the operand's dtype and broadcast.
 
 The float algorithms (float32 and float64; float16/bfloat16 are computed in float32 and rounded back):
-- Exp2: x = n + f with n the nearest integer to x (x + 1.5·2^mant − 1.5·2^mant), |f| ≤ ½; 2^f by its Taylor
-  series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋ and 2^(n−⌊n/2⌋) built from exponent bits, so huge results
-  overflow to inf and tiny ones round once into subnormals or 0. Measured ≤ 1 ulp (float32, float64) over the
-  whole input range.
+- Exp2: x clamped to [lo, hi] (beyond, every input gives the same 0 or inf) by a compare and a select each, so a
+  nan fails both compares, stays nan through all the arithmetic, and needs no test of its own; x = n + f with n
+  the nearest integer (t = x + 1.5·2^mant + 2·bias, rounded, then less the same), |f| ≤ ½; 2^f by a polynomial
+  (float32: degree 6 through Chebyshev nodes, near-minimax; float64: Taylor, degree 13); 2^n as two factors
+  2^⌊n/2⌋ and 2^⌈n/2⌉ whose exponent fields are t's bits shifted (no float-to-int conversion), so huge results
+  overflow to inf and tiny ones round once into subnormals or 0. About 20 AVX-512 instructions in float32.
+  Measured over the whole input range, float32: ≤ 1.23 ulp with each product and sum rounded on its own (the
+  worst near f = −½), ≤ 0.95 ulp with fused multiply-adds, as the CPU runs it; float64: ≤ 1 ulp.
 - Log2: subnormals scaled by 2^(p+1) first; the exponent field by Bitcast/Shr/And; the mantissa m = 1 + f put in
   [√½, √2); ln m = 2·atanh(s), s = f/(2+f), written as f − (h − s·(h + R)) with h = f²/2 and R the atanh series
   beyond its first term (as fdlibm does), so the rounding of the division only touches a small correction.
@@ -159,7 +163,7 @@ def _exp2(x: UOp) -> UOp:
     t = xc + big
     p = _poly(xc - (t + -big), fm.exp2_poly)  # nan stays nan, and so does the product below
     bits = t.bitcast(fm.uint)
-    low = (bits >> 1) << fm.mant  # (bias + ⌊n/2⌋)·2^mant: big's bits above the bottom 2+ld(bias) are shifted out
+    low = (bits >> 1) << fm.mant  # (bias + ⌊n/2⌋)·2^mant: the shift drops 1.5·2^mant's bits, leaving n + 2·bias's
     high = (bits << fm.mant) - low  # (bias + ⌈n/2⌉)·2^mant, by unsigned (wrapping) arithmetic
     return p * low.bitcast(x.dtype) * high.bitcast(x.dtype)
 
