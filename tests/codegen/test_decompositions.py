@@ -3,7 +3,9 @@ thousands of inputs by a NumPy executor of the primitives (checked against uopvi
 sample), and compared in ulps with a float64 (for float32) or NumPy float64 reference.
 
 Measured maximum errors (the asserted bounds are these, rounded up):
-  float32: Exp2 0.99 ulp on [-150, 130]; Log2 1.43 ulp on [1e-45, 3e38]; Sin 2.03 ulp on [-1e4, 1e4];
+  float32: Exp2 1.08 ulp on [-150, 130] (each product and sum rounded on its own; 1.23 at worst in a dense sweep
+           near a fraction of -½; with the fused multiply-adds the CPU uses, 0.80: tests/tensor/test_exp_log_sweep.py);
+           Log2 1.43 ulp on [1e-45, 3e38]; Sin 2.03 ulp on [-1e4, 1e4];
            Sqrt 1.17 ulp; Pow ≤ 2^-24·(8 + 4·|log2 result|) relative.
   float64: Exp2 1.0 ulp on [-1080, 1030]; Log2 1.0 ulp on [1e-323, 1e308]; Sin 1.0 ulp on [-1e6, 1e6]; Sqrt 1.0 ulp.
   float16 (computed in float32): 0 ulp (correctly rounded) on the same kinds of inputs.
@@ -117,7 +119,7 @@ def _sqrt_in(dt: np.dtype) -> np.ndarray:
 
 
 CASES: dict[Ops, tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.dtype], np.ndarray], dict[str, float]]] = {
-    Ops.EXP2: (np.exp2, _exp2_in, {"float32": 1.0, "float64": 1.0}),
+    Ops.EXP2: (np.exp2, _exp2_in, {"float32": 1.25, "float64": 1.0}),
     Ops.LOG2: (np.log2, _log2_in, {"float32": 1.5, "float64": 1.0}),
     Ops.SIN: (np.sin, _sin_in, {"float32": 2.1, "float64": 1.0}),
     Ops.SQRT: (np.sqrt, _sqrt_in, {"float32": 1.2, "float64": 1.0}),

@@ -6,10 +6,14 @@ becomes Add(A, Neg(B)), Sqrt becomes Exp2/Log2), so a target's native ops are ke
 Every rule keeps the node's dtype and shape: constants are scalars of the operand's dtype and broadcast.
 
 The float algorithms (float32 and float64; float16/bfloat16 are computed in float32 and rounded back):
-- Exp2: x = n + f with n the nearest integer to x (x + 1.5·2^mant − 1.5·2^mant), |f| ≤ ½; 2^f by its Taylor
-  series (e^(f·ln2)); 2^n as two factors 2^⌊n/2⌋ and 2^(n−⌊n/2⌋) built from exponent bits, so huge results
-  overflow to inf and tiny ones round once into subnormals or 0. Measured ≤ 1 ulp (float32, float64) over the
-  whole input range.
+- Exp2: x clamped to [lo, hi] (beyond, every input gives the same 0 or inf) by a compare and a select each, so a
+  nan fails both compares, stays nan through all the arithmetic, and needs no test of its own; x = n + f with n
+  the nearest integer (t = x + 1.5·2^mant + 2·bias, rounded, then less the same), |f| ≤ ½; 2^f by a polynomial
+  (float32: degree 6 through Chebyshev nodes, near-minimax; float64: Taylor, degree 13); 2^n as two factors
+  2^⌊n/2⌋ and 2^⌈n/2⌉ whose exponent fields are t's bits shifted (no float-to-int conversion), so huge results
+  overflow to inf and tiny ones round once into subnormals or 0. About 20 AVX-512 instructions in float32.
+  Measured over the whole input range, float32: ≤ 1.23 ulp with each product and sum rounded on its own (the
+  worst near f = −½), ≤ 0.95 ulp with fused multiply-adds, as the CPU runs it; float64: ≤ 1 ulp.
 - Log2: subnormals scaled by 2^(p+1) first; the exponent field by Bitcast/Shr/And; the mantissa m = 1 + f put in
   [√½, √2); ln m = 2·atanh(s), s = f/(2+f), written as f − (h − s·(h + R)) with h = f²/2 and R the atanh series
   beyond its first term (as fdlibm does), so the rounding of the division only touches a small correction.
@@ -67,7 +71,7 @@ class _Format(NamedTuple):
     sint: DType  # the same-width signed integer, to build exponents
     mant: int  # stored mantissa bits
     bias: int
-    exp2_poly: tuple[float, ...]  # Taylor series of 2^f = e^(f·ln2), |f| ≤ ½
+    exp2_poly: tuple[float, ...]  # 2^f for |f| ≤ ½
     log2_poly: tuple[float, ...]  # (2·atanh(s) − 2s)/s³ as a series in s², |s| ≤ (√2−1)/(√2+1)
     sin_poly: tuple[float, ...]  # (sin r − r)/r³ in r², |r| ≤ π/4
     cos_poly: tuple[float, ...]  # (cos r − 1)/r² in r²
@@ -83,13 +87,25 @@ class _Format(NamedTuple):
         return float(1 - self.bias - self.mant - 3), float(self.bias + 2)
 
 
-def _format(uint: DType, sint: DType, mant: int, bias: int, exp2_deg: int, log2_terms: int, sin_terms: int,
-            pio2_bits: int, pio2_parts: int) -> _Format:
+def _interpolant(fn: Callable[[float], float], deg: int, half: float) -> tuple[float, ...]:
+    """The coefficients (lowest first) of the polynomial of degree `deg` through fn at the Chebyshev nodes of
+    [−half, half]: close to the minimax polynomial, so a degree lower than Taylor's meets the same error. Solved
+    exactly from fn's float64 values, which makes the coefficients accurate enough for float32 (not float64)."""
+    xs = [Fraction(half * math.cos((2 * i + 1) * math.pi / (2 * deg + 2))) for i in range(deg + 1)]
+    rows = [[x ** k for k in range(deg + 1)] + [Fraction(fn(float(x)))] for x in xs]
+    for c in range(deg + 1):  # Gauss–Jordan: the nodes are distinct, so no pivot is 0
+        rows[c] = [v / rows[c][c] for v in rows[c]]
+        for r in range(deg + 1):
+            if r != c:
+                rows[r] = [a - rows[r][c] * b for a, b in zip(rows[r], rows[c])]
+    return tuple(float(row[-1]) for row in rows)
+
+
+def _format(uint: DType, sint: DType, mant: int, bias: int, exp2_poly: tuple[float, ...], log2_terms: int,
+            sin_terms: int, pio2_bits: int, pio2_parts: int) -> _Format:
     """Taylor degrees are chosen so the first dropped term is below ¼ ulp at the end of the interval."""
-    ln2 = math.log(2)
     return _Format(
-        uint, sint, mant, bias,
-        tuple(ln2 ** k / math.factorial(k) for k in range(exp2_deg + 1)),
+        uint, sint, mant, bias, exp2_poly,
         tuple(2 / (2 * k + 3) for k in range(log2_terms)),
         tuple((-1) ** (j + 1) / math.factorial(2 * j + 3) for j in range(sin_terms)),
         tuple((-1) ** (j + 1) / math.factorial(2 * j + 2) for j in range(sin_terms + 1)),
@@ -98,9 +114,11 @@ def _format(uint: DType, sint: DType, mant: int, bias: int, exp2_deg: int, log2_
 
 _FORMATS: dict[DType, _Format] = {
     # k = round(x·2/π) of up to 16 bits times 8-bit parts is exact in 24 bits: |x| < 2^16·π/2
-    dtypes.float32: _format(dtypes.uint32, dtypes.int32, 23, 127, 7, 6, 5, 8, 4),
-    # up to 26-bit k times 27-bit parts is exact in 53 bits: |x| < 2^26·π/2
-    dtypes.float64: _format(dtypes.uint64, dtypes.int64, 52, 1023, 13, 11, 8, 27, 3),
+    # exp2: degree 6 near-minimax (error 3e-9 relative, 0.05 ulp; degree 5 would be 1.3 ulp)
+    dtypes.float32: _format(dtypes.uint32, dtypes.int32, 23, 127, _interpolant(math.exp2, 6, 0.5), 6, 5, 8, 4),
+    # up to 26-bit k times 27-bit parts is exact in 53 bits: |x| < 2^26·π/2; exp2: Taylor, degree 13
+    dtypes.float64: _format(dtypes.uint64, dtypes.int64, 52, 1023,
+                            tuple(math.log(2) ** k / math.factorial(k) for k in range(14)), 11, 8, 27, 3),
 }
 _HALVES = frozenset({dtypes.float16, dtypes.bfloat16})
 
@@ -137,14 +155,17 @@ def _pow2(k: UOp, fm: _Format, dtype: DType) -> UOp:
 def _exp2(x: UOp) -> UOp:
     fm = _FORMATS[x.dtype]
     lo, hi = fm.exp2_range
-    xc = _isnan(x).where(0.0, x)
-    xc = (xc < hi).where(xc, hi).maximum(lo)
-    big = 1.5 * 2.0 ** fm.mant  # adding and taking away 1.5·2^mant rounds |xc| < 2^(mant-1) to an integer in two ops
-    n = (xc + big) + -big
-    p = _poly(xc - n, fm.exp2_poly)
-    ni = n.cast(fm.sint)
-    n1 = ni // 2
-    return _isnan(x).where(x, p * _pow2(n1, fm, x.dtype) * _pow2(ni - n1, fm, x.dtype))
+    xc = (x < lo).where(lo, x)  # plain selects: a nan fails both tests and stays nan
+    xc = (xc.const_like(hi) < xc).where(hi, xc)
+    # adding big rounds |xc| < 2^(mant-1) to an integer n; t's bits are then those of big plus n, and the 2·bias
+    # in big puts n + 2·bias in their low bits, so shifts alone build the exponent fields of 2^⌊n/2⌋ and 2^⌈n/2⌉
+    big = 1.5 * 2.0 ** fm.mant + 2 * fm.bias
+    t = xc + big
+    p = _poly(xc - (t + -big), fm.exp2_poly)  # nan stays nan, and so does the product below
+    bits = t.bitcast(fm.uint)
+    low = (bits >> 1) << fm.mant  # (bias + ⌊n/2⌋)·2^mant: the shift drops 1.5·2^mant's bits, leaving n + 2·bias's
+    high = (bits << fm.mant) - low  # (bias + ⌈n/2⌉)·2^mant, by unsigned (wrapping) arithmetic
+    return p * low.bitcast(x.dtype) * high.bitcast(x.dtype)
 
 
 def _log2(x: UOp) -> UOp:
