@@ -4,9 +4,10 @@ For each case (gemm at 512, 1024, 1000 and 768x3072x768; sum; softmax; layernorm
 attention) it times uopviz's kernels with the heuristic's opts and with BEAM's (`tuned`), and each peer doing the
 same work: NumPy, torch (eager, its own threads) and tinygrad (TinyJit, its CPU device). Every variant's answer is
 checked against the zoo's NumPy reference before it is timed; the variants of a case are then timed in turns (a
-few runs of each per round after an untimed one, so drift hits them alike and no variant is timed while the
-threads of the one before it still spin), and the table gives each one's median, its spread (the middle
-half of the runs, as +-% of the median), GFLOP/s or GB/s, and uopviz's speed as a multiple of the best peer's.
+few runs of each per round after it has run untimed for 0.15 s, so drift hits them alike and no variant is timed
+while the threads of the one before it still spin, or on cores gone idle), and the table gives each one's median,
+its spread (the middle half of the runs, as +-% of the median), GFLOP/s or GB/s, and uopviz's speed as a multiple
+of the best peer's.
 A peer that is not installed (`pip install -e '.[bench]'`) is skipped and named.
 
 uopviz's time is its kernels' launches on resident buffers (as a JIT replays them); `realize` adds the whole
@@ -209,20 +210,25 @@ def timed(fn: Callable[[], Any]) -> float:
 
 
 def measure(runners: dict[str, Callable[[], Any]], repeats: int, budget_s: float = 3.0,
-            burst: int = 3) -> dict[str, list[float]]:
-    """Seconds per run of each runner, timed in turns after a warm-up round: each round runs every runner once
-    untimed and then `burst` times timed, so drift hits them alike while the threads a peer's library leaves
-    spinning after its call (OpenBLAS's, OpenMP's) are not timed against the runner after it; fewer rounds (at
-    least 5) once a case has taken its time budget."""
-    for fn in runners.values():
-        fn()
+            burst: int = 3, settle_s: float = 0.15) -> dict[str, list[float]]:
+    """Seconds per run of each runner, timed in turns: each round runs every runner, in turn, untimed for
+    `settle_s` and then `burst` times timed. Drift hits them alike, and a runner is timed neither while the threads
+    the one before it left spinning (OpenBLAS's spin for about 0.1 s after a call, OpenMP's too) still take a core,
+    nor on cores gone idle (a worker thread that slept is slow to wake on a virtual machine: after 10 ms idle a
+    two-core gemm 512 took 1.6 ms instead of 1.0). Fewer rounds (at least 5) once a case has spent its time budget
+    on timed runs."""
     samples: dict[str, list[float]] = {k: [] for k in runners}
-    t0 = time.perf_counter()
+    spent = 0.0
     for r in range(repeats):
         for k, fn in runners.items():
+            t0 = time.perf_counter()
             fn()
-            samples[k] += [timed(fn) for _ in range(burst)]
-        if r >= 4 and time.perf_counter() - t0 > budget_s:
+            while time.perf_counter() - t0 < settle_s:
+                fn()
+            got = [timed(fn) for _ in range(burst)]
+            samples[k] += got
+            spent += sum(got)
+        if r >= 4 and spent > budget_s:
             break
     return samples
 
