@@ -99,6 +99,19 @@ def test_a_transposed_b_packs_where_its_vectors_would_be_gathers(monkeypatch: py
     np.testing.assert_allclose(out.numpy(), a @ b.T, rtol=1e-5, atol=1e-5)
 
 
+def test_a_called_function_s_matmul_packs_as_the_same_program_inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A @uopviz.function body is scheduled apart, over Params shaped as its arguments (not flat buffers)."""
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    f = uopviz.function(lambda q, k: q @ k.T)
+    assert names(f(Tensor.empty(512, 64), Tensor.empty(512, 64))) == ["pack", "matmul"]
+    with_l1(monkeypatch, "CPU", TINY)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((65, 5), dtype=np.float32), rng.standard_normal((5, 12), dtype=np.float32)
+    out = uopviz.function(lambda x, y: x @ y)(Tensor(a), Tensor(b))
+    assert names(out) == ["pack", "matmul"]
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_other_reductions_and_targets_without_an_l1_keep_one_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     with_l1(monkeypatch, "CPU", SAPPHIRE)
     x, y = Tensor.empty(1024, 1024), Tensor.empty(1024, 1024)

@@ -116,7 +116,10 @@ def _operand(x: UOp) -> View | None:
         v = v.src[0]
     if v.op is not Ops.PARAM or not chain:
         return None
-    shape, strides = v.shape, (1,)
+    shape = v.shape  # a realized buffer's Param is flat; a called function's has its argument's shape
+    if not all(isinstance(d, int) for d in shape):
+        return None
+    strides = tuple(prod(shape[i + 1:]) for i in range(len(shape)))  # row-major
     for m in reversed(chain):
         if not all(isinstance(d, int) and d > 0 for d in (*shape, *m.shape)):
             return None
