@@ -24,7 +24,7 @@ from uopviz.target import Kernel
 from uopviz.tensor import Tensor
 from uopviz.uop.ops import AxisType, GroupOp, Ops
 
-GEMM_KERNEL = "r_t8_L4_L128_R1024_u8_u2_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)
+GEMM_KERNEL = "r_t8_L128_L4_R1024_u8_u2_u16"  # the zoo gemm with the heuristic's opts (a tests' cache has no tunings)
 PACK_KERNEL = "E_t8_L8_L1024_u16"  # before it, the copy of B into panels (its rows alias: uopviz/schedule/pack.py)
 
 
@@ -99,7 +99,7 @@ def test_trace_list_and_detail_follow_the_recorded_trace(client: TestClient, sto
     tr = store.get("gemm").trace
     assert d["device"] == "CPU" and [c["name"] for c in d["contexts"]] == ["schedule", PACK_KERNEL, GEMM_KERNEL]
     assert d["contexts"][0]["axes"] == []
-    kinds = [(AxisType.THREAD, "t", 8), (AxisType.LOOP, "L", 4), (AxisType.LOOP, "L", 128),
+    kinds = [(AxisType.THREAD, "t", 8), (AxisType.LOOP, "L", 128), (AxisType.LOOP, "L", 4),
              (AxisType.REDUCE, "R", 1024), (AxisType.UPCAST, "u", 8), (AxisType.UPCAST, "u", 2),
              (AxisType.UPCAST, "u", 16)]
     assert d["contexts"][gemm]["axes"] == [{"letter": letter, "size": n, "type": t.name, "color": t.colour}
@@ -119,11 +119,12 @@ def test_opt_passes_say_which_opt_they_applied_and_how_the_axes_changed(client: 
     """Issue 17: an opt step shows the opt and the axes before and after it, not the apply_opt source."""
     kernel = client.get("/api/traces/gemm").json()["contexts"][gemm]
     steps = [p["opt"] for p in kernel["passes"] if p["opt"] is not None]
-    assert [s["opt"] for s in steps] == kernel["opts"] and len(steps) == 5
+    assert [s["opt"] for s in steps] == kernel["opts"] and len(steps) == 6
     assert [s["text"] for s in steps] == [
         "SPLIT a1 (L1024) → L64 × u16", "SPLIT a1 (L64) → L32 × u2", "SPLIT a0 (L1024) → L128 × u8",
-        "SWAP a0 ↔ a1: L128 L32 R1024 u8 u2 u16 → L32 L128 R1024 u8 u2 u16", "SPLIT a0 (L32) → t8 × L4"]
-    assert ["".join(f"{a['letter']}{a['size']}" for a in s["after"]) for s in steps][-1] == "t8L4L128R1024u8u2u16"
+        "SWAP a0 ↔ a1: L128 L32 R1024 u8 u2 u16 → L32 L128 R1024 u8 u2 u16", "SPLIT a0 (L32) → t8 × L4",
+        "SWAP a1 ↔ a2: t8 L4 L128 R1024 u8 u2 u16 → t8 L128 L4 R1024 u8 u2 u16"]  # B packed: rows back outside
+    assert ["".join(f"{a['letter']}{a['size']}" for a in s["after"]) for s in steps][-1] == "t8L128L4R1024u8u2u16"
     assert steps[1]["before"] == steps[0]["after"]
 
 

@@ -112,6 +112,21 @@ def test_a_called_function_s_matmul_packs_as_the_same_program_inline(monkeypatch
     np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
 
 
+def test_the_heuristic_keeps_row_blocks_outside_a_packed_strip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """B in panels streams whole, so within a core's strips the rows go back outside (heuristic._rows_outside)."""
+    from uopviz.codegen.opt.heuristic import heuristic_opts
+    from uopviz.codegen.opt.scheduler import OptOps
+    from uopviz.pipeline import scheduler as scheduler_of
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    target = devices.get("CPU").target
+    last = {}
+    for n in (1024, 1000):  # 1024 packs, 1000 does not
+        ast, _ = kernels_of(schedule([(Tensor.empty(n, n) @ Tensor.empty(n, n)).uop]))[-1]
+        last[n] = heuristic_opts(scheduler_of(ast, target))[-1]
+    assert last[1024].op is OptOps.SWAP and (last[1024].axis, last[1024].arg) == (1, 2)
+    assert last[1000].op is OptOps.SPLIT  # its THREAD split: B's strip read down its rows, kept inside
+
+
 def test_other_reductions_and_targets_without_an_l1_keep_one_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     with_l1(monkeypatch, "CPU", SAPPHIRE)
     x, y = Tensor.empty(1024, 1024), Tensor.empty(1024, 1024)
