@@ -41,18 +41,19 @@ def _rows_outside(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
     blocks back outside, within each core's share of the strips, where B's strip is contiguous: B packed into
     panels (schedule/pack.py), so each step of k reads the next vector of each panel and the strip streams from the
     second-level cache at no cost, while a block of A's rows is what the first-level cache is worth keeping across
-    the strips (gemm 1024 and 768x3072x768: BEAM found it 6-12% faster). Empty where that does not apply."""
+    the strips (gemm 1024 and 768x3072x768: BEAM found it 6-12% faster). The strip is contiguous where each of its
+    vector loads moves by exactly its vector's width per step of k. Empty where that does not apply."""
     if not any(o.op is OptOps.SWAP for o in s.opts):
         return []
     shape, axes = s.shape(), s.axes
     loops = [i for i, (t, n) in enumerate(shape) if t is AxisType.LOOP and n]
-    lanes = [axes[i] for i, (t, n) in enumerate(shape) if t is AxisType.UPCAST and n]
+    lanes = [i for i, (t, n) in enumerate(shape) if t is AxisType.UPCAST and n]
     reduces = [axes[i] for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n]
     if len(loops) < 2 or not lanes or len(reduces) != 1:
         return []
-    strip = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lanes[-1] in free_ranges(u)]
-    width = max(s.target.vectors, default=1)
-    if not strip or any((d := _step(u.src[0], reduces[0], axes)) is None or d > width for u in strip):
+    lane, width = axes[lanes[-1]], shape[lanes[-1]][1]
+    strip = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
+    if not strip or any(_step(u.src[0], reduces[0], axes) != width for u in strip):
         return []
     return [Opt(OptOps.SWAP, loops[0], loops[1])]
 
