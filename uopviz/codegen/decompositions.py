@@ -68,7 +68,7 @@ class _Format(NamedTuple):
     """What the float algorithms need to know about one IEEE format."""
 
     uint: DType  # the same-width unsigned integer, to take bit fields apart
-    sint: DType  # the same-width signed integer, to build exponents
+    sint: DType  # the same-width signed integer (sin's quadrant, signs)
     mant: int  # stored mantissa bits
     bias: int
     exp2_poly: tuple[float, ...]  # 2^f for |f| ≤ ½
@@ -103,7 +103,8 @@ def _interpolant(fn: Callable[[float], float], deg: int, half: float) -> tuple[f
 
 def _format(uint: DType, sint: DType, mant: int, bias: int, exp2_poly: tuple[float, ...], log2_terms: int,
             sin_terms: int, pio2_bits: int, pio2_parts: int) -> _Format:
-    """Taylor degrees are chosen so the first dropped term is below ¼ ulp at the end of the interval."""
+    """Taylor degrees (log2, sin, cos) are chosen so the first dropped term is below ¼ ulp at the end of the
+    interval; exp2's polynomial is given."""
     return _Format(
         uint, sint, mant, bias, exp2_poly,
         tuple(2 / (2 * k + 3) for k in range(log2_terms)),
@@ -144,11 +145,6 @@ def _isnan(x: UOp) -> UOp:
 def _isinf(x: UOp) -> UOp:
     big = x.dtype.finfo_max
     return (x < -big) | (x.const_like(big) < x)
-
-
-def _pow2(k: UOp, fm: _Format, dtype: DType) -> UOp:
-    """2^k for an integer k within the normal exponent range, from its exponent bits."""
-    return ((k + fm.bias) << fm.mant).bitcast(dtype)
 
 
 # ---------------------------------------------------------------- float algorithms (float32 / float64)

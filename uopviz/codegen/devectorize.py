@@ -40,9 +40,7 @@ def _simplified(x: UOp) -> UOp:
 
 
 def _is_memory(x: UOp) -> bool:
-    while x.op is Ops.AFTER:
-        x = x.src[0]
-    return x.op in _MEMORY
+    return x.memory().op in _MEMORY
 
 
 class _Devectorizer:

@@ -127,9 +127,7 @@ def group(ctx: GroupContext, red: UOp) -> UOp | None:
 
 def gate_store(ctx: GroupContext, st: UOp) -> UOp | None:
     """A store to global memory only by the work-items whose group-reduce ids are 0."""
-    buf = st.src[0].src[0]
-    while buf.op is Ops.AFTER:
-        buf = buf.src[0]
+    buf = st.src[0].src[0].memory()
     if ctx.gate is None or buf.op is not Ops.PARAM:
         return None
     if len(st.src) == 2:
@@ -212,7 +210,5 @@ def _gate_block(instrs: list[UOp], gate: UOp) -> list[UOp] | None:
 def _private(store: UOp) -> bool:
     """Whether a Store writes a REG buffer (an accumulator, private to the work-item) or local memory (ordered by
     Barriers, which stay in place)."""
-    buf = store.src[0].src[0]
-    while buf.op is Ops.AFTER:
-        buf = buf.src[0]
+    buf = store.src[0].src[0].memory()
     return buf.op is Ops.BUFFER and buf.arg.addrspace in (AddrSpace.REG, AddrSpace.LOCAL)

@@ -33,6 +33,7 @@ from uopviz.codegen.devectorize import first_choices
 from uopviz.codegen.group_reduce import free_by_node
 from uopviz.target import Target
 from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.symbolic import affine, moves_evenly
 
 FOLLOWED = 2048
 """The stride in bytes an x86 core's prefetchers still follow (the CPU's Target.prefetch): Intel's L1 IP-stride
@@ -60,7 +61,7 @@ def prefetch(sink: UOp, target: Target) -> UOp:
     enclosing = {r: free[e] for r, e in end_of.items()}  # the ranges open around each loop
     groups: dict[tuple[UOp, UOp, frozenset[tuple[UOp, int]]], Group] = {}
     for u in nodes:
-        if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX or _memory(u.src[0].src[0]).op is not Ops.PARAM:
+        if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX or u.src[0].src[0].memory().op is not Ops.PARAM:
             continue
         idx = u.src[0]
         vector = bool(idx.shape)
@@ -69,16 +70,16 @@ def prefetch(sink: UOp, target: Target) -> UOp:
         if not loops:
             continue
         loop = max(loops, key=lambda r: len(enclosing[r]))
-        terms, offset = _affine(addr)
+        terms, offset = affine(addr)
         key = (idx.src[0], loop, frozenset(terms.items()))
         groups.setdefault(key, (idx.src[0], loop, []))[2].append((addr, offset, int(idx.shape[0]) if vector else 1))
     ahead: dict[UOp, list[UOp]] = {}  # loop -> its prefetches
     nexts: dict[tuple[UOp, UOp, frozenset[tuple[UOp, int]]], list[tuple[int, UOp, list[UOp]]]] = {}
     for (buf, loop, terms_key), (_, _, reads) in groups.items():
         terms = dict(terms_key)
-        if not _affine_in(terms, loop):
+        if not moves_evenly(terms, loop):
             continue
-        size = _memory(buf).arg.dtype.itemsize
+        size = buf.memory().arg.dtype.itemsize
         line = target.l1.line // size  # elements per cache line
         lo = min(off for _, off, _ in reads)
         lines = sorted({k for _, off, w in reads for k in range((off - lo) // line, (off - lo + w - 1) // line + 1)})
@@ -92,7 +93,7 @@ def prefetch(sink: UOp, target: Target) -> UOp:
             continue
         outer = max(enclosing[loop], key=lambda r: len(enclosing[r]), default=None)
         span = max(off + w for _, off, w in reads) - lo
-        if outer is None or step != span or 2 * span < line or not _affine_in(terms, outer) \
+        if outer is None or step != span or 2 * span < line or not moves_evenly(terms, outer) \
                 or abs(terms.get(outer, 0)) * size < target.prefetch or trips * step * size > target.l1.size // 2:
             continue
         work = sum(1 for n in end_of[loop].src[0].toposort() if loop in free.get(n, ()))
@@ -108,37 +109,6 @@ def prefetch(sink: UOp, target: Target) -> UOp:
         body = end.src[0].src if end.src[0].op is Ops.GROUP else (end.src[0],)
         sink = sink.substitute({end: UOp(Ops.GROUP, (*body, *pfs)).end(loop)})
     return sink
-
-
-def _memory(buf: UOp) -> UOp:
-    """The memory an Index's buffer source is (through the Afters that order it)."""
-    while buf.op is Ops.AFTER:
-        buf = buf.src[0]
-    return buf
-
-
-def _affine(x: UOp) -> tuple[dict[UOp, int], int]:
-    """x as Σ atom·coefficient + constant, Adds and products by constants distributed (the index arithmetic's
-    `(r1 + t*512) * 1024` is r1·1024 + t·524288); any other node is an atom."""
-    terms: dict[UOp, int] = {}
-    const = 0
-    todo = [(x, 1)]
-    while todo:
-        u, k = todo.pop()
-        if u.op is Ops.ADD:
-            todo += [(s, k) for s in u.src]
-        elif u.op is Ops.CONST:
-            const += int(u.arg.value) * k
-        elif u.op is Ops.MUL and u.src[1].op is Ops.CONST:
-            todo.append((u.src[0], k * int(u.src[1].arg.value)))
-        else:
-            terms[u] = terms.get(u, 0) + k
-    return {t: c for t, c in terms.items() if c}, const
-
-
-def _affine_in(terms: dict[UOp, int], r: UOp) -> bool:
-    """Whether the address moves by a constant per iteration of r: r appears in no atom but itself."""
-    return all(t is r or r not in t.sparents() for t in terms)
 
 
 def _lines(buf: UOp, base: UOp, shift: int, lines: list[int], line: int) -> list[UOp]:

@@ -73,14 +73,6 @@ def _body(end: UOp) -> UOp:
     return end
 
 
-def _memory(idx: UOp) -> UOp:
-    """The memory an Index addresses (through the Afters that order it)."""
-    buf = idx.src[0]
-    while buf.op is Ops.AFTER:
-        buf = buf.src[0]
-    return buf
-
-
 def _slot(ranges: list[UOp], value: UOp) -> UOp:
     """The cache slot of value's lanes in the loops' current iteration (row-major over the loops, then lanes)."""
     flat = ranges[0]
@@ -95,7 +87,7 @@ def _cache_loop(sink: UOp, first: UOp, budget: int, device: str) -> tuple[UOp, i
     nodes, free = sink.toposort(), free_by_node(sink)
     ranges, body = _chain(first), _body(first)
     order = body.toposort()
-    worth = _candidates(order, set(ranges), free, {_memory(u.src[0]) for u in nodes if u.op is Ops.STORE})
+    worth = _candidates(order, set(ranges), free, {u.src[0].src[0].memory() for u in nodes if u.op is Ops.STORE})
     if not worth:
         return sink, 0
     before = first.sparents()
@@ -146,7 +138,8 @@ def _candidates(order: list[UOp], ranges: set[UOp], free: dict[UOp, frozenset[UO
         if not free[u] & ranges:  # computed outside the loop: the same value wherever it is used
             pure[u], costly[u] = True, False
             continue
-        reads = u.op is not Ops.LOAD or (_memory(u.src[0]).op is Ops.PARAM and _memory(u.src[0]) not in written)
+        mem = u.src[0].src[0].memory() if u.op is Ops.LOAD else None
+        reads = mem is None or (mem.op is Ops.PARAM and mem not in written)
         pure[u] = u.op not in _IMPURE and reads and all(pure[s] for s in u.src)
         costly[u] = u.op in EXPENSIVE or any(costly[s] for s in u.src)
         if pure[u] and costly[u] and u.op in GroupOp.Elementwise and u.dtype not in (dtypes.index, dtypes.bool):

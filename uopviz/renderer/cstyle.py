@@ -251,12 +251,6 @@ def _pun(w: _Writer, src: DType, dst: DType, x: str) -> str:
     return f"{tmp}.b"
 
 
-def _buffer_of(u: UOp) -> UOp:
-    while u.op is Ops.AFTER:
-        u = u.src[0]
-    return u
-
-
 def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = None,
            emulated: frozenset[str] = frozenset({"bfloat16"})) -> str:
     """The source of kernel `name` for a Linear program in dialect d. `params` are
@@ -307,7 +301,7 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
         elif op is Ops.INDEX and u.shape:
             base = _strip(w.expr[u.src[1].src[0]])  # Index(buf, base + iota): a vector's address
             w.expr[u] = s[0] if base == "0" else f"{s[0]}+{base}"
-        elif op is Ops.INDEX and u.src[0].shape and _buffer_of(u.src[0]).op not in (Ops.PARAM, Ops.BUFFER):
+        elif op is Ops.INDEX and u.src[0].shape and u.src[0].memory().op not in (Ops.PARAM, Ops.BUFFER):
             e = d.lane(s[0], int(u.src[1].arg.value))
             w.expr[u] = f"({e}!=0)" if u.dtype.is_bool else e
         elif op is Ops.INDEX:
@@ -427,7 +421,7 @@ def _hardware_id(w: _Writer, u: UOp, bound: str, groups: bool) -> None:
 
 
 def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
-    written = any(u.op is Ops.STORE and (b := _buffer_of(u.src[0].src[0])).op is Ops.PARAM and b.arg.slot == slot
+    written = any(u.op is Ops.STORE and (b := u.src[0].src[0].memory()).op is Ops.PARAM and b.arg.slot == slot
                   for u in linear.src)
     const = "" if written else w.d.arg_const
     return f"{w.d.buffer_prefix}{const}{w.mem_type(dtype)}*{w.d.restrict} data{slot}"

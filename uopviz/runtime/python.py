@@ -144,9 +144,7 @@ class PythonProgram:
                 self._steps += self._wmma(i, u, val, step_at)
                 self._step_pos += [i, i]
             elif op is Ops.INDEX:
-                base = u.src[0]
-                while base.op is Ops.AFTER:
-                    base = base.src[0]
+                base = u.src[0].memory()
                 if base.op not in (Ops.PARAM, Ops.BUFFER) or len(u.src) != 2:
                     raise self._fail(i, "Index must be (Param or Buffer, one index)")
                 desc = f"Param {base.arg.slot}" if base.op is Ops.PARAM else \

@@ -27,7 +27,7 @@ import itertools
 
 from uopviz.runtime import device as devices
 from uopviz.schedule.program import program_order
-from uopviz.target import Cache
+from uopviz.target import Target
 from uopviz.uop.ops import Ops, UOp, prod
 
 ALIASED_SETS = 4
@@ -45,8 +45,8 @@ def pack(fn: UOp) -> UOp:
     body = fn.src[0]
     mapping: dict[UOp, UOp] = {}
     for u in program_order(body):
-        if (operand := _packs(u)) is not None and operand not in mapping:
-            mapping[operand] = panels(operand, _widest_vector(operand))
+        if (found := _packs(u)) is not None and found[0] not in mapping:
+            mapping[found[0]] = panels(*found)
     return fn.replace(src=(body.substitute(mapping), *fn.src[1:])) if mapping else fn
 
 
@@ -65,8 +65,9 @@ def panels(x: UOp, width: int) -> UOp:
     return back.reshape(x.shape)
 
 
-def _packs(u: UOp) -> UOp | None:
-    """The operand of matmul-shaped Reduce u to read packed (the view below its broadcast), else None."""
+def _packs(u: UOp) -> tuple[UOp, int] | None:
+    """The operand of matmul-shaped Reduce u to read packed (the view below its broadcast) and its panels' width,
+    else None."""
     if u.op is not Ops.REDUCE or u.tag is not None or u.arg.op is not Ops.ADD or len(u.arg.axes) != 1:
         return None
     prodn = u.src[0]
@@ -84,16 +85,16 @@ def _packs(u: UOp) -> UOp | None:
     if not _broadcast_matmul(va, vb, k, inner, shape):
         return None
     bshape, bstrides, param = vb
-    cache = _l1(param)
+    target = _target(param)
     item = param.arg.dtype.itemsize
     row = max(abs(bstrides[k]), abs(bstrides[inner])) * item
     reuse = prod(shape[i] for i in range(len(shape)) if bshape[i] == 1 and i != k)
-    if cache is None or reuse < REUSE:
+    if target is None or (cache := target.l1) is None or reuse < REUSE:
         return None
     gathered = abs(bstrides[inner]) != 1  # a transposed B: the tile's vector of B's row k is a gather
     if not gathered and (cache.sets_touched(row) > ALIASED_SETS or prod(bshape) * item <= cache.size):
         return None
-    return b.src[0]
+    return b.src[0], max(target.vectors, default=0) or cache.line // item  # panels one widest vector wide
 
 
 def _broadcast_matmul(va: View, vb: View, k: int, inner: int, shape: tuple[int, ...]) -> bool:
@@ -163,20 +164,12 @@ def _reshaped(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, 
     return tuple(out)
 
 
-def _l1(param: UOp) -> Cache | None:
-    """The L1 description of the device param lives on (None where it has none, or the device does not start)."""
+def _target(param: UOp) -> Target | None:
+    """The Target of the device param lives on (None where the device does not start)."""
     device = param.arg.device
     if not isinstance(device, str):
         return None
     try:
-        return devices.get(device).target.l1
+        return devices.get(device).target
     except devices.DeviceError:
         return None
-
-
-def _widest_vector(x: UOp) -> int:
-    """The panel width: the widest vector of the operand's device (the heuristic's column vector), so each
-    vector the tile loads is one panel row; a cache line of the operand's elements where there are no vectors."""
-    param = next(u for u in x.toposort() if u.op is Ops.PARAM)
-    target = devices.get(param.arg.device).target
-    return max(target.vectors, default=0) or target.l1.line // param.arg.dtype.itemsize  # type: ignore[union-attr]

@@ -487,6 +487,13 @@ class UOp:
     def after(self, *deps: UOp) -> UOp:
         return UOp(Ops.AFTER, (self, *deps))
 
+    def memory(self) -> UOp:
+        """The Buffer or Param this value is, through the Afters that order it after other work."""
+        u = self
+        while u.op is Ops.AFTER:
+            u = u.src[0]
+        return u
+
     def cast(self, dtype: DType) -> UOp:
         return self if self.dtype == dtype else UOp(Ops.CAST, (self,), dtype)
 

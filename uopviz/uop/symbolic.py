@@ -104,6 +104,38 @@ def _terms(x: UOp) -> tuple[list[tuple[UOp, int]], int] | None:
     return terms, const
 
 
+def affine(x: UOp) -> tuple[dict[UOp, int], int]:
+    """Index arithmetic x as Σ atom·coefficient + constant, Adds and products by constants distributed
+    (`(r1 + t*512) * 1024` is r1·1024 + t·524288); any other node (a Range, a Mod, ...) is an atom. What an address
+    does per step of a loop is read from it (`step`)."""
+    terms: dict[UOp, int] = {}
+    const = 0
+    todo = [(x, 1)]
+    while todo:
+        u, k = todo.pop()
+        if u.op is Ops.ADD:
+            todo += [(s, k) for s in u.src]
+        elif u.op is Ops.CONST:
+            const += int(u.arg.value) * k
+        elif u.op is Ops.MUL and u.src[1].op is Ops.CONST:
+            todo.append((u.src[0], k * int(u.src[1].arg.value)))
+        else:
+            terms[u] = terms.get(u, 0) + k
+    return {t: c for t, c in terms.items() if c}, const
+
+
+def moves_evenly(terms: dict[UOp, int], r: UOp) -> bool:
+    """Whether the address moves by a constant per iteration of r: r appears in no atom but itself."""
+    return all(t is r or r not in t.sparents() for t in terms)
+
+
+def step(x: UOp, r: UOp) -> int | None:
+    """How far index x moves per iteration of range r; None where that is not one constant (r inside a Mod, a
+    Idiv or a product of ranges)."""
+    terms, _ = affine(x)
+    return terms.get(r, 0) if moves_evenly(terms, r) else None
+
+
 def _sum(dtype: DType, terms: list[tuple[UOp, int]], const: int) -> UOp:
     """Rebuild Σ term·coefficient + constant (coefficient 1 and constant 0 are left out)."""
     out: UOp | None = None

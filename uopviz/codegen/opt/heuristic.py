@@ -13,8 +13,8 @@ import math
 from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.opt.actions import TC_MODES
 from uopviz.codegen.opt.scheduler import MAX_THREADS, KernelOptError, Opt, OptOps, Scheduler
-from uopviz.uop.alu import evaluate
 from uopviz.uop.ops import AxisType, Ops, UOp
+from uopviz.uop.symbolic import step
 
 OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
@@ -53,21 +53,9 @@ def _rows_outside(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
         return []
     lane, width = axes[lanes[-1]], shape[lanes[-1]][1]
     strip = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
-    if not strip or any(_step(u.src[0], reduces[0], axes) != width for u in strip):
+    if not strip or any(u.src[0].op is not Ops.INDEX or step(u.src[0].src[1], reduces[0]) != width for u in strip):
         return []
     return [Opt(OptOps.SWAP, loops[0], loops[1])]
-
-
-def _step(index: UOp, r: UOp, axes: list[UOp]) -> int | None:
-    """How far an Index's address moves when range r steps by one (the other ranges at 0); None where its address
-    is not one expression of the ranges."""
-    if index.op is not Ops.INDEX or len(index.src) != 2:
-        return None
-    at = {a: 0 for a in axes}
-    try:
-        return abs(int(evaluate(index.src[1], {**at, r: 1})) - int(evaluate(index.src[1], at)))
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
