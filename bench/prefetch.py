@@ -3,10 +3,10 @@ lowered without them, with the heuristic's opts.
 
 Each case's kernels are lowered twice, once for the CPU's Target and once for a copy with `prefetch=0` (the pass
 then changes nothing), both answers checked against NumPy, then the two are timed in turns (bench/peers.py's
-measure: a warm-up round, then a burst of each per round). The table gives the medians, their spread, how many
-prefetch statements the kernels hold, and `ratio`, the median over rounds of with/without (paired in one round, so
-the load of a shared machine mostly cancels). A case with no prefetch shows how far noise moves a ratio of equal
-kernels. `--device CPU:0` runs every kernel on one core.
+measure: each round runs each variant untimed for a moment, then times a burst). The table gives the medians, their
+spread, how many prefetch statements the kernels hold, and `ratio`, the median of with/without over runs paired
+within a round (so the load of a shared machine mostly cancels). A case with no prefetch shows how far noise
+moves a ratio of equal kernels. `--device CPU:0` runs every kernel on one core.
 
     python bench/prefetch.py [--repeats 40] [--device CPU:0]
 """

@@ -3,9 +3,10 @@
 
 Each case's kernels are lowered twice for the CPU, once for its Target and once for a copy with no private memory
 (the pass then changes nothing), both answers checked against NumPy, then the two and torch (where installed) are
-timed in turns (bench/peers.py's measure: a warm-up round, then one run of each per round), then torch on its own
-(OpenMP's threads spin for a while after each call, which would slow whatever runs next). The table gives the
-medians, their spread, and `ratio`, the median over rounds of cached/recomputed (paired in one round, so the load
+timed in turns (bench/peers.py's measure: each round runs each variant untimed for a moment, then times a burst),
+then torch on its own (OpenMP's threads spin for a while after each call, which would slow whatever runs next).
+The table gives the medians, their spread, and `ratio`, the median of cached/recomputed over runs paired within a
+round (so the load
 of a shared machine mostly cancels); only the row kernels differ, so a case's other kernels (attention's matmuls)
 dilute it. log_softmax and logsumexp compute exp once already: the pass leaves their kernels alone, and their
 ratio shows how far noise moves a ratio of equal kernels.

@@ -144,7 +144,8 @@ def test_past_searches_come_from_the_database_and_show_failed_and_repeated_candi
 
 def test_a_candidate_says_which_machine_built_and_which_timed_it(page: Page, server: str, shots: Path) -> None:
     """The past search ran on two Ray nodes: a picked candidate names the node that built it and the one that timed
-    it, as the database has them (a failed one was built but not timed; a final re-timing was timed, not built)."""
+    it, as the database has them (a wrong one was built on one node and found wrong on the other; a final
+    re-timing was timed, not built)."""
     search = api(page, server, "tuning/searches/1")
     page.goto(f"{server}#/t/gemm-small/c/1/p/0/s/0/v/beam/b/1")
     page.locator(".uv-beam-search[data-sid='1'][data-status='done']").wait_for()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from backend.store import TraceStore
+from tests.browser.support import wait_drawn
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -37,15 +38,15 @@ def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: P
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(out.as_uri())
     # it opens on the matmul (the first kernel that reduces), not on the copy before it
-    page.wait_for_function(f"() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/{ci}/0/0'")
+    wait_drawn(page, f"gemm/{ci}/0/0")
     page.click(".uv-ctx[data-name^='E_']")
-    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/1/0/0'")
+    wait_drawn(page, "gemm/1/0/0")
     page.click(f".uv-ctx[data-name='{recorded.contexts[ci].name}']")
-    page.wait_for_function(f"() => document.querySelector('.uv-app')?.dataset.drawn === 'gemm/{ci}/0/0'")
+    wait_drawn(page, f"gemm/{ci}/0/0")
     assert page.locator(".uv-node[data-op='Range']").count() > 0
     page.click(".uv-graph-tools .uv-fit")  # focus the view (a button inside it), then step with the keyboard
     page.keyboard.press("ArrowRight")
-    page.wait_for_function(f"() => document.querySelector('.uv-app').dataset.drawn === 'gemm/{ci}/0/1'")
+    wait_drawn(page, f"gemm/{ci}/0/1")
     assert page.inner_text(".uv-rewrite .uv-location")  # the rule of step 1
     page.click(".uv-tab[data-tab='kernel']")
     assert "void r_" in page.inner_text(".uv-kernel-source")

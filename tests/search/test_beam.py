@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search import BeamResult, beam
 from uopviz.search import executor as executor_module
-from uopviz.search.beam import FINAL_REPEATS, BeamError, Progress, _Node
+from uopviz.search.beam import FINAL_REPEATS, BeamError, Progress, _Node, beam_many
 from uopviz.search.db import SearchBusyError, TuningDB
 from uopviz.search.executor import LocalExecutor, Pool, build_candidate, flatten, unflatten
 from uopviz.search.keys import cache_key
@@ -88,6 +89,14 @@ def test_search_finds_opts_that_verify(db_path: Path) -> None:
         assert db.lookup(cache_key(ast, "CPU")).opts == [o.to_json() for o in r.opts]  # type: ignore[union-attr]
     assert r.time_s <= r.unoptimized_s  # type: ignore[operator]
     assert r.heuristic_s is None or r.time_s <= r.heuristic_s
+
+
+def test_beam_many_searches_a_kernel_given_twice_once(db_path: Path) -> None:
+    (gemm, _), (total, _) = kernel("gemm"), kernel("sum")
+    rs = beam_many([(gemm, "CPU"), (total, "CPU"), (gemm, "CPU")], 1, db=db_path, max_rounds=1, progress=False)
+    assert rs[0] is rs[2] and rs[1].kernel_name != rs[0].kernel_name
+    with TuningDB(db_path) as db:
+        assert len(db.searches()) == 2
 
 
 def test_a_wrong_kernel_is_never_kept(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -247,11 +256,14 @@ def test_two_searches_of_one_kernel_at_once_take_turns(db_path: Path, cache_dir:
     assert first.stderr is not None
     first_err = first.stderr.readline()  # round 0 is measured: the first holds the lease and goes on searching
     os.kill(first.pid, signal.SIGSTOP)  # ... paused there, however fast the machine: the second must find it busy
+    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    watchdog = threading.Timer(120, second.kill)  # a second that never says it waits fails the test, not hangs it
+    watchdog.start()
     try:
-        second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
         assert second.stderr is not None
         said = second.stderr.readline()  # the second's first word is that it waits
     finally:
+        watchdog.cancel()
         os.kill(first.pid, signal.SIGCONT)
     second_out, second_err = second.communicate(timeout=300)
     out, rest = first.communicate(timeout=300)

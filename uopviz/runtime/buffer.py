@@ -39,7 +39,13 @@ def handle(buf: UOp) -> Any:
         key = (runtime, a.size, a.dtype)  # the runtime, not its name: a restarted one shares no memory with the old
         h = POOL.take(key)
         if h is None:
-            h = runtime.alloc(a.size, a.dtype)
+            try:
+                h = runtime.alloc(a.size, a.dtype)
+            except Exception:  # out of memory, maybe only because the pool holds it: give it all back, once
+                if not POOL.bytes:
+                    raise
+                POOL.clear()
+                h = runtime.alloc(a.size, a.dtype)
         mem = _STORAGE[buf] = Memory(key, h, a.size * a.dtype.itemsize)
     return mem.handle
 

@@ -36,7 +36,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -103,21 +103,30 @@ def beam_many(kernels: Sequence[tuple[UOp, str | None]], width: int, *,
     at once: on a Ray cluster one kernel's candidates build while another's are timed; the local executor searches
     one after another (its timing shares this machine with the builds). Each search is the one beam() makes of its
     kernel alone, so the same timings give the same decisions. Results in the order given; `options` are beam()'s.
-    A progress hook's events carry "index", the kernel's place in `kernels`. When a search fails (or the call is
-    interrupted), the others stop at their next wait on the executor and the first failure in order is raised.
+    A progress hook's events carry "index", the kernel's place in `kernels` (its first place: a kernel given twice
+    is searched once). Searches side by side share the terminal, so instead of each one's status line rewritten in
+    place, `progress=True` prints a line as each ends. When a search fails (or the call is interrupted), the others
+    stop at their next wait on the executor and the first failure in order is raised.
     """
     executor = executor or LocalExecutor(workers)
-    at_once = min(executor.searches, len(kernels))
+    first = {k: i for i, k in reversed(list(enumerate(kernels)))}  # each distinct (kernel, device): its first place
+    unique = sorted(first, key=first.__getitem__)
+    at_once = min(executor.searches, len(unique))
     stopping = executor.stopping
     if at_once <= 1 or stopping is None:
-        return [beam(ast, width, device, db=db, executor=executor, progress=_indexed(progress, i), **options)
-                for i, (ast, device) in enumerate(kernels)]
+        done = {k: beam(k[0], width, k[1], db=db, executor=executor, progress=_indexed(progress, first[k]), **options)
+                for k in unique}
+        return [done[k] for k in kernels]
     path = db.path if isinstance(db, TuningDB) else db  # each search opens its own connection: sqlite's are per thread
     stopping.clear()
     with unrecorded(), ThreadPoolExecutor(at_once, thread_name_prefix="uopviz-beam") as pool:
         # a thread's unrecorded() would restore the recorder another thread took away: this one holds it off for all
-        futures = [pool.submit(beam, ast, width, device, db=path, executor=executor, progress=_indexed(progress, i),
-                               **options) for i, (ast, device) in enumerate(kernels)]
+        futures = [pool.submit(beam, ast, width, device, db=path, executor=executor,
+                               progress=False if progress is True else _indexed(progress, first[(ast, device)]),
+                               **options) for ast, device in unique]
+        if progress is True:
+            for f in futures:
+                f.add_done_callback(_report_end)
         try:
             wait_for(futures, return_when=FIRST_EXCEPTION)
         finally:  # a search failed, or the call was interrupted: the others stop
@@ -130,7 +139,17 @@ def beam_many(kernels: Sequence[tuple[UOp, str | None]], width: int, *,
     errors = [e for f in futures if not f.cancelled() and (e := f.exception()) is not None]
     if errors:
         raise next((e for e in errors if not isinstance(e, SearchStopped)), errors[0])
-    return [f.result() for f in futures]
+    done = {k: f.result() for k, f in zip(unique, futures, strict=True)}
+    return [done[k] for k in kernels]
+
+
+def _report_end(f: Future[BeamResult]) -> None:
+    """One line on stderr as a search of beam_many ends (searches side by side share the terminal)."""
+    if f.cancelled() or f.exception() is not None:
+        return
+    r = f.result()
+    sys.stderr.write(f"beam: {r.kernel_name}: {r.name} {r.time_s * 1e6:.1f} µs"
+                     f"{' (from the database)' if r.from_db else ''}\n")
 
 
 def _indexed(progress: bool | ProgressHook, index: int) -> bool | ProgressHook:
@@ -186,6 +205,8 @@ def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.P
                 except SearchBusyError as e:
                     if not wait:
                         raise
+                    if executor.stopping is not None and executor.stopping.is_set():  # beam_many's call is over
+                        raise SearchStopped(f"the search of {kernel_name(ast)} was stopped while it waited") from e
                     shown.waiting(e)
                     time.sleep(LEASE_POLL_S)
                     hit = None if force else tdb.lookup(key)

@@ -322,8 +322,12 @@ class RayStation(Station):
             while pending or running:
                 while pending and self.ex.take_build_slot():
                     i = pending.popleft()
-                    ref = self.ex._build.remote(self.flat_ref, opts_list[i], self.device, self.target, self.timeout_s,
-                                                self.info)
+                    try:
+                        ref = self.ex._build.remote(self.flat_ref, opts_list[i], self.device, self.target,
+                                                    self.timeout_s, self.info)
+                    except BaseException:  # never submitted: its slot is not a running build's to free
+                        self.ex.free_build_slot()
+                        raise
                     running[ref] = (i, time.monotonic())
                 for ref in self._ready(list(running)):
                     i, _ = running.pop(ref)

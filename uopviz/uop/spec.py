@@ -427,9 +427,7 @@ def _prefetch(u: UOp) -> None:
     if idx.shape != ():
         raise SpecError(u, f"addresses one element, but the Index has shape {fmt_shape(idx.shape)}", 0,
                         rule="prefetch-address")
-    b = idx.src[0]
-    while b.op is _O.AFTER:
-        b = b.src[0]
+    b = idx.src[0].memory()
     if b.op not in (_O.BUFFER, _O.PARAM):
         raise SpecError(u, f"prefetches from a Buffer or Param, not a {b.op.value}", 0, rule="prefetch-address")
 
