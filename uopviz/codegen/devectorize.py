@@ -15,14 +15,12 @@ A target without vectors (the PYTHON interpreter) gets scalar code only, the pro
 
 from __future__ import annotations
 
-from collections import Counter
-
 from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
 from uopviz.dtype import DType, dtypes
 from uopviz.target import Target
 from uopviz.uop.ops import GroupOp, Ops, UOp
 from uopviz.uop.pattern import graph_rewrite, set_recorder
-from uopviz.uop.symbolic import symbolic
+from uopviz.uop.symbolic import affine, symbolic
 
 VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64})
 _LANEWISE = frozenset({Ops.ADD, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR, Ops.MAX, Ops.RECIP, Ops.WHERE})
@@ -115,10 +113,10 @@ class _Devectorizer:
         return buf, (list(addr.src) if addr.shape else None)
 
     def contiguous(self, addrs: list[UOp]) -> bool:
-        """Whether lane i addresses element base + i: the lanes are the same sum of terms plus constants 0, 1, ...
+        """Whether lane i addresses element base + i: the lanes are the same affine sum plus constants 0, 1, ...
         (simplification orders a sum's terms as they came, so row r's lanes of a tile can differ in order only),
         else their differences simplify to those constants."""
-        sums = [_sum(a) for a in addrs]
+        sums = [affine(a) for a in addrs]
         if all(t == sums[0][0] and c - sums[0][1] == i for i, (t, c) in enumerate(sums)):
             return True
         steps = [_simplified(a - addrs[0]) for a in addrs]
@@ -216,21 +214,6 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
         t = t.bitcast(ut).alu(Ops.OR, bits.alu(Ops.AND, sign)).bitcast(dt)
         return small.where(t, x)
     return None
-
-
-def _sum(x: UOp) -> tuple[Counter[UOp], int]:
-    """x as a sum: its terms other than constants (nested Adds flattened) and the constants' total."""
-    terms: Counter[UOp] = Counter()
-    const, todo = 0, [x]
-    while todo:
-        u = todo.pop()
-        if u.op is Ops.ADD:
-            todo += u.src
-        elif u.op is Ops.CONST:
-            const += int(u.arg.value)
-        else:
-            terms[u] += 1
-    return terms, const
 
 
 def first_choices(addr: UOp, whens: list[UOp]) -> UOp:

@@ -35,10 +35,6 @@ from uopviz.target import Target
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.symbolic import affine, moves_evenly
 
-FOLLOWED = 2048
-"""The stride in bytes an x86 core's prefetchers still follow (the CPU's Target.prefetch): Intel's L1 IP-stride
-prefetcher detects strides up to 2 KiB, and beyond that nearly every step is a new 4 KiB page, where the L2 streamer
-stops."""
 DISTANCE = 8
 """Iterations ahead that rule (a) prefetches: gemm 1000 by hand ran 267-275 GFLOP/s without and 293-295 with 4 or
 8, 287 with 16 and 286 with 32 (2-core Sapphire Rapids): far enough for DRAM's latency at one k step's work,

@@ -27,7 +27,6 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-from uopviz.codegen.prefetch import FOLLOWED
 from uopviz.codegen.rowcache import STACK_BYTES
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
@@ -67,6 +66,12 @@ def find_compiler() -> str:
         "install one (e.g. apt-get install gcc) or set CC to its path")
 
 
+PREFETCHED_STRIDE = 2048
+"""The stride in bytes an x86 core's prefetchers still follow (Target.prefetch, codegen/prefetch.py): Intel's L1
+IP-stride prefetcher detects strides up to 2 KiB, and beyond that nearly every step is a new 4 KiB page, where the
+L2 streamer stops."""
+
+
 def l1_cache() -> Cache:
     """The first-level data cache of the processor the kernels run on, as Linux describes it; where it does not
     (another system, a container hiding /sys), a common x86 core's: 32 KiB, 8 ways of 64-byte lines."""
@@ -95,7 +100,7 @@ class CPURuntime(Runtime):
         self.target = Target(self.name, dialect=C, native=frozenset({Ops.SQRT}), global_dims=0,
                              threads=(os.cpu_count() or 1) if index is None else 1, vectors=frozenset({2, 4, 8, 16}),
                              fma=True, l1=l1_cache(), private_memory=STACK_BYTES,
-                             prefetch=FOLLOWED)
+                             prefetch=PREFETCHED_STRIDE)
         self.cc = find_compiler()
         self._libs: dict[str, Any] = {}
 

@@ -187,6 +187,7 @@ class RayExecutor(Executor):
         self._build = ray.remote(num_cpus=1, max_retries=1)(_build_task)
         self._timer_class = ray.remote(num_cpus=0, max_restarts=0, max_concurrency=1)(_Timer)
         self._lock = threading.RLock()
+        self._starting = threading.Lock()  # one start of a device's timing actors at a time (see actors())
         self._targets: dict[str, tuple[TargetInfo, Target, str]] = {}
         self._actors: dict[str, list[Any]] = {}
         self._busy: set[Any] = set()  # timing actors at work for some search
@@ -230,32 +231,40 @@ class RayExecutor(Executor):
 
     def target(self, device: str) -> tuple[TargetInfo, Target]:
         with self._lock:
-            if device not in self._targets:
-                actor = self.actors(device)[0]
-                self._targets[device] = self.ray.get(actor.describe.remote(device))
-            info, target, _ = self._targets[device]
+            known = self._targets.get(device)
+        if known is None:  # asked of an actor outside the lock: its first call starts a runtime, seconds at times
+            known = self.ray.get(self.actors(device)[0].describe.remote(device))
+            with self._lock:
+                known = self._targets.setdefault(device, known)
+        info, target, _ = known
         return info, target
 
     def actors(self, device: str) -> list[Any]:
-        """The live timing actors of device, started as the cluster's resources allow (RayClusterError: none)."""
-        with self._lock:
-            if not self._actors.get(device):
-                res = self.resource(device)
-                deadline = time.monotonic() + FREE_WAIT_S
-                while (n := int(self.ray.available_resources().get(res, 0))) == 0 and time.monotonic() < deadline:
-                    time.sleep(POLL_S)  # a timing actor just ended (another executor's, or one killed) frees it soon
-                if n == 0:
-                    raise RayClusterError(f"no worker owning {res} is free or alive in the Ray cluster (another "
-                                          "search's timing workers may hold them)")
-                self._actors[device] = [self._timer_class.options(resources={res: 1}).remote(self.searches + 2)
-                                        for _ in range(n)]
-            return self._actors[device]
+        """The live timing actors of device, started as the cluster's resources allow (RayClusterError: none).
+        Starting them may wait for the cluster to free a worker: that wait holds only `_starting`, so the other
+        searches go on releasing actors and taking build slots meanwhile."""
+        with self._starting:
+            with self._lock:
+                if have := self._actors.get(device):
+                    return have
+            res = self.resource(device)
+            deadline = time.monotonic() + FREE_WAIT_S
+            while (n := int(self.ray.available_resources().get(res, 0))) == 0 and time.monotonic() < deadline:
+                time.sleep(POLL_S)  # a timing actor just ended (another executor's, or one killed) frees it soon
+            if n == 0:
+                raise RayClusterError(f"no worker owning {res} is free or alive in the Ray cluster (another "
+                                      "search's timing workers may hold them)")
+            made = [self._timer_class.options(resources={res: 1}).remote(self.searches + 2) for _ in range(n)]
+            with self._lock:
+                self._actors[device] = made
+            return made
 
     def acquire(self, device: str) -> Any | None:
         """An idle timing actor of device, now busy for the caller (None: all are busy; RayClusterError: none is
         left). Each actor times one candidate at a time whichever search it comes from."""
+        self.actors(device)  # started outside the lock, then read under it (one may have been dropped meanwhile)
         with self._lock:
-            idle = [a for a in self.actors(device) if a not in self._busy]
+            idle = [a for a in self._actors.get(device, []) if a not in self._busy]
             if idle:
                 self._busy.add(idle[0])
                 return idle[0]
@@ -278,7 +287,8 @@ class RayExecutor(Executor):
         with self._lock:
             n, when = self._cpus
             if time.monotonic() - when > 1.0:  # nodes come and go: count again now and then
-                self._cpus = n, _ = self.ray.cluster_resources().get("CPU", 0.0), time.monotonic()
+                n = self.ray.cluster_resources().get("CPU", 0.0)
+                self._cpus = (n, time.monotonic())
             if self._building < max(n, 1):
                 self._building += 1
                 return True
