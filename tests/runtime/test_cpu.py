@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -71,3 +72,13 @@ def test_device_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UOPVIZ_DEVICE", "nope")
     with pytest.raises(UnknownDeviceError, match="nope"):
         devices.default_device()
+
+
+@pytest.mark.parametrize("size", [1, 3, 1001, 1 << 18])
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float16, dtypes.int64])
+def test_buffers_start_on_a_cache_line(size: int, dtype: Any) -> None:
+    """Vector loads of a 64-byte panel must not straddle two lines: NumPy alone starts large arrays 16 bytes in."""
+    from uopviz.runtime import buffer as buffers
+    from uopviz.runtime.cpu import ALIGNMENT
+    h = buffers.handle(buffers.new_buffer(size, dtype, "CPU"))
+    assert h.ctypes.data % ALIGNMENT == 0 and h.size == size and h.flags.writeable

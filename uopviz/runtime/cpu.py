@@ -115,8 +115,7 @@ class CPURuntime(Runtime):
                 "compiler": Path(self.cc).name, "compiler_version": self.compiler_version, "flags": " ".join(FLAGS)}
 
     def alloc(self, size: int, dtype: DType) -> Any:
-        import numpy as np
-        return np.empty(max(size, 1), dtype=dtypes.storage_numpy(dtype))
+        return aligned_empty(max(size, 1), dtypes.storage_numpy(dtype))
 
     def copyin(self, handle: Any, data: Any) -> None:
         handle[: data.size] = data
@@ -172,6 +171,21 @@ class CPURuntime(Runtime):
             return time.perf_counter() - t0 if wait else None
 
         return run
+
+
+ALIGNMENT = 64
+"""Bytes every buffer starts on: a cache line, and an AVX-512 vector. NumPy's own arrays start 16 bytes past a page
+for large sizes, so each vector load of a 16-float panel straddled two lines (gemm 512's matmul ran 10% slower)."""
+
+
+def aligned_empty(size: int, dtype: Any) -> Any:
+    """An uninitialised NumPy array of `size` elements whose data starts on an ALIGNMENT boundary: a view into a
+    slightly larger byte array (its `base`; views of it refer to that base too, which the memory pool checks)."""
+    import numpy as np
+    itemsize = np.dtype(dtype).itemsize
+    raw = np.empty(size * itemsize + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size * itemsize].view(dtype)
 
 
 def _digest(path: Path) -> str:

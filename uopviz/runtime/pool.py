@@ -78,5 +78,8 @@ class Memory:
         self.key, self.handle, self.nbytes = key, handle, nbytes
 
     def __del__(self) -> None:
-        if self._refcount(self.handle) <= 2:  # this slot and the call's argument: no one else holds it
+        owner = getattr(self.handle, "base", None)  # a NumPy view's memory (the CPU's aligned arrays): views of
+        # the handle refer to it, not to the handle
+        if self._refcount(self.handle) <= 2 and (owner is None or self._refcount(owner) <= 3):
+            # no one else holds it: this slot (or the handle's base and the local name) and the call's argument
             self._pool.give(self.key, self.handle, self.nbytes)
