@@ -13,23 +13,19 @@ import ctypes
 import hashlib
 import os
 import platform
-import queue
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import cache, cached_property
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from uopviz.codegen.rowcache import STACK_BYTES
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
+from uopviz.runtime import workers
 from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime, UnknownDeviceError
 from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops
@@ -152,25 +148,37 @@ class CPURuntime(Runtime):
     def compile(self, kernel: Kernel) -> Program:
         if kernel.source is None:
             raise CompileError(self.name, kernel.name, "", "the kernel has no C source")
-        path = self.library(kernel.source, kernel.name)
+        threads = kernel.threads
+        source = kernel.source + (workers.task_source(kernel) if threads > 1 else "")
+        path = self.library(source, kernel.name)
         lib = self._libs.get(str(path))
         if lib is None:
             lib = self._libs[str(path)] = ctypes.CDLL(str(path))
         fn = getattr(lib, kernel.name)
-        threads = kernel.threads
         fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * (len(kernel.vars) + (threads > 1))
         fn.restype = None
+        if threads > 1:
+            task = ctypes.cast(getattr(lib, f"{kernel.name}_task"), ctypes.c_void_p).value
+            pool = self._workers_library
 
-        def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
-            args = [_address(h) for h in handles]
-            t0 = time.perf_counter()
-            if threads > 1:
-                _run_threads(fn, [*args, *vals], threads)
-            else:  # Ctrl-C's handler runs only after a call from the main thread returns
-                fn(*args, *vals)
-            return time.perf_counter() - t0 if wait else None
+            def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+                args = [_address(h) for h in handles]
+                t0 = time.perf_counter()
+                workers.pool(pool).run(task, [*args, *vals], threads)
+                return time.perf_counter() - t0 if wait else None
+        else:
+            def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+                args = [_address(h) for h in handles]
+                t0 = time.perf_counter()
+                fn(*args, *vals)  # Ctrl-C's handler runs only after a call from the main thread returns
+                return time.perf_counter() - t0 if wait else None
 
         return run
+
+    @cached_property
+    def _workers_library(self) -> Path:
+        """The worker pool's library, compiled and cached like a kernel's."""
+        return self.library(workers.SOURCE, "uopviz_pool")
 
 
 ALIGNMENT = 64
@@ -246,78 +254,3 @@ def _address(handle: Any) -> int:
     """The address of a buffer's memory (a writable NumPy array, as alloc made it): through a ctypes view of its
     buffer, four times cheaper than `ndarray.ctypes.data`, which matters when a JIT replays small kernels."""
     return ctypes.addressof(ctypes.c_char.from_buffer(handle))
-
-
-def _run_threads(fn: Any, args: list[Any], threads: int) -> None:
-    """Call fn(*args, i) for every THREAD index, each core taking the next index when it finishes one (the calling
-    thread and the pool's workers; ctypes lets go of the GIL during each call), so a core that other work slows
-    down takes fewer and the call ends when the last index does, not a fixed share later; return only
-    when all have finished, even on Ctrl-C: the calls write into buffers that Python frees as soon as a
-    KeyboardInterrupt unwinds the caller, so the interrupt is held back until the last call is done."""
-    with _interrupts_held():
-        _pool().run(fn, args, threads)
-
-
-class _Workers:
-    """Threads that stay alive between kernel calls (starting a thread per call costs more than a small kernel
-    takes): each waits on its own queue for a call, takes THREAD indices from the call's one iterator until it is
-    empty (taking the next index is atomic under the GIL), and reports on a common queue."""
-
-    def __init__(self, cores: int) -> None:
-        self.cores = cores
-        self.inbox: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in range(cores - 1)]
-        self.done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-        self.lock = threading.Lock()  # one call at a time uses the workers
-        for k, box in enumerate(self.inbox):
-            threading.Thread(target=self._work, args=(box,), name=f"uopviz-cpu-{k}", daemon=True).start()
-
-    def _work(self, box: queue.SimpleQueue[Any]) -> None:
-        while True:
-            fn, args, indices = box.get()
-            try:
-                for i in indices:
-                    fn(*args, i)
-                self.done.put(None)
-            except BaseException as e:  # reported to the caller, which raises it
-                self.done.put(e)
-
-    def run(self, fn: Any, args: list[Any], threads: int) -> None:
-        indices = iter(range(threads))
-        helpers = self.inbox[:threads - 1]
-        with self.lock:
-            for box in helpers:
-                box.put((fn, args, indices))
-            error: BaseException | None = None
-            try:
-                for i in indices:
-                    fn(*args, i)
-            except BaseException as e:
-                error = e
-            for _ in helpers:  # every index has finished before the buffers may go
-                error = self.done.get() or error
-        if error is not None:
-            raise error
-
-
-@contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Hold SIGINT back for the block and deliver it after, to whatever handler was in place (Python delivers
-    signals to the main thread only, so elsewhere there is nothing to hold back)."""
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or previous is None:  # None: not Python's to swap
-        yield
-        return
-    caught: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            signal.raise_signal(signal.SIGINT)
-
-
-@cache
-def _pool() -> _Workers:
-    """The worker threads that run a kernel's THREAD indices, one per core besides the caller's."""
-    return _Workers(os.cpu_count() or 1)

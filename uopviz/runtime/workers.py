@@ -1,0 +1,63 @@
+"""The CPU runtime's worker pool: native threads (workers.c, compiled once per machine like a kernel) that run a
+kernel's THREAD indices alongside the calling thread.
+
+A kernel split over THREAD is called once per index. The pool hands indices out one at a time from a shared
+counter, so a core that other work slows down takes fewer and the call ends when the last index does. The call
+is one ctypes call that returns only when every index has finished, so the GIL is free meanwhile and Ctrl-C
+cannot unwind Python (and free the buffers the kernel writes) halfway through it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from uopviz.target import Kernel
+
+SOURCE = resources.files("uopviz.runtime").joinpath("workers.c").read_text()
+
+SPIN_NS = 200_000
+"""How long a worker spins after a call before it sleeps: a program's next kernel usually follows within tens of
+microseconds, and waking a sleeping thread costs far more than that on a virtual machine."""
+
+
+class Workers:
+    """One process's pool: `cores - 1` threads besides the caller's."""
+
+    def __init__(self, library: Path, cores: int) -> None:
+        lib = ctypes.CDLL(str(library))
+        lib.uopviz_pool_new.restype = ctypes.c_void_p
+        lib.uopviz_pool_new.argtypes = [ctypes.c_int, ctypes.c_long]
+        lib.uopviz_pool_run.restype = None
+        lib.uopviz_pool_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self._pool = lib.uopviz_pool_new(cores - 1, SPIN_NS)
+        if not self._pool:
+            raise MemoryError("uopviz: the CPU worker pool could not be allocated")
+        self._run = lib.uopviz_pool_run
+
+    def run(self, task: int, args: Sequence[int], count: int) -> None:
+        """Call the kernel entry at address `task` with args (buffer addresses, then symbolic sizes) for every
+        THREAD index below count; return when all have finished."""
+        self._run(self._pool, task, (ctypes.c_longlong * len(args))(*args), count)
+
+
+def pool(library: Path) -> Workers:
+    """This process's workers (threads do not survive a fork: a child process starts its own)."""
+    return _pool(os.getpid(), library)
+
+
+@cache
+def _pool(pid: int, library: Path) -> Workers:
+    return Workers(library, os.cpu_count() or 1)
+
+
+def task_source(kernel: Kernel) -> str:
+    """C for the entry the pool calls for a THREAD kernel: its arguments from one array of integers (addresses,
+    then symbolic sizes, as `Workers.run` passes them), its THREAD index last."""
+    n = len(kernel.params)
+    args = [f"(void*)a[{i}]" for i in range(n)] + [f"(int)a[{n + j}]" for j in range(len(kernel.vars))]
+    return f"\nvoid {kernel.name}_task(const long long* a, int i) {{ {kernel.name}({', '.join([*args, 'i'])}); }}\n"
