@@ -10,7 +10,9 @@
    the round by raising its busy count in the same atomic word (so none can join once the caller has closed it),
    take indices from a shared counter until none are left, and leave. The caller takes indices too, then waits
    until every joined worker has left before it closes the round (odd generation) and returns, so the task's
-   arguments, which live in the caller's memory, are never read after the call. */
+   arguments, which live in the caller's memory, are never read after the call. Both sides spin only for
+   spin_ns, then sleep on a condition variable: on a machine that other processes keep busy, a thread that
+   spins against one that lost its core only delays it. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -32,7 +34,9 @@ typedef void (*task_fn)(const long long *args, int index);
 struct pool {
   pthread_mutex_t call;  /* one call at a time */
   pthread_mutex_t sleep; /* guards the condition variable's wait */
-  pthread_cond_t wake;
+  pthread_cond_t wake;     /* a round opened, for sleeping workers */
+  pthread_cond_t finished; /* the last joined worker left, for a sleeping caller */
+  atomic_int caller_waiting;
   _Atomic uint64_t state; /* generation << BUSY_BITS | workers in the round; an odd generation is closed */
   atomic_int sleepers;
   atomic_int next;        /* the next index to take */
@@ -88,7 +92,11 @@ static void *work(void *arg) {
     }
     if (join(p, &seen)) {
       take_indices(p);
-      atomic_fetch_sub(&p->state, 1);
+      if ((atomic_fetch_sub(&p->state, 1) & BUSY_MASK) == 1 && atomic_load(&p->caller_waiting)) {
+        pthread_mutex_lock(&p->sleep);
+        pthread_cond_broadcast(&p->finished);
+        pthread_mutex_unlock(&p->sleep);
+      }
     } else {
       seen = GENERATION(atomic_load(&p->state)) & ~UINT64_C(1); /* missed a round: wait for the next */
     }
@@ -104,6 +112,7 @@ struct pool *uopviz_pool_new(int workers, long spin_ns) {
   pthread_mutex_init(&p->call, NULL);
   pthread_mutex_init(&p->sleep, NULL);
   pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->finished, NULL);
   atomic_init(&p->state, UINT64_C(1) << BUSY_BITS); /* generation 1: closed */
   p->spin_ns = spin_ns;
   for (int k = 0; k < workers; k++) {
@@ -131,10 +140,24 @@ void uopviz_pool_run(struct pool *p, task_fn fn, const long long *args, int coun
     pthread_mutex_unlock(&p->sleep);
   }
   take_indices(p);
-  for (uint64_t s = atomic_load(&p->state);;) { /* close once no joined worker is still at work */
-    if ((s & BUSY_MASK) == 0 && atomic_compare_exchange_weak(&p->state, &s, s + (UINT64_C(1) << BUSY_BITS))) break;
+  /* Close once no joined worker is still at work. A worker still at work past spin_ns has likely lost its core to
+     another process (each index is short), so sleep until it leaves rather than spin against it. */
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (unsigned spins = 0;; spins++) {
+    uint64_t s = atomic_load(&p->state);
+    if ((s & BUSY_MASK) == 0) {
+      if (atomic_compare_exchange_weak(&p->state, &s, s + (UINT64_C(1) << BUSY_BITS))) break;
+      continue;
+    }
     RELAX();
-    s = atomic_load(&p->state);
+    if (spins % 256 == 255 && elapsed_ns(&start) > p->spin_ns) {
+      pthread_mutex_lock(&p->sleep);
+      atomic_store(&p->caller_waiting, 1);
+      while ((atomic_load(&p->state) & BUSY_MASK) != 0) pthread_cond_wait(&p->finished, &p->sleep);
+      atomic_store(&p->caller_waiting, 0);
+      pthread_mutex_unlock(&p->sleep);
+    }
   }
   pthread_mutex_unlock(&p->call);
 }
