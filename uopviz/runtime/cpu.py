@@ -94,7 +94,7 @@ class CPURuntime(Runtime):
             raise UnknownDeviceError(f"CPU:{index}: a CPU device's index is a number (CPU:0, CPU:1, ...)")
         self.name = "CPU" if index is None else f"CPU:{index}"
         self.target = Target(self.name, dialect=C, native=frozenset({Ops.SQRT}), global_dims=0,
-                             threads=(os.cpu_count() or 1) if index is None else 1, vectors=frozenset({2, 4, 8, 16}),
+                             threads=workers.cores() if index is None else 1, vectors=frozenset({2, 4, 8, 16}),
                              fma=True, l1=l1_cache(), private_memory=STACK_BYTES,
                              prefetch=PREFETCHED_STRIDE)
         self.cc = find_compiler()

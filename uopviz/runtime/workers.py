@@ -48,6 +48,14 @@ class Workers:
         self._run(self._pool, task, (ctypes.c_longlong * len(args))(*args), count)
 
 
+def cores() -> int:
+    """The cores this process may run on: its affinity mask where the system has one (a container given 2 of a
+    host's 64 cores runs 2 threads, not 64), else every core."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
 def pool(library: Path) -> Workers:
     """This process's workers (threads do not survive a fork: a child process starts its own)."""
     return _pool(os.getpid(), library)
@@ -55,7 +63,7 @@ def pool(library: Path) -> Workers:
 
 @cache
 def _pool(pid: int, library: Path) -> Workers:
-    return Workers(library, os.cpu_count() or 1)
+    return Workers(library, cores())
 
 
 def task_source(kernel: Kernel) -> str:

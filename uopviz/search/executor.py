@@ -45,6 +45,7 @@ from uopviz.codegen.opt import Opt
 from uopviz.compiler import compile_kernel
 from uopviz.pipeline import lower
 from uopviz.runtime import device as devices
+from uopviz.runtime.workers import cores
 from uopviz.search.keys import TargetInfo, describe_target
 from uopviz.search.timing import Timing, Workbench, describe_error, timed_run, values_to_verify
 from uopviz.target import Kernel, Target
@@ -194,7 +195,7 @@ class LocalExecutor(Executor):
     """Builds in a process pool of `workers` (default: one per core), timing in the search's own process."""
 
     def __init__(self, workers: int | None = None) -> None:
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or cores()
 
     def target(self, device: str) -> tuple[TargetInfo, Target]:
         return describe_target(device), devices.get(device).target
