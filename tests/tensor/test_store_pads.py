@@ -4,11 +4,15 @@ own, so the reduction's loads carry no guards; the answers are NumPy's on every 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import uopviz
-from uopviz.pipeline import kernels_of, schedule
+from uopviz.codegen.opt.heuristic import heuristic_opts
+from uopviz.codegen.opt.scheduler import Opt, OptOps
+from uopviz.pipeline import kernels_of, schedule, scheduler
+from uopviz.runtime import device as devices
 from uopviz.tensor import Tensor
-from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.ops import AxisType, Ops, UOp
 
 
 def _conv_np(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
@@ -65,3 +69,42 @@ def test_unpadded_convolution_is_one_kernel(device: str) -> None:
     out = Tensor(x, device=device).conv2d(Tensor(w, device=device))
     assert len(kernels_of(schedule([out.uop]))) == 1
     np.testing.assert_allclose(out.numpy(), _conv_np(x, w, 0), rtol=1e-4, atol=1e-5)
+
+
+def _opts(out: Tensor, device: str = "CPU") -> list[list[Opt]]:
+    """The heuristic's opts for each kernel of out on device."""
+    target = devices.get(device).target
+    return [heuristic_opts(scheduler(ast, target)) for ast, _ in kernels_of(schedule([out.uop]))]
+
+
+def _upcasts(opts: list[Opt]) -> list[int]:
+    return [o.arg[0] for o in opts if o.op is OptOps.SPLIT and o.arg[1] is AxisType.UPCAST]
+
+
+@pytest.mark.parametrize(("shape", "stride", "padding", "run"), [
+    ((2, 3, 13, 13), 1, 1, 15),  # rows of 13 + 2: one run of 15 lanes
+    ((1, 2, 9, 32), 2, 1, 17),  # 32 + 2 = 34: two runs of 17 (a convolution's rows the vectors do not divide)
+    ((1, 3, 7, 10), 1, 2, 14),  # 10 + 4 = 14: one run, where a vector of 2 divides it
+])
+def test_a_stored_pad_copies_its_rows_in_runs(device: str, shape: tuple[int, ...], stride: int, padding: int,
+                                             run: int) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    w = rng.standard_normal((5, shape[1], 3, 3), dtype=np.float32)
+    out = Tensor(x, device=device).conv2d(Tensor(w, device=device), stride=stride, padding=padding)
+    pad, _ = _opts(out)
+    assert _upcasts(pad) == [run]  # on the CPU's target: the pad kernel's rows in runs
+    want = _conv_np(x, w, padding)[:, :, ::stride, ::stride]
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_rows_in_runs_only_for_a_pad_the_vectors_do_not_divide() -> None:
+    x = Tensor(np.ones((2, 3, 6, 32), np.float32))
+    assert _upcasts(_opts(x + 1)[0]) == [16]  # a plain elementwise kernel: vectors as before
+    assert _upcasts(_opts(Tensor(np.ones((3, 34), np.float32)) * 2)[0]) == [2]  # unguarded: no runs
+    wide = x.conv2d(Tensor(np.ones((4, 3, 3, 3), np.float32)), padding=((1, 1), (1, 15)))  # rows of 1 + 32 + 15
+    assert _upcasts(_opts(wide)[0]) == [16]  # 48 wide: the widest vector divides it
+    if "CL" in devices.available(["CL"]):  # a work-item target keeps its vectors
+        cl = Tensor(np.ones((1, 2, 9, 32), np.float32), device="CL")
+        assert 17 not in _upcasts(_opts(cl.conv2d(Tensor(np.ones((3, 2, 3, 3), np.float32), device="CL"),
+                                                  padding=1), "CL")[0])
