@@ -6,7 +6,9 @@ every pixel of its padded input once per filter tap and per output channel), tho
 loop, where they cost more than the arithmetic, and they break the loads that the tile's vector spans into
 per-lane gathers. Storing the padded value first (one small kernel, one pass over it) leaves the reduction plain
 loads of memory. The pass stores a Pad when the Reduce that reads it reads at least `REUSE` elements per element
-of the padded value, and the padded value reads memory (a pad of constants is cheaper computed than loaded).
+of the padded value, and the padded value reads memory (a pad of constants is cheaper computed than loaded). The
+copy's own kernel is one guarded load per element; on a CPU the heuristic copies its rows in long runs
+(codegen/opt/heuristic.py `_pad_runs`), so the guards fold away but at the edges.
 """
 
 from __future__ import annotations
