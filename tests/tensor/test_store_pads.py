@@ -108,3 +108,10 @@ def test_rows_in_runs_only_for_a_pad_the_vectors_do_not_divide() -> None:
         cl = Tensor(np.ones((1, 2, 9, 32), np.float32), device="CL")
         assert 17 not in _upcasts(_opts(cl.conv2d(Tensor(np.ones((3, 2, 3, 3), np.float32), device="CL"),
                                                   padding=1), "CL")[0])
+
+
+def test_a_realized_pad_copies_in_runs_too(device: str) -> None:
+    x = np.arange(3 * 5 * 17, dtype=np.float32).reshape(3, 5, 17)
+    out = Tensor(x, device=device).pad(((0, 0), (1, 0), (2, 3)))  # rows of 2 + 17 + 3 = 22: runs of 22
+    assert _upcasts(_opts(out)[0]) == [22]
+    np.testing.assert_array_equal(out.numpy(), np.pad(x, ((0, 0), (1, 0), (2, 3))))

@@ -87,13 +87,13 @@ def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
 
 
 def _pad_runs(s: Scheduler, axis: int, lanes: tuple[int, ...]) -> list[Opt | tuple[Opt, ...]]:
-    """A CPU's stored pad kernel (schedule/pads.py: it stores one load guarded by the Pad's bounds) whose innermost
-    axis the widest vector does not divide (a convolution's padded rows, 32 + 2): UPCAST splits of that axis into
-    runs as long as possible (its divisors up to MAX_EXPANDED and longer than a vector that divides it, longest
-    first). A lane's guard then folds to a constant wherever the lane cannot reach the Pad's edge (in 2 runs of 17,
-    all lanes but the first and the last), and the C compiler vectorizes the plain copies between, where vectors
-    of 2 kept a guard on every element (conv2d 8x32x32x32's pad kernel ran 1.7x faster). Empty for any other
-    kernel."""
+    """A CPU kernel that stores one load guarded by a Pad's bounds (schedule/pads.py's copy, or any realized Pad)
+    whose innermost axis the widest vector does not divide (a convolution's padded rows, 32 + 2): UPCAST splits of
+    that axis into runs as long as possible (its divisors up to MAX_EXPANDED and longer than a vector that divides
+    it, longest first). A lane's guard then folds to a constant wherever the lane cannot reach the Pad's edge (in 2
+    runs of 17, all lanes but the first and the last), and the C compiler vectorizes the plain copies between,
+    where vectors of 2 kept a guard on every element (conv2d 8x32x32x32's pad kernel ran 1.7x faster). Empty for
+    any other kernel."""
     size = s.shape()[axis][1]
     stores = [u for u in s.ast.toposort() if u.op is Ops.STORE]
     if s.target.global_dims or not size or size % lanes[0] == 0 or len(stores) != 1:
@@ -105,7 +105,7 @@ def _pad_runs(s: Scheduler, axis: int, lanes: tuple[int, ...]) -> list[Opt | tup
 
 
 def _guarded_load(value: UOp, r: UOp) -> bool:
-    """Whether value is Where(valid, Load, 0) with valid varying with range r: a Pad's read along r."""
+    """Whether value is Where(valid, Load, constant) with valid varying with range r: a Pad's read along r."""
     return (value.op is Ops.WHERE and value.src[1].op is Ops.LOAD and value.src[2].op is Ops.CONST and
             r in free_ranges(value.src[0]))
 
