@@ -4,8 +4,7 @@ reduction, each as wide as the target's vectors, a matmul's tile 8 rows high; in
 reductions come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a
 work-group; copy a padded row on a CPU in runs whose guards fold (`_pad_runs`); spread the outermost output axis
 over the CPU's cores when the work pays for waking them, in as many calls as keep them busy), checked for legality
-like any opt. On a target with tensor cores a matmul-like kernel
-gets TC first (`_tensor_cores`)."""
+like any opt. On a target with tensor cores a matmul-like kernel gets TC first (`_tensor_cores`)."""
 
 from __future__ import annotations
 
