@@ -154,24 +154,21 @@ class CPURuntime(Runtime):
         lib = self._libs.get(str(path))
         if lib is None:
             lib = self._libs[str(path)] = ctypes.CDLL(str(path))
-        fn = getattr(lib, kernel.name)
-        fn.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * (len(kernel.vars) + (threads > 1))
-        fn.restype = None
-        if threads > 1:
+        if threads > 1:  # the pool calls the kernel's task entry, which unpacks one array of arguments
             task = ctypes.cast(getattr(lib, f"{kernel.name}_task"), ctypes.c_void_p).value
-            pool = self._workers_library
 
-            def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
-                args = [_address(h) for h in handles]
-                t0 = time.perf_counter()
-                workers.pool(pool).run(task, [*args, *vals], threads)
-                return time.perf_counter() - t0 if wait else None
+            def launch(*args: int) -> None:
+                workers.pool(self._workers_library).run(task, args, threads)
         else:
-            def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
-                args = [_address(h) for h in handles]
-                t0 = time.perf_counter()
-                fn(*args, *vals)  # Ctrl-C's handler runs only after a call from the main thread returns
-                return time.perf_counter() - t0 if wait else None
+            launch = getattr(lib, kernel.name)
+            launch.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
+            launch.restype = None
+
+        def run(handles: list[Any], vals: tuple[int, ...] = (), wait: bool = False) -> float | None:
+            args = [*(_address(h) for h in handles), *vals]
+            t0 = time.perf_counter()
+            launch(*args)  # one call into C: Ctrl-C's handler runs only after it returns, when every index is done
+            return time.perf_counter() - t0 if wait else None
 
         return run
 
