@@ -249,8 +249,8 @@ def check(label: str, variant: str, got: np.ndarray, want: np.ndarray, rtol: flo
 
 def streaming_bandwidth(mb: int = 256, repeats: int = 10) -> tuple[float, float]:
     """(GB/s of a copy on one core, on every core), counting the bytes read and written once each."""
-    n = mb * 1024 * 1024 // 4
     from uopviz.runtime.workers import cores
+    n = mb * 1024 * 1024 // 4
     src, dst = np.ones(n, np.float32), np.zeros(n, np.float32)
     parts = np.array_split(np.arange(n), cores())
     bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if p.size]

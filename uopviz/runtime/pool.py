@@ -78,8 +78,9 @@ class Memory:
         self.key, self.handle, self.nbytes = key, handle, nbytes
 
     def __del__(self) -> None:
-        owner = getattr(self.handle, "base", None)  # a NumPy view's memory (the CPU's aligned arrays): views of
-        # the handle refer to it, not to the handle
+        # No one else holds it: only this slot (the handle's) and the call's argument refer to the handle, and, for
+        # a handle that is a NumPy view (the CPU's aligned arrays), only the handle, this name and the argument to
+        # the memory it views: views of the handle refer to that memory, not to the handle.
+        owner = getattr(self.handle, "base", None)
         if self._refcount(self.handle) <= 2 and (owner is None or self._refcount(owner) <= 3):
-            # no one else holds it: this slot (or the handle's base and the local name) and the call's argument
             self._pool.give(self.key, self.handle, self.nbytes)
