@@ -76,7 +76,7 @@ static int news(struct pool *p, uint64_t seen) {
 
 static void *work(void *arg) {
   struct pool *p = arg;
-  uint64_t seen = GENERATION(atomic_load(&p->state)) & ~UINT64_C(1); /* the last round joined, or before it */
+  uint64_t seen = 0; /* the last round joined: none yet (a thread that starts late still joins the round open now) */
   for (;;) {
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
