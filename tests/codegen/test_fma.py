@@ -3,6 +3,7 @@ answers against NumPy, the pass in the trace, and what a target without an FMA k
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import subprocess
 
@@ -84,6 +85,23 @@ def test_thread_factors_divide_and_keep_the_cores_busy() -> None:
     assert thread_factors(7, 2) == (7,)
     assert thread_factors(1, 2) == ()
     assert all(250 % k == 0 and 2 <= k <= 64 for k in thread_factors(250, 2))
+    assert thread_factors(21, 2)[0] == 21  # one core takes 11 calls, the other 10: 95% busy, the best alone
+    assert thread_factors(21, 2, balance_later=True)[0] == 7  # three strips a call; a second split evens them
+
+
+def test_uneven_column_strips_are_balanced_by_a_second_thread_split() -> None:
+    """gemm 1000 on 2 cores: 21 column strips of 48 cannot be shared evenly, so 7 calls of 3 strips each split
+    their 125 row blocks 25 ways: 175 calls, one index whose digits are the two axes; the answer holds."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((1000, 1000), dtype=np.float32) for _ in range(2))
+    (ast, bufs), = kernels_of(schedule([(Tensor(a) @ Tensor(b)).uop]))
+    target = dataclasses.replace(devices.get("CPU").target, threads=2)
+    opts = heuristic_opts(scheduler_of(ast, target))
+    assert [o.arg[0] for o in opts if o.op is OptOps.SPLIT and o.arg[1] is AxisType.THREAD] == [7, 25]
+    kernel, prog = compile_kernel(ast, "CPU", opts)
+    assert kernel.threads == 175
+    prog([buffers.handle(x) for x in bufs], wait=True)
+    np.testing.assert_allclose(buffers.to_numpy(bufs[0]).reshape(1000, 1000), a @ b, rtol=1e-3, atol=1e-3)
 
 
 def test_convolution_tile_rows_are_output_channels() -> None:

@@ -14,6 +14,7 @@ import pytest
 import uopviz
 from kernels import ZOO
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps, Scheduler
+from uopviz.codegen.opt import scheduler as scheduler_module
 from uopviz.codegen.opt.actions import actions, legal_actions
 from uopviz.compiler import compile_kernel
 from uopviz.pipeline import kernels_of, schedule
@@ -208,14 +209,27 @@ def test_random_opt_sequences_keep_the_answer(device: str) -> None:
     assert len(seen) > runs * 2 // 3
 
 
-def test_thread_axis_splits_cpu_work(gemm_cpu: Case) -> None:
+def test_thread_axis_splits_cpu_work(gemm_cpu: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     s = gemm_cpu.sched().apply_opt(Opt(OptOps.SPLIT, 0, (3, AxisType.THREAD, True)))
     assert s.shape()[0] == (AxisType.THREAD, 3)
     kernel, _ = compile_kernel(gemm_cpu.ast, "CPU", list(s.opts))
     assert kernel.threads == 3 and "int tidx0)" in (kernel.source or "")
     gemm_cpu.check(list(s.opts))
-    with pytest.raises(KernelOptError, match="already has a THREAD axis"):
+    monkeypatch.setattr(scheduler_module, "MAX_THREADS", 12)
+    with pytest.raises(KernelOptError, match="15 thread indices exceed 12"):  # all THREAD axes together
         s.apply_opt(Opt(OptOps.SPLIT, 1, (5, AxisType.THREAD, True)))
+
+
+def test_thread_axes_are_digits_of_one_call_index(gemm_cpu: Case) -> None:
+    """Two THREAD splits (15 rows by 3, 10 columns by 5) make 15 calls; each call's index is split back into
+    the two axes, the inner its lowest digit, so every output is computed once."""
+    s = gemm_cpu.sched().apply_opt(Opt(OptOps.SPLIT, 0, (3, AxisType.THREAD, True)))
+    s = s.apply_opt(Opt(OptOps.SPLIT, 2, (5, AxisType.THREAD, True)))
+    assert [t for t, _ in s.shape()].count(AxisType.THREAD) == 2
+    kernel, _ = compile_kernel(gemm_cpu.ast, "CPU", list(s.opts))
+    assert kernel.threads == 15 and "int tidx0)" in (kernel.source or "") and "tidx1" not in (kernel.source or "")
+    assert "(tidx0/5)" in (kernel.source or "") and "(tidx0%5)" in (kernel.source or "")
+    gemm_cpu.check(list(s.opts))
 
 
 @pytest.mark.parametrize("device", DEVICES)

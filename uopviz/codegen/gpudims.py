@@ -5,8 +5,10 @@ work grid, gidx0 the innermost so neighbouring work-items touch neighbouring mem
 LOCAL and GROUP_REDUCE axes (made by opts) become the work-group's lidx ids; a kernel with them launches
 work-groups, and its gidx ids then number the groups. The WARP axes of a tensor core (codegen/tc.py) are one
 dimension, lidx0, the lane id: the innermost WARP axis its lowest digits, so 32 consecutive work-items are one
-warp; LOCAL axes then start at lidx1. A THREAD axis (CPU) becomes tidx0, an argument of the kernel function,
-which the runtime calls once per index, concurrently.
+warp; LOCAL axes then start at lidx1. A CPU kernel's THREAD axes are digits of tidx0, an argument of the kernel
+function, which the runtime calls once per index, concurrently: the innermost THREAD axis its lowest digit, as with
+the WARP axes, so a kernel may split two of its loops over the cores (gemm 1000's column strips and row blocks)
+and the runtime still hands out one index.
 """
 
 from __future__ import annotations
@@ -34,9 +36,21 @@ def global_axes(k: UOp, target: Target) -> UOp:
 
 _drop_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.SPECIAL))), lambda body: body)],
                             name="close hardware ids")
-_drop_warp_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.RANGE, name="r"))),
-                                   lambda body, r: body if r.arg.type is AxisType.WARP else None)],
-                                 name="close warp lanes")
+_drop_digit_ends = PatternMatcher([(UPat(Ops.END, src=(UPat.var("body"), UPat(Ops.RANGE, name="r"))),
+                                    lambda body, r: body if r.arg.type in (AxisType.WARP, AxisType.THREAD) else None)],
+                                  name="close id digits")
+
+
+def _digits(ranges: list[UOp], flat: UOp) -> dict[UOp, UOp]:
+    """Each of ranges (innermost first) as a digit of the one id `flat` that counts them all: the innermost its
+    lowest (no modulo on the outermost, which the id's bound already keeps in range)."""
+    ids, stride = {}, 1
+    for r in ranges:
+        n = int(r.src[0].arg.value)
+        digit = flat // stride if stride > 1 else flat
+        ids[r] = digit % n if stride * n < flat.src[0].arg.value else digit
+        stride *= n
+    return ids
 
 
 def specials(k: UOp) -> UOp:
@@ -44,18 +58,15 @@ def specials(k: UOp) -> UOp:
     (innermost first), WARP ones as digits of lidx0 (then LOCAL starts at lidx1); their Ends go, as the grid runs
     every index."""
     ids: dict[UOp, UOp] = {}
-    warps = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is AxisType.WARP),
-                   key=lambda r: -r.arg.idx)
-    if warps:
-        k = graph_rewrite(k, _drop_warp_ends)
-        lane, stride = UOp.special(math.prod(int(r.src[0].arg.value) for r in warps), "lidx0"), 1
-        for r in warps:
-            n = int(r.src[0].arg.value)
-            digit = lane // stride if stride > 1 else lane
-            ids[r] = digit % n if stride * n < lane.src[0].arg.value else digit
-            stride *= n
-    for ts, prefix in (((AxisType.GLOBAL,), "gidx"), ((AxisType.LOCAL, AxisType.GROUP_REDUCE), "lidx"),
-                       ((AxisType.THREAD,), "tidx")):
+    warps, threads = ([u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is t] for t in
+                      (AxisType.WARP, AxisType.THREAD))
+    if warps or threads:
+        k = graph_rewrite(k, _drop_digit_ends)
+    for rs, name in ((warps, "lidx0"), (threads, "tidx0")):
+        if rs:
+            rs = sorted(rs, key=lambda r: -r.arg.idx)
+            ids.update(_digits(rs, UOp.special(math.prod(int(r.src[0].arg.value) for r in rs), name)))
+    for ts, prefix in (((AxisType.GLOBAL,), "gidx"), ((AxisType.LOCAL, AxisType.GROUP_REDUCE), "lidx")):
         rs = sorted((u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type in ts), key=lambda r: -r.arg.idx)
         first = 1 if warps and prefix == "lidx" else 0
         ids.update({r: UOp.special(r.src[0], f"{prefix}{i + first}") for i, r in enumerate(rs)})
