@@ -174,17 +174,9 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
     raises SearchBusyError instead. executor: where candidates are built and timed (default:
     LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process.
     """
-    began = time.perf_counter()
-    result = _beam(ast, width, device, db=db, max_rounds=max_rounds, threshold=threshold, force=force,
-                   workers=workers, timeout_s=timeout_s, progress=progress, seed=seed, wait=wait, executor=executor)
-    return dataclasses.replace(result, span=(began, time.perf_counter()))
-
-
-def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.PathLike[str] | None,
-          max_rounds: int, threshold: float, force: bool, workers: int | None, timeout_s: float,
-          progress: bool | ProgressHook, seed: int, wait: bool, executor: Executor | None) -> BeamResult:
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
+    began = time.perf_counter()
     device = devices.canonical(device)
     executor = executor or LocalExecutor(workers)
     owned = not isinstance(db, TuningDB)
@@ -195,7 +187,7 @@ def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.P
             key = cache_key(ast, info)
             hit = None if force else tdb.lookup(key)
             if hit is not None and (answer := _answered(tdb, hit, ast, target)) is not None:
-                return answer
+                return _spanned(answer, began)
             params = {"beam": width, "max_rounds": max_rounds, "threshold": threshold}
             shown = Progress(enabled=progress is True, hook=None if isinstance(progress, bool) else progress)
             while True:
@@ -211,7 +203,7 @@ def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.P
                     time.sleep(LEASE_POLL_S)
                     hit = None if force else tdb.lookup(key)
                     if hit is not None and (answer := _answered(tdb, hit, ast, target)) is not None:
-                        return answer
+                        return _spanned(answer, began)
             display = _notebook_display(search.name, device, width) if progress is True else None
             if display is not None:
                 shown.enabled, shown.hook = False, display.hook
@@ -228,10 +220,15 @@ def _beam(ast: UOp, width: int, device: str | None, *, db: TuningDB | str | os.P
                 raise
             if display is not None:
                 display.end(result, "done")
-            return result
+            return _spanned(result, began)
     finally:
         if owned:
             tdb.close()
+
+
+def _spanned(result: BeamResult, began: float) -> BeamResult:
+    """result with the span of the beam() call that gave it (from the database or a search)."""
+    return dataclasses.replace(result, span=(began, time.perf_counter()))
 
 
 def _notebook_display(name: str, device: str, width: int) -> Any:
