@@ -86,7 +86,8 @@ def test_thread_factors_divide_and_keep_the_cores_busy() -> None:
     assert thread_factors(1, 2) == ()
     assert all(250 % k == 0 and 2 <= k <= 64 for k in thread_factors(250, 2))
     assert thread_factors(21, 2)[0] == 21  # one core takes 11 calls, the other 10: 95% busy, the best alone
-    assert thread_factors(21, 2, balance_later=True)[0] == 7  # three strips a call; a second split evens them
+    assert thread_factors(21, 2, lambda k: True)[0] == 7  # three strips a call, where a later split evens them out
+    assert thread_factors(21, 2, lambda k: False)[0] == 21  # no later split can: the busiest alone
 
 
 def test_uneven_column_strips_are_balanced_by_a_second_thread_split() -> None:

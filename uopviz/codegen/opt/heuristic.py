@@ -9,6 +9,7 @@ like any opt. On a target with tensor cores a matmul-like kernel gets TC first (
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.opt.actions import TC_MODES
@@ -125,26 +126,30 @@ def _first_legal(s: Scheduler, choices: list[Opt | tuple[Opt, ...]]) -> Schedule
 
 def _threads(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
     """THREAD splits of the outermost output axis as the other opts left it (a tile's rows padded and split); where
-    another output loop follows, `_balance` can even the calls out after it."""
-    shape = s.shape()
+    a later output loop can balance the calls (`_balance`), the split may leave that to it."""
+    shape, cores = s.shape(), s.target.threads
     out_axes = [i for i, (t, n) in enumerate(shape) if t in OUTPUT and n]
     if not out_axes:
         return []
-    later = any(t is AxisType.LOOP and n for t, n in shape[out_axes[0] + 1:])
-    return _split(out_axes[0], AxisType.THREAD,
-                  thread_factors(shape[out_axes[0]][1] or 1, s.target.threads, later), top=True)
+    later = [n for t, n in shape[out_axes[0] + 1:] if t is AxisType.LOOP and n]
+
+    def balances_later(k: int) -> bool:
+        return any(_balanced(k * j, cores) for n in later for j in range(2, min(n, MAX_THREADS // k) + 1) if n % j == 0)
+    return _split(out_axes[0], AxisType.THREAD, thread_factors(shape[out_axes[0]][1] or 1, cores, balances_later),
+                  top=True)
 
 
-def thread_factors(size: int, cores: int, balance_later: bool = False) -> tuple[int, ...]:
+def thread_factors(size: int, cores: int, balances_later: Callable[[int], bool] | None = None) -> tuple[int, ...]:
     """THREAD splits of an axis of `size` for `cores`, best first: the factors that divide it (up to FEW_CALLS
-    calls). Those that keep the cores busy (`_balanced`) first; then, where a later split can balance the calls
-    (balance_later), any factor, else the busiest (calls / (rounds x cores): 25 calls on 2 cores keep them 96%
-    busy, 5 calls 83%); each group nearest to four calls a core first (the cores take calls as they finish, so a
-    core slowed by other work takes fewer, and a call keeps several of a matmul's column strips, so a block of A's
-    rows read from memory serves each of them)."""
-    ks = [k for k in range(cores, min(size, FEW_CALLS) + 1) if size % k == 0]
-    return tuple(sorted(ks, key=lambda k: (not _balanced(k, cores), 0 if balance_later else -_busy(k, cores),
-                                           abs(k - 4 * cores))))
+    calls). Those that keep the cores busy (`_balanced`), alone or after a second split of a later loop
+    (balances_later), first, nearest to four calls a core (the cores take calls as they finish, so a core slowed
+    by other work takes fewer; and a call keeps several of a matmul's column strips, so each block of A's rows it
+    reads serves all of them); then the busiest (calls / (rounds x cores): 25 calls on 2 cores keep them 96% busy,
+    5 calls 83%), nearest to four calls a core."""
+    def key(k: int) -> tuple[bool, float, int]:
+        ok = _balanced(k, cores) or (balances_later is not None and balances_later(k))
+        return (not ok, 0.0 if ok else -_busy(k, cores), abs(k - 4 * cores))
+    return tuple(sorted((k for k in range(cores, min(size, FEW_CALLS) + 1) if size % k == 0), key=key))
 
 
 def _balance(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
