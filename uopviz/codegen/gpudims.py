@@ -55,8 +55,8 @@ def _digits(ranges: list[UOp], flat: UOp) -> dict[UOp, UOp]:
 
 def specials(k: UOp) -> UOp:
     """GLOBAL ranges as Special gidx0.., LOCAL and GROUP_REDUCE ones (the work-items of a group) as lidx0..
-    (innermost first), WARP ones as digits of lidx0 (then LOCAL starts at lidx1); their Ends go, as the grid runs
-    every index."""
+    (innermost first), WARP ones as digits of lidx0 (then LOCAL starts at lidx1), THREAD ones as digits of tidx0;
+    their Ends go, as the grid (or the CPU's pool) runs every index."""
     ids: dict[UOp, UOp] = {}
     warps, threads = ([u for u in k.toposort() if u.op is Ops.RANGE and u.arg.type is t] for t in
                       (AxisType.WARP, AxisType.THREAD))

@@ -3,8 +3,9 @@ first (register-block the innermost output axis, padded to the widest vector whe
 reduction, each as wide as the target's vectors, a matmul's tile 8 rows high; in a row kernel, where each row's
 reductions come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a
 work-group; copy a padded row on a CPU in runs whose guards fold (`_pad_runs`); spread the outermost output axis
-over the CPU's cores when the work pays for waking them, in as many calls as keep them busy), checked for legality
-like any opt. On a target with tensor cores a matmul-like kernel gets TC first (`_tensor_cores`)."""
+over the CPU's cores when the work pays for waking them, in as many calls as keep them busy, and a second loop
+too where the first alone cannot), checked for legality like any opt. On a target with tensor cores a matmul-like
+kernel gets TC first (`_tensor_cores`)."""
 
 from __future__ import annotations
 
@@ -134,7 +135,7 @@ def _threads(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
     later = [n for t, n in shape[out_axes[0] + 1:] if t is AxisType.LOOP and n]
 
     def balances_later(k: int) -> bool:
-        return any(_balanced(k * j, cores) for n in later for j in range(2, min(n, MAX_THREADS // k) + 1) if n % j == 0)
+        return any(_balanced(k * j, cores) for n in later for j in _factors(n, 2, MAX_THREADS // k))
     return _split(out_axes[0], AxisType.THREAD, thread_factors(shape[out_axes[0]][1] or 1, cores, balances_later),
                   top=True)
 
@@ -149,7 +150,7 @@ def thread_factors(size: int, cores: int, balances_later: Callable[[int], bool] 
     def key(k: int) -> tuple[bool, float, int]:
         ok = _balanced(k, cores) or (balances_later is not None and balances_later(k))
         return (not ok, 0.0 if ok else -_busy(k, cores), abs(k - 4 * cores))
-    return tuple(sorted((k for k in range(cores, min(size, FEW_CALLS) + 1) if size % k == 0), key=key))
+    return tuple(sorted(_factors(size, cores, FEW_CALLS), key=key))
 
 
 def _balance(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
@@ -163,12 +164,17 @@ def _balance(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
     if calls < 2 or _balanced(calls, cores):
         return []
     splits = [(i, k) for i, (t, n) in enumerate(shape) if t is AxisType.LOOP and n
-              for k in range(2, min(n, MAX_THREADS // calls) + 1) if n % k == 0]
+              for k in _factors(n, 2, MAX_THREADS // calls)]
 
     def rank(split: tuple[int, int]) -> tuple[bool, float]:
         n = calls * split[1]
         return (False, n) if _balanced(n, cores) else (True, -_busy(n, cores))
     return [Opt(OptOps.SPLIT, i, (k, AxisType.THREAD, True)) for i, k in sorted(splits, key=rank)]
+
+
+def _factors(n: int, least: int, most: int) -> list[int]:
+    """The factors of n from least to most: the ways a THREAD split can cut an axis of n."""
+    return [k for k in range(least, min(n, most) + 1) if n % k == 0]
 
 
 def _busy(calls: int, cores: int) -> float:
