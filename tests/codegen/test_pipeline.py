@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import uopviz
+from uopviz import Tensor
 from uopviz.codegen.linearize import LinearizeError, linearize
 from uopviz.dtype import dtypes
 from uopviz.pipeline import lower, schedule
@@ -179,3 +180,38 @@ def test_kernel_keeps_parameters_whose_reads_fold_away(device: str) -> None:
     x = from_numpy(np.arange(5, dtype=np.int32), device).reshape((5,))
     (out,) = realize([x.ne(x)])  # x != x is False for ints: the kernel never reads x, but is still called with it
     np.testing.assert_array_equal(to_host(out), np.zeros(5, bool))
+
+
+def _attention_gradient(device: str) -> tuple[list[np.ndarray], list[Tensor]]:
+    """The smallest program in which the memory plan let a kernel overwrite a value that another kernel had still
+    to read (issue 27): an attention block's input gradient, through a broadcast scale, split and softmax."""
+
+    T, C = 4, 8
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal(s).astype(np.float32) for s in [(T, C), (C,), (C, 3 * C), (C, C), (T, C)]]
+    x, g, wa, wp, w = (Tensor(a, device=device, requires_grad=True) for a in arrs)
+    q, k, v = ((x * g) @ wa).split(C, dim=1)
+    loss = ((((q @ k.T).softmax(-1) @ v) @ wp) * w).sum()
+    return arrs, list(loss.gradient(x, g, wa, wp, w))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_memory_plan_reuse_waits_for_every_reader(device: str) -> None:
+    import torch  # the float64 reference (a dev dependency)
+    arrs, grads = _attention_gradient(device)
+    # in the order the graph runs, every read of a shared storage reads the tenant its kernel was built to read
+    graph = schedule([t.uop for t in grads])
+    calls = [u for u in graph.toposort() if u.op is Ops.CALL]
+    last_writer: dict[UOp, UOp] = {}
+    for call in calls:
+        for s in call.src[2:]:
+            if s.op is Ops.AFTER:
+                assert last_writer[s.memory()] is s.src[1], "a kernel reads storage that a later tenant overwrote"
+        last_writer[call.src[1].memory()] = call
+    assert len(last_writer) < len(calls), "the plan shares no storage, so this tests nothing"
+    ts = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrs]
+    x, g, wa, wp, w = ts
+    q, k, v = ((x * g) @ wa).split(8, dim=1)
+    ((((q @ k.T).softmax(-1) @ v) @ wp) * w).sum().backward()
+    for t, mine in zip(ts, grads, strict=True):
+        np.testing.assert_allclose(mine.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)

@@ -2,8 +2,10 @@
 
 A buffer lives from the kernel that writes it to the last kernel that reads it. Walking the kernels in
 order, a new intermediate takes over a buffer of equal size, dtype and device whose last reader has run; its
-writer then also waits for that reader (an After on the shared buffer), so running the graph in any
-dependency order keeps the reuse safe. Outputs and the caller's buffers are never shared.
+writer then also waits for every reader of the previous tenant (an After on the shared buffer), so running the
+graph in any dependency order keeps the reuse safe: waiting for the last reader alone is not enough, since
+another reader need not come before it in every such order (a GPT's attention gradient read a value after its
+storage was overwritten). Outputs and the caller's buffers are never shared.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ def plan_memory(graph: UOp) -> UOp:
     """The command-buffer graph with intermediates sharing storage (the same graph if nothing can be shared)."""
     calls = [u for u in graph.toposort() if u.op is Ops.CALL]
     outputs = {_buf(s) for s in graph.src}
-    last_read: dict[UOp, int] = {}
+    readers: dict[UOp, list[int]] = {}
     for i, c in enumerate(calls):
-        for s in c.src[2:]:
-            last_read[_buf(s)] = i
+        for s in dict.fromkeys(_buf(s) for s in c.src[2:]):
+            readers.setdefault(s, []).append(i)
+    last_read = {b: r[-1] for b, r in readers.items()}
     tenant: dict[UOp, UOp] = {}  # buffer -> the storage it uses
     before: dict[UOp, UOp] = {}  # buffer -> the storage's previous tenant
     free: list[tuple[UOp, UOp]] = []  # (storage, its last tenant)
@@ -49,9 +52,8 @@ def plan_memory(graph: UOp) -> UOp:
     for c in calls:
         out = _buf(c.src[1])
         dst = tenant.get(out, out)
-        if out in tenant:  # wait for the last reader of the storage's previous tenant
-            reader = calls[last_read[before[out]]]
-            dst = dst.after(new[reader])
+        if out in tenant:  # wait for every reader of the storage's previous tenant
+            dst = dst.after(*(new[calls[j]] for j in readers[before[out]]))
         srcs = [by_buffer.get(_buf(s), s) if s.op is Ops.AFTER else s for s in c.src[2:]]
         call = new[c] = UOp(Ops.CALL, (c.src[0], dst, *srcs))
         for w in _outputs(c):
