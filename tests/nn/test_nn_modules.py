@@ -44,6 +44,16 @@ def test_module_state_names_and_parameters(device: str) -> None:
     assert not net.eval().norm.training
 
 
+def test_sequential_names_its_layers_as_torch_does() -> None:
+    import torch
+    seq = nn.Sequential(nn.Linear(3, 4), nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm(2)))
+    twin = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3),
+                                                                        torch.nn.BatchNorm2d(2)))
+    want = [k for k in twin.state_dict() if not k.endswith("num_batches_tracked")]
+    assert list(seq.state_dict()) == want
+    assert len(seq) == 2 and seq[-1][0] is list(seq)[1][0] and len(list(seq.modules())) == 5
+
+
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_save_load_round_trip(suffix: str, tmp_path: Path, device: str) -> None:
     a, b = Net(device), Net(device)

@@ -7,6 +7,7 @@ are realized at construction, so each parameter is a buffer of its own that opti
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from uopviz.nn.module import Module
@@ -92,12 +93,24 @@ class Dropout(Module):
 
 
 class Sequential(Module):
-    """Layers (or any callables) applied in order."""
+    """Layers (or any callables) applied in order, held as attributes "0", "1", … as torch.nn.Sequential holds
+    them, so their state is named "0.weight", "1.bias", … and a state dict moves between the two as it is."""
 
     def __init__(self, *layers: Any) -> None:
-        self.layers = list(layers)
+        for i, f in enumerate(layers):
+            setattr(self, str(i), f)
+        self._count = len(layers)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: int) -> Any:
+        return getattr(self, str(range(self._count)[i]))
+
+    def __iter__(self) -> Iterator[Any]:
+        return (getattr(self, str(i)) for i in range(self._count))
 
     def forward(self, x: Tensor) -> Tensor:
-        for f in self.layers:
+        for f in self:
             x = f(x)
         return x

@@ -1,7 +1,7 @@
 """`Module`: a layer or model as a plain Python object whose Tensor attributes are its state.
 
 A module's state is found by walking its attributes (Tensors, sub-modules, and lists, tuples and dicts of them),
-in attribute order, under dotted names ("layers.0.weight"), as PyTorch names them, so state dicts carry over.
+in attribute order, under dotted names ("blocks.0.weight"), as PyTorch names them, so state dicts carry over.
 Parameters are the state tensors that require gradients; buffers (BatchNorm's running statistics) are the rest.
 """
 
