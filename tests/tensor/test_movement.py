@@ -63,7 +63,8 @@ def test_expand(device: str) -> None:
 def test_pad(t: Tensor, value: float) -> None:
     check(t.pad(((0, 1), (2, 0), (1, 3)), value=value), np.pad(A, ((0, 1), (2, 0), (1, 3)), constant_values=value))
     check(t.pad(1, value=value), np.pad(A, 1, constant_values=value))
-    check(t.pad((1, 2), value=value), np.pad(A, (1, 2), constant_values=value))
+    check(t.pad(((1, 2),), value=value), np.pad(A, (1, 2), constant_values=value))
+    check(t.pad((1, 2), value=value), np.pad(A, ((0, 0), (0, 0), (1, 2)), constant_values=value))  # torch's flat form
     check(t.pad([None, (1, 1), None], value=value), np.pad(A, ((0, 0), (1, 1), (0, 0)), constant_values=value))
 
 

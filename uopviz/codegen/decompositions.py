@@ -23,9 +23,11 @@ The float algorithms (float32 and float64; float16/bfloat16 are computed in floa
   x·part is exact (24 + 26 bits), and each product is taken mod 4 exactly into [−2, 2] (t − 4·round(t/4), which
   keeps a small t whole, so tiny x lose nothing); their sum is
   x·2/π mod 4 with float64's precision even at 3.4e38 (the parts reach 2^-234, beyond the 2^128 of the largest
-  float32 plus 53 bits). float64 uses Cody–Waite (π/2 in 27-bit parts, k·part exact), which holds for
-  |x| < 2^26·π/2 ≈ 1.05e8; beyond, k·part is rounded and the result degrades. Measured ≤ 1 ulp (float32, whole
-  range), ≤ 1 ulp (float64, |x| ≤ 1e6). inf, nan → nan.
+  float32 plus 53 bits). float64 uses Cody–Waite (π/2 in 27-bit parts, k·part exact) for |x| < 2^26, and
+  Payne–Hanek beyond (to the largest double): x's 53-bit mantissa times the 192 bits of 2/π that x's exponent
+  selects (a chain of selects over a table of 64-bit words of 2/π), in 32-bit limbs, mod 4; the fraction is
+  converted from its leading bits, so a reduced value near 0 keeps its digits. Measured ≤ 1 ulp (float32, whole
+  range), ≤ 1 ulp (float64, |x| ≤ 1e6), ≤ 2 ulp (float64, whole range, against NumPy). inf, nan → nan.
 - Sqrt: SPEC's Exp2(½·Log2(A)), then one Newton step y + (x/y − y)/2, which squares the relative error of the
   estimate: measured ≤ 1.2 ulp (float32), ≤ 1 ulp (float64). ±0, +inf and nan are returned as they are;
   x < 0 gives nan.
@@ -47,8 +49,25 @@ from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import Ops, SpecError, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat
 
-# π to 100 decimals (about 330 bits): enough for the splits of π/2 and 2/π below (at most about 240 bits are used)
-_PI = Fraction("3.1415926535897932384626433832795028841971693993751058209749445923078164062862089986280348253421170679")
+
+def _pi_bits(bits: int) -> int:
+    """⌊π·2^bits⌋ (up to an error of a unit in the last place), by Machin's formula in integers: float64's
+    Payne–Hanek reduction reads 2/π to beyond its 1100th bit, more than a written-out constant would be."""
+    guard = 1 << (bits + 32)
+
+    def arccot(n: int) -> int:  # arccot(n)·guard = Σ (−1)^k / ((2k+1)·n^(2k+1))
+        total = term = guard // n
+        k, sign = 3, -1
+        while term:
+            term //= n * n
+            total += sign * (term // k)
+            k, sign = k + 2, -sign
+        return total
+
+    return (16 * arccot(5) - 4 * arccot(239)) >> 32
+
+
+_PI = Fraction(_pi_bits(1300), 1 << 1300)
 
 
 # ---------------------------------------------------------------- per-format constants
@@ -188,16 +207,82 @@ def _sin(x: UOp) -> UOp:
         return _sin_wide(x.cast(dtypes.float64)).cast(dtypes.float32)
     fm = _FORMATS[x.dtype]
     bad = (x * 0.0).ne(0.0)  # inf or nan
-    xc = bad.where(0.0, x)
+    bits = x.bitcast(dtypes.uint64)
+    mag = bits & ((1 << 63) - 1)
+    far = mag.const_like(_PAYNE_HANEK_BITS - 1) < mag  # |x| ≥ 2^26, inf and nan included
+    xc = far.where(0.0, x)
     k = _floor(xc * (2 / math.pi) + 0.5)
     r = xc
     for part in fm.pio2:
         r = r + k * -part
-    return bad.where(math.nan, _sin_quadrant(r, k, fm))
+    far_r, far_q = _payne_hanek(mag)
+    neg = (bits >> 63).ne(0)
+    r = far.where(neg.where(-far_r, far_r), r)
+    q = far.where(neg.where(-far_q, far_q), k.cast(fm.sint))
+    return bad.where(math.nan, _sin_quadrant(r, q, fm))
 
 
 # 2/π in 26-bit parts: a float32 value (24 bits) times a part is exact in float64
 _TWO_OVER_PI_PARTS = _split(2 / _PI, 26, 9)
+
+# float64 beyond Cody–Waite's range (|x| ≥ 2^26: biased exponent 1049 and up) is reduced by Payne–Hanek. Word n of
+# the table holds the bits of 2/π of weights 2^(27−64n) down to 2^(−36−64n), most significant first: x's exponent
+# picks the window of 2/π its mantissa meets below multiples of 4 (word 0 starts with zeros, for x just past 2^26)
+_PAYNE_HANEK_EXP = 1023 + 26
+_PAYNE_HANEK_BITS = _PAYNE_HANEK_EXP << 52
+_PIO2 = (float(_PI / 2), float(_PI / 2 - Fraction(float(_PI / 2))))
+_TWO_OVER_PI_WORDS = tuple((math.floor(Fraction(2 ** (64 * 18 + 37)) / _PI) >> (64 * (18 - n))) & ((1 << 64) - 1)
+                           for n in range(19))
+
+
+def _word(w: UOp, words: Sequence[int]) -> UOp:
+    """words[w] for w in [0, len(words)) (words[0] for any other w), by a chain of selects: kernels have no
+    constant tables."""
+    acc = w.const_like(words[0])
+    for n, v in enumerate(words[1:], 1):
+        acc = w.ne(n).where(acc, v)
+    return acc
+
+
+def _payne_hanek(mag: UOp) -> tuple[UOp, UOp]:
+    """(r, q) with |x| = (q + r/(π/2))·π/2 mod 2π, |r| ≤ π/4, for the bits `mag` of a float64 |x| ≥ 2^26.
+
+    x = m·2^(e−1075) with m a 53-bit integer, so the bits of 2/π that make x·2/π a multiple of 4 can be dropped,
+    and the next 192 (a window chosen by e) are all that matter: x·2/π mod 4 = (m·window mod 2^192)·2^−190 up to
+    m·2^−190 < 2^−137, far below the 2^−61·2^−53 that the double nearest a multiple of π/2 needs. The product is
+    taken in 32-bit limbs (each partial product exact in uint64) and the fraction rounded to the nearest quadrant;
+    its magnitude is converted to float64 from the top, so a reduced value near 0 keeps all its digits."""
+    u64, m32 = mag.dtype, (1 << 32) - 1
+    m = (mag & ((1 << 52) - 1)) | (1 << 52)
+    j = (mag >> 52) + -_PAYNE_HANEK_EXP  # the window's first bit, counted in the table
+    w, sh = j >> 6, j & 63
+    words = [_word(w, _TWO_OVER_PI_WORDS[k:k + 16]) for k in range(4)]
+    g = [(words[k] << sh) | ((words[k + 1] >> 1) >> (sh ^ 63)) for k in range(3)]  # no shift by 64 when sh = 0
+    gl = [g[2] & m32, g[2] >> 32, g[1] & m32, g[1] >> 32, g[0] & m32, g[0] >> 32]  # least significant first
+    m0, m1 = m & m32, m >> 32
+    z: list[UOp] = []
+    carry: UOp | None = None
+    for c in range(6):  # column c of m·window: the low and high halves of the partial products that land in it
+        col = (m0 * gl[c]) & m32
+        if c >= 1:
+            col = col + ((m0 * gl[c - 1]) >> 32) + ((m1 * gl[c - 1]) & m32)
+        if c >= 2:
+            col = col + ((m1 * gl[c - 2]) >> 32)
+        if carry is not None:
+            col = col + carry
+        z.append(col & m32)
+        carry = col >> 32
+    half = (z[5] >> 29) & 1  # fraction ≥ ½: round up to the next quadrant, the fraction less 1 is its complement
+    q = ((z[5] >> 30) + half).cast(dtypes.int64)
+    flip = -half
+    hi = (((z[5] << 32) | z[4]) ^ flip) & ((1 << 61) - 1)  # the fraction's top 61 bits, then 64 more: enough
+    mid = ((z[3] << 32) | z[2]) ^ flip
+    f = hi.cast(dtypes.float64)  # hi rounded; its rounding error (exact, under 2^8) joins the low part
+    lo = (hi - f.cast(u64)).bitcast(dtypes.int64).cast(dtypes.float64) * 2.0 ** -62 + \
+        mid.cast(dtypes.float64) * 2.0 ** -126
+    f = f * 2.0 ** -62
+    r = f * _PIO2[0] + (f * _PIO2[1] + lo * _PIO2[0])
+    return half.ne(0).where(-r, r), q
 
 
 def _sin_wide(x: UOp) -> UOp:
@@ -209,15 +294,15 @@ def _sin_wide(x: UOp) -> UOp:
         t = xc * part
         f = f + (t - _floor(t * 0.25 + 0.5) * 4.0)  # t mod 4 in [-2, 2], exact; a small t is kept as it is
     k = _floor(f + 0.5)
-    return bad.where(math.nan, _sin_quadrant((f - k) * (math.pi / 2), k, _FORMATS[dtypes.float64]))
+    fm = _FORMATS[dtypes.float64]
+    return bad.where(math.nan, _sin_quadrant((f - k) * (math.pi / 2), k.cast(fm.sint), fm))
 
 
-def _sin_quadrant(r: UOp, k: UOp, fm: _Format) -> UOp:
-    """sin(r + k·π/2) for |r| ≤ π/4: the Taylor sin or cos of r, by the quadrant k mod 4, with its sign."""
+def _sin_quadrant(r: UOp, q: UOp, fm: _Format) -> UOp:
+    """sin(r + q·π/2) for |r| ≤ π/4 and an integer q: the Taylor sin or cos of r, by q mod 4, with its sign."""
     r2 = r * r
     sin_r = r + r * r2 * _poly(r2, fm.sin_poly)
     cos_r = r2 * _poly(r2, fm.cos_poly) + 1.0
-    q = k.cast(fm.sint)
     out = (q & 1).ne(0).where(cos_r, sin_r)
     return (q & 2).ne(0).where(-out, out)
 

@@ -147,8 +147,12 @@ def _floor_div(a: str, b: str) -> str:
     return f"(({a})/({b})-((({a})%({b})!=0)&((({a})<0)!=(({b})<0))))"
 
 
-def _floor_mod(a: str, b: str) -> str:
-    return f"(((({a})%({b}))+({b}))%({b}))"
+def _floor_mod(w: _Writer, u: UOp, a: str, b: str) -> str:
+    """C's remainder moved to the divisor's sign: b is added where the remainder is nonzero and its sign differs
+    from b's. |r| < |b| with opposite signs, so r + b cannot overflow, where ((a%b)+b)%b did for large operands."""
+    r = w.fresh("rem")
+    w.line(f"{w.type(u.dtype)} {r} = ({a})%({b});")
+    return f"({r}+((({r})!=0&&((({r})^({b}))<0))?({b}):0))"
 
 
 def _nonneg(u: UOp) -> bool:
@@ -198,7 +202,7 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
             raise RenderError(f"{op.value} on {dt.name}: the front-end builds float floor division from Trunc")
         if (_nonneg(u.src[0]) and _nonneg(u.src[1])) or dt.kind == "u":
             return f"({s[0]}{'/' if op is Ops.IDIV else '%'}{s[1]})"
-        return _floor_div(s[0], s[1]) if op is Ops.IDIV else _floor_mod(s[0], s[1])
+        return _floor_div(s[0], s[1]) if op is Ops.IDIV else _floor_mod(w, u, s[0], s[1])
     if op is Ops.MAX:  # nan-propagating, like NumPy's maximum and the PYTHON runtime
         nan = f"||{s[0]}!={s[0]}" if dt.is_float else ""
         return f"(({s[0]}>{s[1]}{nan})?{s[0]}:{s[1]})"

@@ -62,9 +62,18 @@ class PythonRuntime(Runtime):
         return np.zeros(size, _values(dtype))
 
     def copyin(self, handle: np.ndarray, data: Any) -> None:
-        handle[...] = np.asarray(data, dtype=handle.dtype).reshape(-1)
+        """data in the host form every runtime shares (dtypes.storage_numpy): bfloat16 arrives as 16-bit patterns,
+        which become the float32 values the interpreter holds."""
+        a = np.asarray(data).reshape(-1)
+        if handle.dtype == np.float32 and a.dtype == np.uint16:
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        handle[...] = a.astype(handle.dtype, copy=False)
 
     def copyout(self, handle: np.ndarray, size: int, dtype: DType) -> np.ndarray:
+        """The contents in the shared host form: bfloat16 as its 16-bit patterns (the values are rounded already,
+        so the top half of each float32 is exact)."""
+        if dtype.name == "bfloat16":
+            return (handle[:size].view(np.uint32) >> 16).astype(np.uint16)
         return np.array(handle[:size], dtype=_values(dtype))
 
     def compile(self, kernel: Kernel) -> PythonProgram:

@@ -309,11 +309,12 @@ class ElementwiseMixin:
     def cos(self: Tensor) -> Tensor:
         """sin(2x) / (2·sin x): both sines are accurate over the whole range (x·2 is exact), so the quotient is
         too, where sin(π/2 − x) would lose every digit of a large x in the subtraction. 1 below |x| = 1e-18 (where
-        cos rounds to 1 and 1/sin x could overflow); beyond 2^126, where 2x overflows, 1 − 2·sin²(x/2)."""
+        cos rounds to 1 and 1/sin x could overflow); only in the top binade, where 2x overflows, 1 − 2·sin²(x/2)
+        (accurate to the float's ulp in absolute terms, not relative to a cos near 0)."""
         def f(x: Tensor) -> Tensor:
             ratio = x.mul(2).sin().div(x.sin().mul(2))
             huge = x.mul(0.5).sin().square().mul(-2).add(1)
-            return x.abs().lt(1e-18).where(1.0, x.abs().gt(2.0 ** 126).where(huge, ratio))
+            return x.abs().lt(1e-18).where(1.0, x.abs().gt(x.dtype.finfo_max / 2).where(huge, ratio))
         return self._math(f)
 
     def tan(self: Tensor) -> Tensor:
@@ -566,12 +567,14 @@ class ElementwiseMixin:
         return self._math(lambda x: x.add(1).div(x.sub(1, reverse=True)).log().mul(0.5))
 
     def isclose(self: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
-        """|a − b| <= atol + rtol·|b| (NumPy's and PyTorch's test), or a == b (equal infinities); nan is close to
-        nan only with equal_nan."""
+        """a == b, or a finite |a − b| <= atol + rtol·|b| (NumPy's and PyTorch's test): an infinity is close only
+        to itself (inf − inf is nan, inf − x is inf, and the bound would be inf too); nan is close to nan only with
+        equal_nan."""
         a, b = self._pair(other)
         close = a.eq(b)
         if a.dtype.is_float:
-            close = close.bitwise_or(a.sub(b).abs().le(b.abs().mul(rtol).add(atol)))
+            diff = a.sub(b).abs()
+            close = close.bitwise_or(diff.isfinite().bitwise_and(diff.le(b.abs().mul(rtol).add(atol))))
             if equal_nan:
                 close = close.bitwise_or(a.isnan().bitwise_and(b.isnan()))
         return close

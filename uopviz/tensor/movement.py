@@ -31,6 +31,8 @@ from uopviz.tensor.util import (
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from uopviz.tensor.tensor import Tensor
 
 
@@ -145,9 +147,11 @@ class MovementMixin:
         return self.expand(*shape)
 
     def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0, mode: str = "constant") -> Tensor:
-        """NumPy-style pad: an int, one (before, after) pair for every axis, or one pair per axis (None = no pad).
-        mode "constant" fills with `value` (OverflowError where it does not fit self's dtype); "reflect" mirrors
-        without repeating the edge, "replicate" (NumPy's "edge") repeats it, "circular" ("wrap") wraps around."""
+        """Pad widths as NumPy gives them (an int for every side, one (before, after) pair for every axis, or one
+        pair per axis, None = no pad) or as torch does: a flat sequence of ints is (before, after) of the last axis,
+        then of the one before it, and so on (torch.nn.functional.pad). mode "constant" fills with `value`
+        (OverflowError where it does not fit self's dtype); "reflect" mirrors without repeating the edge,
+        "replicate" (NumPy's "edge") repeats it, "circular" ("wrap") wraps around."""
         pairs = self._pad_pairs(pad_width)
         if all(p == (0, 0) for p in pairs):
             return self
@@ -196,12 +200,20 @@ class MovementMixin:
             if not (isinstance(b, int) and isinstance(a, int)) or b < 0 or a < 0:
                 raise ShapeError(f"pad widths must be non-negative ints, got {p!r} (use shrink or slicing to cut)")
             return (b, a)
-        if isinstance(pad_width, int) or (isinstance(pad_width, (tuple, list)) and len(pad_width) == 2
-                                          and all(isinstance(p, int) for p in pad_width)):
+        if isinstance(pad_width, int):
             return [pair(pad_width)] * self.ndim
         pw = list(pad_width)
+        if all(isinstance(p, int) for p in pw):  # torch's flat form, last axis first
+            if len(pw) % 2 or len(pw) > 2 * self.ndim:
+                raise ShapeError(f"a flat pad of {fmt(self.shape)} is (before, after) pairs of its last axes, last "
+                                 f"first (torch's form): an even number of ints, at most {2 * self.ndim}, got "
+                                 f"{len(pw)}")
+            return [(0, 0)] * (self.ndim - len(pw) // 2) + [pair(pw[i:i + 2]) for i in range(len(pw) - 2, -1, -2)]
+        if len(pw) == 1:  # NumPy's ((before, after),): the same pair for every axis
+            return [pair(pw[0])] * self.ndim
         if len(pw) != self.ndim:
-            raise ShapeError(f"pad of {fmt(self.shape)} needs {self.ndim} (before, after) pairs, got {len(pw)}")
+            raise ShapeError(f"pad of {fmt(self.shape)} needs {self.ndim} (before, after) pairs (or one for all), got "
+                             f"{len(pw)}")
         return [pair(p) for p in pw]
 
     def shrink(self: Tensor, arg: Any) -> Tensor:
@@ -588,16 +600,15 @@ class MovementMixin:
         vals = self.pad(((max(-k, 0), max(k, 0)),)).reshape(m, 1) if k < 0 else self.pad(((0, k),)).reshape(m, 1)
         return cols.sub(rows).eq(k).where(vals, vals.zeros_like())
 
-    @staticmethod
-    def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
-        """Coordinate grids of 1-D tensors: "ij" (matrix) indexing, or "xy" (the first two axes swapped)."""
-        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-            tensors = tuple(tensors[0])
+    def meshgrid(self: Tensor | Sequence[Tensor], *tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        """Coordinate grids of 1-D tensors: "ij" (matrix) indexing, or "xy" (the first two axes swapped). A method,
+        not a staticmethod, so x.meshgrid(y) grids x too (as tinygrad's does), as Tensor.meshgrid(x, y) and
+        Tensor.meshgrid([x, y]) do."""
+        ts = [*self, *tensors] if isinstance(self, (list, tuple)) else [self, *tensors]
         if indexing not in ("ij", "xy"):
             raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
-        if any(t.ndim != 1 for t in tensors):
+        if any(t.ndim != 1 for t in ts):
             raise ShapeError("meshgrid takes 1-D tensors")
-        ts = list(tensors)
         shape = tuple(t.shape[0] for t in ts)
         grids = [t.reshape(*(1,) * k, t.shape[0], *(1,) * (len(ts) - k - 1)).expand(shape) for k, t in enumerate(ts)]
         if indexing == "xy" and len(ts) > 1:
