@@ -137,3 +137,16 @@ def test_what_cannot_be_replayed_says_why() -> None:
         noisy(x)
     with pytest.raises(FunctionTraceError, match="draws random numbers from the global generator"):
         uopviz.function(lambda t: t.dropout(0.5))(x)
+
+
+def test_a_model_object_is_jitted_and_named_by_its_class() -> None:
+    from uopviz import nn
+    layer = nn.Linear(4, 2)
+    step = uopviz.jit(layer)
+    x = np.ones((3, 4), np.float32)
+    want = x @ layer.weight.numpy().T + layer.bias.numpy()
+    for _ in range(3):
+        np.testing.assert_allclose(step(Tensor(x)).numpy(), want, rtol=1e-6)
+    assert step.captures == 1  # type: ignore[attr-defined]
+    with pytest.raises(JitError, match="@jit Linear takes distinct Tensors"):
+        step(Tensor(x), 2)

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import uopviz
 from uopviz import Tensor
@@ -115,3 +116,83 @@ def test_kernels_hold_variables_not_values() -> None:
     calls = [calls_of(schedule([(Tensor(A)[:n.bind(v)] * 2).uop]))[0] for v in (3, 8)]
     assert calls[0].ast is calls[1].ast and [c.vals for c in calls] == [{"n": 3}, {"n": 8}]
     assert not any(u.op is Ops.BIND for u in calls[0].ast.toposort())
+
+
+def _fancy(a: np.ndarray) -> np.ndarray:
+    return a[[0, -1, 2]]
+
+
+# ops a decoder needs over an axis of symbolic length n (x is A, 40 × 12): each against NumPy at every size
+AXIS_OPS: dict[str, tuple[Callable[[Tensor, UOp], Tensor], Callable[[np.ndarray, int], Any]]] = {
+    "arange": (lambda x, n: Tensor.arange(n, device=x.device), lambda a, n: np.arange(n)),
+    "arange down": (lambda x, n: Tensor.arange(n, 0, -1, device=x.device), lambda a, n: np.arange(n, 0, -1)),
+    "arange step": (lambda x, n: Tensor.arange(2, n, 3, device=x.device), lambda a, n: np.arange(2, n, 3)),
+    "arange from n": (lambda x, n: Tensor.arange(n, n + 4, device=x.device), lambda a, n: np.arange(n, n + 4)),
+    "arange float": (lambda x, n: Tensor.arange(n, dtype="float32", device=x.device) * 0.5,
+                     lambda a, n: np.arange(n, dtype=np.float32) * 0.5),
+    "tril": (lambda x, n: Tensor.ones(n, n, device=x.device).tril(), lambda a, n: np.tril(np.ones((n, n)))),
+    "triu": (lambda x, n: Tensor.ones(n, n, device=x.device).triu(1), lambda a, n: np.triu(np.ones((n, n)), 1)),
+    "tril data": (lambda x, n: (x[:n] @ x[:n].T).tril(-1), lambda a, n: np.tril(a[:n] @ a[:n].T, -1)),
+    "arange mask": (lambda x, n: Tensor.arange(n, device=x.device).reshape(n, 1)
+                    .ge(Tensor.arange(n, device=x.device).reshape(1, n)),
+                    lambda a, n: np.arange(n)[:, None] >= np.arange(n)[None, :]),
+    "argmax": (lambda x, n: x[:n].argmax(0), lambda a, n: a[:n].argmax(0)),
+    "argmax last": (lambda x, n: x[:n].T.argmax(-1, keepdim=True), lambda a, n: a[:n].T.argmax(-1)[:, None]),
+    "argmax flat": (lambda x, n: x[:n].argmax(), lambda a, n: a[:n].argmax()),
+    "argmin": (lambda x, n: x[:n].argmin(0), lambda a, n: a[:n].argmin(0)),
+    "var": (lambda x, n: x[:n].var(0), lambda a, n: a[:n].var(0, ddof=1)),
+    "std": (lambda x, n: x[:n].T.std(1, correction=0), lambda a, n: a[:n].T.std(1)),
+    "cumsum": (lambda x, n: x[:n].cumsum(0), lambda a, n: a[:n].cumsum(0)),
+    "cumsum last": (lambda x, n: x[:n].T.cumsum(-1), lambda a, n: a[:n].T.cumsum(-1)),
+    "cummax": (lambda x, n: x[:n].cummax(0)[1], lambda a, n: torch.tensor(a[:n]).cummax(0)[1].numpy()),
+    "softmax": (lambda x, n: x[:n].T.softmax(-1), lambda a, n: torch.tensor(a[:n].T).softmax(-1).numpy()),
+    "x[0, 9]": (lambda x, n: x[:n][0, 9], lambda a, n: a[:n][0, 9]),
+    "x[-1]": (lambda x, n: x[:n][-1], lambda a, n: a[:n][-1]),
+    "x[:, -1]": (lambda x, n: x.T[:, :n][:, -1], lambda a, n: a.T[:, :n][:, -1]),
+    "x[[0, -1, 2]]": (lambda x, n: x[:n][[0, -1, 2]], lambda a, n: _fancy(a[:n])),
+    "x[tensor]": (lambda x, n: x[:n][Tensor([-1, 0], device=x.device), 5], lambda a, n: a[:n][[-1, 0], 5]),
+}
+
+
+@pytest.mark.parametrize("op", AXIS_OPS)
+def test_an_op_over_a_symbolic_axis_compiles_once(op: str, device: str, compiles: list[str]) -> None:
+    build, ref = AXIS_OPS[op]
+    n = uopviz.Variable("n", 3, 40)
+    x = Tensor(A, device=device)
+    counts = []
+    for size in SIZES:
+        got, want = build(x, n.bind(size)), np.asarray(ref(A, size))
+        assert got.numpy().shape == want.shape
+        if want.dtype.kind in "biu":
+            assert got.dtype.is_int or got.dtype.is_bool
+            np.testing.assert_array_equal(got.numpy(), want)
+        else:
+            np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=1e-6)
+        counts.append(len(compiles))
+    assert counts[0] > 0 and counts == [counts[0]] * len(counts), (counts, compiles)
+
+
+def test_what_a_symbolic_axis_cannot_take_says_why() -> None:
+    n = uopviz.Variable("n", 1, 40)
+    x = Tensor(A)[:n.bind(6)]
+    with pytest.raises(IndexError, match=r"index -2 is out of bounds for axis 0 with size n=6 .*\(1\.\.40\)"):
+        x[-2]  # n may be 1
+    with pytest.raises(IndexError, match="index 1 is out of bounds"):
+        x[[0, 1]]
+    with pytest.raises(IndexError, match="index 40 is out of bounds"):
+        x[40]
+    with pytest.raises(ShapeError, match="with a symbolic bound, start and stop must be ints or symbolic sizes"):
+        Tensor.arange(0.5, n.bind(6))
+    for step in (0.5, n.bind(2)):
+        with pytest.raises(ShapeError, match="and step an int"):
+            Tensor.arange(n.bind(6), step=step)
+    assert Tensor.arange(n.bind(6), 3).numpy().shape == (0,) and Tensor.arange(3, n.bind(6)).tolist() == [3, 4, 5]
+
+
+def test_a_symbolic_size_as_data_is_an_int(device: str) -> None:
+    """`x + n`, `Tensor(n)`: the size enters as an int32 (the kernels' index type is no buffer's dtype)."""
+    n = uopviz.Variable("n", 1, 40).bind(6)
+    ints = Tensor(np.arange(3, dtype=np.int32), device=device)
+    assert Tensor(n, device=device).dtype == uopviz.dtypes.int32 and Tensor(n, device=device).item() == 6
+    np.testing.assert_array_equal((ints + n).numpy(), np.arange(3) + 6)
+    np.testing.assert_allclose((Tensor(A[0], device=device) / n).numpy(), A[0] / 6, rtol=1e-6)

@@ -272,6 +272,9 @@ ERRORS: list[tuple[str, Callable[[], UOp], str, str]] = [
      "Function: Param slot 1 has no argument (1 given) (src[0] Tuple)", "param-slots"),
     ("function-argtype", lambda: UOp(Ops.FUNCTION, (UOp(Ops.TUPLE, (P0(),)), I())),
      "Function: argument 0 is int32(12,), but Param 0 is float32(12,) (src[1] Buffer)", "param-args"),
+    ("function-unread", lambda: UOp(Ops.FUNCTION, (UOp(Ops.TUPLE, (P0(),)), F(), G())),
+     "Function: argument 1 is read by no Param of the body (a Function's arguments are exactly its Params) "
+     "(src[2] Buffer)", "param-args"),
     ("gettuple-range", lambda: UOp(Ops.GETTUPLE, (_fn(),), 3), "GetTuple: index 3 out of range for a Tuple of 1",
      "gettuple"),
     # elementwise

@@ -29,6 +29,7 @@ from uopviz.schedule.program import program_order, sources
 from uopviz.schedule.rangeify import kernel_ast, transfers
 from uopviz.schedule.rows import ROW, untag
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
+from uopviz.uop.spec import check
 
 # ops through which a value reaches its kernel's output one element to one element
 _DIRECT = GroupOp.Elementwise | {Ops.RESHAPE, Ops.BITCAST, Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
@@ -95,6 +96,7 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
     nodes of the kernels that write them) get Param slots 1.. in the order the value first reads them."""
     inputs: list[UOp] = []
     mapping: dict[UOp, UOp] = {}
+    memory: dict[UOp, UOp] = {}  # a Param of the function -> the kernel's Param of its argument's flat memory
 
     def slot(src: UOp, b: UOp) -> UOp:
         inputs.append(src)
@@ -105,7 +107,12 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
             if u in written:  # (a size-0 value has no kernel: its readers never index it)
                 mapping[u] = slot(written[u], written[u].src[0]).reshape(u.shape)
         elif u.op is Ops.PARAM:
-            mapping[u] = slot(args[u.arg.slot], args[u.arg.slot])
+            # the kernel's Param is flat memory: a Param the function reads as it is (a hand-built body; a Tensor's
+            # data is Reshape(Param), below) is that memory viewed in the Param's own shape
+            memory[u] = slot(args[u.arg.slot], args[u.arg.slot])
+            mapping[u] = memory[u].reshape(u.shape)
+        elif _is_buffer_view(u) and u.src[0] in memory:
+            mapping[u] = memory[u.src[0]].reshape(u.shape)
     a = buf.arg
     for src in inputs:
         b = src.src[0] if src.op is Ops.AFTER else src
@@ -162,6 +169,7 @@ def _function_call(fn: UOp, pinned: Mapping[UOp, UOp], written: Mapping[UOp, UOp
     """After(out_i, Call(Function(body), *outs, *inputs, *binds)) for every output of a called user function:
     each output gets a buffer (all of them, used or not: the function writes them all), each argument is read
     from memory, and the binds give the values of the variables in the arguments' sizes."""
+    check(fn)  # a hand-built Function too: its Params against its arguments, by the spec's named rules
     body = fn.src[0]
     inputs = [args[a.src[0].arg.slot] if _is_buffer_view(a) else written[a] for a in fn.src[1:]]
     binds = list(dict.fromkeys(u for a in fn.src[1:] for u in program_order(a) if u.op is Ops.BIND))

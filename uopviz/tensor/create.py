@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from uopviz.dtype import DType, DTypeError, dtypes
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
-from uopviz.tensor.util import ShapeError, const_uop, fmt, numel, shape_arg, to_dtype
-from uopviz.uop.ops import Ops
+from uopviz.tensor.util import Dim, ShapeError, const_uop, fmt, is_symbolic, numel, shape_arg, sym, to_dtype
+from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -119,6 +119,8 @@ class CreationMixin:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange step must not be zero")
+        if is_symbolic(start) or is_symbolic(stop):
+            return cls._symbolic_arange(start, stop, step, dtype, device)
         ints = all(isinstance(v, int) for v in (start, stop, step))
         n = max(-((start - stop) // step) if ints else math.ceil((stop - start) / step), 0)  # exact for big ints
         dt = dtypes.from_py([start, start + max(n - 1, 0) * step], None if dtype is None else to_dtype(dtype))
@@ -133,6 +135,31 @@ class CreationMixin:
             return idx.mul(idx._const_like(dt.normalize(step))).add(idx._const_like(start))
         idx = idx.cast(dt if dt.is_float else dtypes.default_float)  # scale in the float dtype asked for
         return idx.mul(step).add(start).cast(dt)
+
+    @classmethod
+    def _symbolic_arange(cls, start: Dim | float, stop: Dim | float, step: int | float, dtype: Any,
+                         device: str | None) -> Tensor:
+        """arange with a symbolic start or stop: the counter is an arange over the largest count the variables
+        allow, shrunk to the count now, so one kernel serves every value; the count is NumPy's, clamped at 0."""
+        def whole(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+        if not (all(is_symbolic(v) or whole(v) for v in (start, stop)) and whole(step)):
+            given = ", ".join(v.render() if isinstance(v, UOp) else repr(v) for v in (start, stop, step))
+            raise ShapeError(f"arange({given}): with a symbolic bound, start and stop must be ints or symbolic sizes "
+                             "and step an int (the size must be an integer expression of the variables)")
+        count = sym(-((start - stop) // step))  # ceil((stop - start) / step), as floor division rounds down
+        if not isinstance(count, int) and count.vmin < 0:
+            count = sym(count.maximum(0))
+        ends = [b for v in (start, sym(start + (count - 1) * step))
+                for b in ((v, v) if isinstance(v, int) else (int(v.vmin), int(v.vmax)))]
+        dt = dtypes.from_py(ends, None if dtype is None else to_dtype(dtype))
+        top = count if isinstance(count, int) else int(count.vmax)
+        idx = cls.arange(top, dtype=dt, device=device).shrink(((0, count),))
+        if step != 1:
+            idx = idx.mul(idx._const_like(dt.normalize(step)))
+        if isinstance(start, int):
+            return idx.add(idx._const_like(start)) if start else idx
+        return idx.add(cls(start, device=device).cast(dt))
 
     @classmethod
     def linspace(cls, start: int | float, stop: int | float, num: int, dtype: Any = None,

@@ -75,7 +75,8 @@ class _Replay:
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Capture `fn`'s kernels (Tensors in, a Tensor or a tuple of Tensors out) on its second call per signature
     and replay them on later calls; the wrapper's `captures` counts the signatures captured, `replays` holds
-    them."""
+    them. fn may be any callable, a model (an nn.Module) too: errors name it by its class then."""
+    name = getattr(fn, "__name__", type(fn).__name__)
     calls: dict[Any, int] = {}
     replays: dict[Any, _Replay] = {}
 
@@ -84,7 +85,7 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         from uopviz.tensor.tensor import Tensor
         inputs = [a for a in args if isinstance(a, Tensor)]
         if len(inputs) != len(args) or len({id(t) for t in inputs}) != len(inputs):
-            raise JitError(f"@jit {fn.__name__} takes distinct Tensors as positional arguments only (its kernels are "
+            raise JitError(f"@jit {name} takes distinct Tensors as positional arguments only (its kernels are "
                            "replayed on new Tensors, not on new Python values)")
         key = tuple(_signature(t) for t in inputs)
         for t in inputs:
@@ -93,8 +94,8 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
             return replay.run(inputs, _values(inputs))
         calls[key] = calls.get(key, 0) + 1
         if calls[key] == 1:
-            return _realized(fn(*inputs), fn.__name__)
-        replays[key], result = _capture(fn, inputs)
+            return _realized(fn(*inputs), name)
+        replays[key], result = _capture(fn, name, inputs)
         call.captures += 1  # type: ignore[attr-defined]
         return result
 
@@ -103,17 +104,17 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _capture(fn: Callable[..., Any], inputs: list[Tensor]) -> tuple[_Replay, Any]:
+def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_Replay, Any]:
     """Run fn once more, recording its launches, and make the replay of them."""
     from uopviz.realize import capture
-    _capturing.append(fn.__name__)
+    _capturing.append(name)
     try:
         with capture() as launches:
-            result = _realized(fn(*inputs), fn.__name__)
+            result = _realized(fn(*inputs), name)
     finally:
         _capturing.pop()
     if not launches:
-        raise JitError(f"@jit {fn.__name__} ran no kernel on its second call (its outputs were computed before, or "
+        raise JitError(f"@jit {name} ran no kernel on its second call (its outputs were computed before, or "
                        "are its inputs): there is nothing to replay; call it without @jit")
     single = not isinstance(result, tuple)
     outs = (result,) if single else result
@@ -130,7 +131,7 @@ def _capture(fn: Callable[..., Any], inputs: list[Tensor]) -> tuple[_Replay, Any
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
                      [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
-    _check_outputs(launches, outs, inputs, fn.__name__)
+    _check_outputs(launches, outs, inputs, name)
     return replay, result
 
 

@@ -58,12 +58,14 @@ def _axis_at(pos: int, items: list[Any]) -> int:
     return sum(j is not None for j in items[:pos])
 
 
-def _wrapped(t: Tensor, d: int) -> Tensor:
-    """Lazy index t for an axis of size d, -d..-1 wrapped (an unsigned t has none), in a dtype that holds -d..d,
-    so that neither the wrap nor the arange it is matched against can overflow (a uint8 index into 300 rows)."""
-    dt = t.dtype if t.dtype.min <= (0 if t.dtype.is_unsigned else -d) and d <= t.dtype.max else dtypes.int64
+def _wrapped(t: Tensor, d: Dim) -> Tensor:
+    """Lazy index t for an axis of size d, -d..-1 wrapped (an unsigned t has none), in a dtype that holds -d..d
+    (for a symbolic d, its largest value), so that neither the wrap nor the arange it is matched against can
+    overflow (a uint8 index into 300 rows)."""
+    top = d if isinstance(d, int) else int(d.vmax)
+    dt = t.dtype if t.dtype.min <= (0 if t.dtype.is_unsigned else -top) and top <= t.dtype.max else dtypes.int64
     t = t.cast(dt)
-    return t if dt.is_unsigned else t.lt(0).where(t.add(d), t)
+    return t if dt.is_unsigned else t.lt(0).where(t.add(d if isinstance(d, int) else t._new(d.cast(dt))), t)
 
 
 def _is_scalar_value(x: Any) -> bool:
@@ -340,8 +342,8 @@ class MovementMixin:
         items = [self._index_tensor(i, _axis_at(pos, items)) if isinstance(i, (list, np.ndarray, type(self)))
                  else i for pos, i in enumerate(items)]
         if any(isinstance(i, type(self)) for i in items):  # NumPy treats ints as advanced indices too then
-            items = [self._new(const_uop(self._check_int(i, _axis_at(pos, items)), dtypes.int32, ()))
-                     if isinstance(i, int) else i for pos, i in enumerate(items)]
+            items = [self._int_index(i, _axis_at(pos, items)) if isinstance(i, int) else i
+                     for pos, i in enumerate(items)]
         after_basic = [slice(None) if i is None else i for i in items if not isinstance(i, int)]
         return self._basic_index(items)._advanced_index(after_basic)
 
@@ -365,17 +367,36 @@ class MovementMixin:
             raise IndexError(f"index arrays must have an integer dtype, got {arr.dtype} (boolean masks are not "
                              "supported: use where)")
         d = self.shape[axis]
+        if not isinstance(d, int):  # in range for every value of the variables; negatives wrap lazily (_wrapped)
+            if (bad := arr[(arr < -d.vmin) | (arr >= d.vmin)]).size:
+                self._check_int(int(bad.flat[0]), axis)  # out of range at the smallest size: says so
+            return type(self)(arr.astype(np.int32 if d.vmax <= np.iinfo(np.int32).max else np.int64),
+                              device=self.device)
         if (bad := arr[(arr < -d) | (arr >= d)]).size:
             raise IndexError(f"index {bad.flat[0]} is out of bounds for axis {axis} with size {d}")
         small = np.int32 if d <= np.iinfo(np.int32).max + 1 else np.int64
         return type(self)((arr % max(d, 1)).astype(small), device=self.device)
 
-    def _check_int(self: Tensor, i: int, axis: int) -> int:
-        """An int index for `axis`, in range, made non-negative."""
+    def _check_int(self: Tensor, i: int, axis: int) -> Dim:
+        """An int index for `axis`, in range, made non-negative. On a symbolic axis it must be in range for every
+        value the variables may take (one kernel serves them all), and a negative one counts from the end: a
+        symbolic position."""
         d = self.shape[axis]
-        if not -d <= i < d:
-            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {d}")
-        return i % d
+        if isinstance(d, int):
+            if not -d <= i < d:
+                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {d}")
+            return i % d
+        at = sym(d + i) if i < 0 else i
+        if not (at_most(0, at) and at_most(sym(at + 1), d)):
+            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {d.render()} for some of the "
+                             f"values it may take ({int(d.vmin)}..{int(d.vmax)}); an index into a symbolic axis must "
+                             "be in range for all of them")
+        return at
+
+    def _int_index(self: Tensor, i: int, axis: int) -> Tensor:
+        """An int index as the 0-d int32 index tensor NumPy makes of it among advanced indices."""
+        at = self._check_int(i, axis)
+        return self._new(const_uop(at, dtypes.int32, ()) if isinstance(at, int) else at.cast(dtypes.int32))
 
     def _basic_index(self: Tensor, items: list[Any]) -> Tensor:
         """Apply ints, slices and None (tensor items keep their axis whole), in one flip, shrink and reshape."""
@@ -408,7 +429,7 @@ class MovementMixin:
             elif isinstance(it, int):
                 i = self._check_int(it, k)
                 flips.append(False)
-                ranges.append((i, i + 1))
+                ranges.append((i, sym(i + 1)))
                 steps.append(1)
             else:
                 flips.append(False)
@@ -655,8 +676,10 @@ class MovementMixin:
         picked = flat.masked_select(mask, size, -1)
         strides = [int(numel(self.shape[k + 1:])) for k in range(self.ndim)]
         coords = [picked.floordiv(s).mod(d) for s, d in zip(strides, self.shape)]
-        out = type(self).stack(coords, dim=1) if coords else picked.reshape(-1, 0)
-        return picked.ge(0).unsqueeze(-1).where(out, fill_value) if self.ndim else out
+        if not coords:  # a 0-d tensor has no coordinates: a row of none per element picked
+            return type(self).zeros(picked.shape[0], 0, dtype=dtypes.int64, device=self.device)
+        out = type(self).stack(coords, dim=1)
+        return picked.ge(0).unsqueeze(-1).where(out, fill_value)
 
     def _scatter_parts(self: Tensor, dim: int, index: Any, src: Any) -> tuple[int, Tensor, Tensor]:
         """(axis, hit, values) of a scatter along dim, with dim moved last: hit (..., m, n) says that index[..., i]

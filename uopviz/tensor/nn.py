@@ -315,9 +315,16 @@ class NNMixin:
         return centred.mul(centred.square().mean(axis, keepdim=True).add(eps).rsqrt())
 
     def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-        """x / max(‖x‖_p, eps) along dim (torch.nn.functional.normalize)."""
+        """x / max(‖x‖_p, eps) along dim (torch.nn.functional.normalize), with torch.norm's ‖x‖_p: (Σ|x|^p)^(1/p)
+        has no value at p = 0 or ±inf, where it is the count of non-zeros and the largest or smallest |x|."""
         x = self._float()
-        norm = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
+        a = x.abs()
+        if p == 0:
+            norm = a.ne(0).sum(dim, keepdim=True).cast(x.dtype)
+        elif math.isinf(p):
+            norm = a.max(dim, keepdim=True) if p > 0 else a.min(dim, keepdim=True)
+        else:
+            norm = a.pow(p).sum(dim, keepdim=True).pow(1 / p)
         return x.div(norm.maximum(eps))
 
     def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, dtypes, sum_acc_dtype
-from uopviz.tensor.util import normalize_axes, normalize_axis, numel, to_dtype
+from uopviz.tensor.util import normalize_axes, normalize_axis, numel, sym, to_dtype
 from uopviz.uop.ops import Ops
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class ReduceMixin:
         axes = normalize_axes(axis, self.ndim)
         n = numel(self.shape[k] for k in axes)
         dev = x.sub(x.mean(axes, keepdim=True))
-        return dev.mul(dev).sum(axes, keepdim).div(max(n - correction, 0))
+        return dev.mul(dev).sum(axes, keepdim).div(max(n - correction, 0) if isinstance(n, int) else
+                                                     sym((n - correction).maximum(0)))
 
     def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         return self.var(axis, keepdim, correction).sqrt()
@@ -131,9 +132,14 @@ class ReduceMixin:
 
     def _prefix_windows(self: Tensor, ax: int, fill: bool | int | float) -> Tensor:
         """SPEC's prefix_sum composition up to its reduce, for every row with axis ax moved last: (..., n, n) where
-        window i holds x[0..i] and `fill` (the reduction's identity) in the other n − 1 − i places."""
+        window i holds x[0..i] and `fill` (the reduction's identity) in the other n − 1 − i places. Over a symbolic
+        axis the windows are x masked by position j <= i, as padding by n − 1 and cutting windows of a count that
+        varies would need sizes no interval can check."""
         n = self.shape[ax]
         x = self.transpose(ax, -1)
+        if not isinstance(n, int):
+            pos = type(self).arange(n, device=self.device)
+            return pos.unsqueeze(0).le(pos.unsqueeze(1)).where(x.unsqueeze(-2), fill)
         lead = x.shape[:-1]
         x = x.pad([(0, 0)] * len(lead) + [(n - 1, 0)], value=fill)                # (..., 2n-1)
         x = x.unsqueeze(-2).expand(*lead, n + 1, 2 * n - 1)                       # tile

@@ -51,7 +51,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool = False) -> None:
         dt = None if dtype is None else to_dtype(dtype)
         if isinstance(data, UOp):
-            self._uop, self._device = data, data.device or devices.canonical_devices(device)
+            self._uop, self._device = _int_size(data), data.device or devices.canonical_devices(device)
         elif isinstance(data, Tensor):
             self._uop = data.to(device or data.device).uop
             self._device = devices.canonical_devices(device or data.device)
@@ -175,17 +175,17 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         return self
 
     def to(self, device: str | Sequence[str] | None) -> Tensor:
-        """This tensor on another device (copied through the host); self if it is there already. To a tuple of
-        devices it is split along axis 0 (SPEC's Copy to a multi-device); from one, gathered (lazily: a Copy)."""
+        """This tensor on another device (copied through the host); self if it is there already. Lazy, a Copy (so
+        gradients flow back through it): to a tuple of devices it is split along axis 0 (SPEC's Copy to a
+        multi-device); from one, gathered."""
         dev = devices.canonical_devices(device)
         if dev == self._device:
             return self
-        if isinstance(dev, tuple) or isinstance(self._device, tuple):
-            return Tensor(self._uop.copy_to(dev)) if isinstance(dev, str) else self.scatter_to(dev)
-        if self._size() == 0:
+        if isinstance(dev, tuple):
+            return self.scatter_to(dev)
+        if self._size() == 0 and not isinstance(self._device, tuple):
             return Tensor.zeros(self.shape, dtype=self.dtype, device=dev)
-        self.realize()
-        return Tensor(_copy_to(self._uop, dev))
+        return Tensor(self._uop.copy_to(dev))
 
     def numpy(self) -> Any:
         """A NumPy copy of the values (realizing first). bfloat16 comes back as float32 (NumPy has none)."""
@@ -245,12 +245,12 @@ def _reads_inputs(u: UOp) -> bool:
     return any(x.op is Ops.PARAM for x in outside_calls(u))
 
 
-def _copy_to(realized: UOp, device: str) -> UOp:
-    """A realized form holding a copy of `realized`'s data on device."""
-    src = realized.src[0]
-    dst = buffer.new_buffer(src.arg.size, src.arg.dtype, device)
-    buffer.copy(dst, src)
-    return dst.reshape(realized.shape)
+def _int_size(u: UOp) -> UOp:
+    """A symbolic size given as data (`Tensor(n)`, `x * n`) as the int a Python int of its range would be: index is
+    the kernels' own integer type, which no buffer stores."""
+    if u.dtype != dtypes.index or u.shape != ():
+        return u
+    return u.cast(dtypes.from_py([int(u.vmin), int(u.vmax)]))
 
 
 def _from_python(data: Any, dtype: DType | None, device: str) -> UOp:

@@ -504,6 +504,9 @@ def _function(u: UOp) -> None:
                 any(_is_int(x) and _is_int(y) and x != y for x, y in zip(a.shape, p.shape, strict=True)):
             raise SpecError(u, f"argument {k} is {a.dtype.name}{fmt_shape(a.shape)}, but Param {k} is "
                                f"{p.dtype.name}{fmt_shape(p.shape)}", k + 1, rule="param-args")
+    if unread := [k for k in range(len(args)) if k not in by_slot]:  # its schedule is made from the body alone
+        raise SpecError(u, f"argument {unread[0]} is read by no Param of the body (a Function's arguments are "
+                           "exactly its Params)", unread[0] + 1, rule="param-args")
 
 
 # ---------------------------------------------------------------- driver
