@@ -33,6 +33,7 @@ from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
 from uopviz.schedule.pack import pack
 from uopviz.schedule.pads import store_pads
+from uopviz.schedule.program import program_order
 from uopviz.schedule.rangeify import RangeCounter, collapse, pushdown, range_start
 from uopviz.schedule.reductions import split_reductions
 from uopviz.schedule.rows import fuse_rows
@@ -216,7 +217,7 @@ def function_schedule(fn: UOp) -> FunctionSchedule:
     if fn in _functions and not recording():
         return _functions[fn]
     body = fn.src[0]
-    params = {u.arg.slot: u for u in body.toposort() if u.op is Ops.PARAM}
+    params = {u.arg.slot: u for u in program_order(body) if u.op is Ops.PARAM}  # a called function's are its own
     inputs = tuple(new_buffer(largest_size(params[k].shape), params[k].arg.dtype, params[k].arg.device)
                    for k in range(len(params)))
     with context(f"function {fn.arg or 'f'}", "function"):

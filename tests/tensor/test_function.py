@@ -131,3 +131,27 @@ def test_what_cannot_be_traced_says_why() -> None:
         returns_a_number(x)
     with pytest.raises(FunctionTraceError, match="hashable values"):
         returns_a_number(x, {1, 2})
+
+
+def test_an_input_it_does_not_read_and_a_call_with_other_shapes(device: str) -> None:
+    """A Function is called with the arguments its body reads (an input used for nothing, or only for its shape, is
+    not one), and the Params of a function it calls are that function's own, whatever their shapes."""
+    @uopviz.function
+    def first(x: Tensor, unused: Tensor, like: Tensor) -> Tensor:
+        return x * 2 + like.zeros_like().sum()
+
+    a = np.array([3.0, 4.0], np.float32)
+    got = first(Tensor(a, device=device), Tensor(np.ones(3, np.float32), device=device),
+                Tensor(np.ones(5, np.float32), device=device))
+    np.testing.assert_array_equal(got.numpy(), a * 2)
+
+    @uopviz.function
+    def total(y: Tensor) -> Tensor:
+        return y.sum() * 2
+
+    @uopviz.function
+    def outer(x: Tensor, y: Tensor) -> Tensor:  # total's Param 0 has 7 elements, outer's 2
+        return x * total(y)
+
+    got = outer(Tensor(a, device=device), Tensor(np.arange(7, dtype=np.float32), device=device))
+    np.testing.assert_array_equal(got.numpy(), a * 42)

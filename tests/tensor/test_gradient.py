@@ -228,3 +228,20 @@ def test_second_function_output_and_tuple(device: str) -> None:
         return x * 2, x.exp()
 
     gradcheck(lambda x: two(x)[1] + two(x)[0] * 3, [np.array([0.1, -0.4, 0.7])], device)
+
+
+def test_gradient_with_respect_to_what_a_function_closes_over(device: str) -> None:
+    """The backward Function of x·w with respect to the closed-over w reads x and the output gradient but not w:
+    it is called with only the arguments it reads (it was a KeyError in function_schedule)."""
+    w = Tensor(np.array([1.0, -2.0, 0.5]), device=device, requires_grad=True)
+
+    @uopviz.function
+    def scale(x: Tensor) -> Tensor:
+        return x * w
+
+    x = Tensor(np.array([3.0, 4.0, -1.0]), device=device)
+    (gw,) = scale(x).sum().gradient(w)
+    np.testing.assert_allclose(gw.numpy(), [3.0, 4.0, -1.0])
+    (scale(x) * scale(x)).sum().backward()
+    assert w.grad is not None
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.array([3.0, 4.0, -1.0]) ** 2 * w.numpy())

@@ -41,6 +41,20 @@ def _weak_dtype(dt: DType, v: Scalar) -> DType:
     return out
 
 
+def _odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
+    """The odd function that is f for x >= 0: f(|x|) given x's sign by where, so that its derivative at 0 is
+    f'(0) (sign(x)·f(|x|) has 0 there: sign is flat and |x| kinked). NaN stays NaN."""
+    neg = x.lt(0)
+    y = f(neg.where(x.neg(), x))
+    return neg.where(y.neg(), y)
+
+
+def _bounded(x: Tensor, lo: float, hi: float) -> Tensor:
+    """x limited to [lo, hi], the bound itself chosen at a bound, so the gradient is 0 there (PyTorch's hardtanh
+    and relu6; clip passes it, as torch.clamp). NaN stays NaN."""
+    return x.le(lo).where(lo, x.ge(hi).where(hi, x))
+
+
 class ElementwiseMixin:
     """Elementwise ops of Tensor."""
 
@@ -312,7 +326,8 @@ class ElementwiseMixin:
         cos rounds to 1 and 1/sin x could overflow); only in the top binade, where 2x overflows, 1 − 2·sin²(x/2)
         (accurate to the float's ulp in absolute terms, not relative to a cos near 0)."""
         def f(x: Tensor) -> Tensor:
-            ratio = x.mul(2).sin().div(x.sin().mul(2))
+            safe = x.abs().lt(1e-18).where(1.0, x)  # the ratio is 0/0 at 0, and its gradient NaN: not taken there
+            ratio = safe.mul(2).sin().div(safe.sin().mul(2))
             huge = x.mul(0.5).sin().square().mul(-2).add(1)
             return x.abs().lt(1e-18).where(1.0, x.abs().gt(x.dtype.finfo_max / 2).where(huge, ratio))
         return self._math(f)
@@ -332,10 +347,10 @@ class ElementwiseMixin:
         return self._alu(Ops.MAX, -self)
 
     def sign(self: Tensor) -> Tensor:
-        """-1, 0 or 1 in self's dtype; NaN stays NaN."""
+        """-1, 0 or 1 in self's dtype; NaN stays NaN (and ±0 stay themselves, carrying no gradient: sign is flat)."""
         if self.dtype.is_bool or self.dtype.is_unsigned:
             return self.ne(0).cast(self.dtype)
-        return self.gt(0).where(self._const_like(1), self.lt(0).where(self._const_like(-1), self))
+        return self.gt(0).where(self._const_like(1), self.lt(0).where(self._const_like(-1), self.detach()))
 
     def trunc(self: Tensor) -> Tensor:
         return self._alu(Ops.TRUNC) if self.dtype.is_float else self
@@ -356,7 +371,8 @@ class ElementwiseMixin:
 
     # ---------------------------------------------------------------- activations
     def relu(self: Tensor) -> Tensor:
-        return self.maximum(0)
+        """max(x, 0); NaN stays NaN. Its gradient at 0 is 0 (PyTorch's), where Max would split a tie in half."""
+        return self.le(0).where(0, self)
 
     def sigmoid(self: Tensor) -> Tensor:
         """1 / (1 + e^-x): saturates to 0 and 1 without overflow trouble (1/inf = 0)."""
@@ -396,11 +412,11 @@ class ElementwiseMixin:
         return self.elu(1.6732632423543772848170429916717).mul(1.0507009873554804934193349852946)
 
     def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
-        """max(0, x) + min(0, alpha·(e^(x/alpha) − 1))."""
-        return self._math(lambda x: x.relu().add(x.div(alpha).exp().sub(1).mul(alpha).minimum(0)))
+        """x for x > 0, else alpha·(e^(x/alpha) − 1)."""
+        return self._math(lambda x: x.gt(0).where(x, x.div(alpha).exp().sub(1).mul(alpha)))
 
     def relu6(self: Tensor) -> Tensor:
-        return self.clip(0, 6)
+        return _bounded(self, 0, 6)
 
     def leaky_relu(self: Tensor, negative_slope: float = 0.01) -> Tensor:
         return self._float().gt(0).where(self._float(), self._float().mul(negative_slope))
@@ -414,14 +430,14 @@ class ElementwiseMixin:
         return self._float().mul(self.hardsigmoid())
 
     def hardtanh(self: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-        return self._float().clip(min_val, max_val)
+        return _bounded(self._float(), min_val, max_val)
 
     def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         """log(1 + e^(βx))/β, computed as max(βx, 0) + log(1 + e^(−|βx|)) so it cannot overflow; x itself where
         βx > threshold (PyTorch's switch to the linear function)."""
         def f(x: Tensor) -> Tensor:
             bx = x.mul(beta)
-            soft = bx.relu().add(bx.abs().neg().exp().add(1).log()).div(beta)
+            soft = bx.maximum(0).add(bx.abs().neg().exp().add(1).log()).div(beta)  # the kinks at 0 sum to 1/2
             return bx.gt(threshold).where(x, soft)
         return self._math(f)
 
@@ -442,11 +458,12 @@ class ElementwiseMixin:
         return self.mul(self)
 
     def clip(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
-        """Each value limited to [min_, max_] (either may be None; scalars or tensors, broadcast)."""
+        """Each value limited to [min_, max_] (either may be None; scalars or tensors, broadcast). At a bound the
+        gradient goes to self (PyTorch's clamp), beyond it to the bound."""
         if min_ is None and max_ is None:
             raise ValueError("clip needs min_ or max_ (or both)")
-        out = self if min_ is None else self.maximum(min_)
-        return out if max_ is None else out.minimum(max_)
+        out = self if min_ is None else self.lt(min_).where(min_, self)
+        return out if max_ is None else out.gt(max_).where(max_, out)
 
     clamp = clip
 
@@ -512,33 +529,30 @@ class ElementwiseMixin:
     def erf(self: Tensor) -> Tensor:
         """The error function, by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7): odd, so computed
         for |x| and given x's sign."""
-        def f(x: Tensor) -> Tensor:
-            ax = x.abs()
+        def f(ax: Tensor) -> Tensor:
             t = ax.mul(0.3275911).add(1).reciprocal()
             poly = t._const_like(1.061405429)
             for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
                 poly = poly.mul(t).add(c)
-            y = poly.mul(t).mul(ax.square().neg().exp()).sub(1, reverse=True)
-            return x.sign().mul(y)
-        return self._math(f)
+            return poly.mul(t).mul(ax.square().neg().exp()).sub(1, reverse=True)
+        return self._math(lambda x: _odd(x, f))
 
     def atan(self: Tensor) -> Tensor:
         """Arc tangent: |x| > 1 reflected by atan(x) = π/2 − atan(1/x), then halved twice with atan(x) =
         2·atan(x / (1 + √(1 + x²))) to |x| <= tan(π/16), where the Taylor series converges fast (enough terms for
         the dtype); odd, so computed for |x|."""
-        def f(x: Tensor) -> Tensor:
-            ax = x.abs()
+        def f(ax: Tensor) -> Tensor:
             big = ax.gt(1)
             y = big.where(ax.reciprocal(), ax)
             for _ in range(2):
                 y = y.div(y.square().add(1).sqrt().add(1))
-            y2, terms = y.square(), 12 if x.dtype == dtypes.float64 else 6
+            y2, terms = y.square(), 12 if ax.dtype == dtypes.float64 else 6
             series = y._const_like((-1) ** terms / (2 * terms + 1))
             for k in range(terms - 1, -1, -1):
                 series = series.mul(y2).add((-1) ** k / (2 * k + 1))
             r = series.mul(y).mul(4)
-            return x.sign().mul(big.where(r.sub(math.pi / 2, reverse=True), r))
-        return self._math(f)
+            return big.where(r.sub(math.pi / 2, reverse=True), r)
+        return self._math(lambda x: _odd(x, f))
 
     def asin(self: Tensor) -> Tensor:
         """atan(x / √((1 − x)(1 + x))); ±π/2 at ±1, nan outside [−1, 1]."""
@@ -555,8 +569,8 @@ class ElementwiseMixin:
         return self._math(lambda x: x.exp().add(x.neg().exp()).mul(0.5))
 
     def asinh(self: Tensor) -> Tensor:
-        """sign(x)·log(|x| + √(x² + 1)) (odd, so no cancellation for negative x)."""
-        return self._math(lambda x: x.sign().mul(x.abs().add(x.square().add(1).sqrt()).log()))
+        """log(|x| + √(x² + 1)) given x's sign (odd, so no cancellation for negative x)."""
+        return self._math(lambda x: _odd(x, lambda ax: ax.add(ax.square().add(1).sqrt()).log()))
 
     def acosh(self: Tensor) -> Tensor:
         """log(x + √((x − 1)(x + 1))); nan below 1."""

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uopviz.schedule.program import program_order
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -44,10 +45,12 @@ class FunctionTraceError(TypeError):
 
 @dataclass(frozen=True)
 class _Traced:
-    """One signature's trace: the Function body, the closed-over buffers it reads, and how to return outputs."""
+    """One signature's trace: the Function body, the closed-over buffers it reads, the arguments (inputs, then
+    those buffers) it is called with, by number, and how to return outputs."""
 
     body: UOp
     implicit: tuple[UOp, ...]
+    read: tuple[int, ...]
     single: bool
 
 
@@ -66,7 +69,8 @@ def function(fn: Callable[..., Any]) -> Callable[..., Any]:
         if traced is None:
             traced = cache[key] = _trace(fn, args, kwargs, inputs)
             call.traces += 1  # type: ignore[attr-defined]
-        fdef = UOp(Ops.FUNCTION, (traced.body, *(t.uop for t in inputs), *traced.implicit), fn.__name__)
+        args = (*(t.uop for t in inputs), *traced.implicit)
+        fdef = UOp(Ops.FUNCTION, (traced.body, *(args[k] for k in traced.read)), fn.__name__)
         outs = tuple(_wrap(inputs, UOp(Ops.GETTUPLE, (fdef,), k)) for k in range(len(traced.body.src)))
         return outs[0] if traced.single else outs
 
@@ -100,7 +104,8 @@ def _trace(fn: Callable[..., Any], args: Any, kwargs: Any, inputs: list[Tensor])
                                  "a non-empty tuple of Tensors")
     roots = [_stored(o.uop) for o in outs]
     body, implicit = _closed_over(UOp(Ops.TUPLE, tuple(roots)), len(inputs))
-    return _Traced(body, implicit, single)
+    body, read = read_only(body)
+    return _Traced(body, implicit, read, single)
 
 
 def _placeholder(k: int, t: Tensor) -> Tensor:
@@ -121,6 +126,22 @@ def _closed_over(body: UOp, n_inputs: int) -> tuple[UOp, tuple[UOp, ...]]:
     buffers = list(dict.fromkeys(u for u in outside_calls(body) if u.op is Ops.BUFFER))
     params = {b: UOp.param(n_inputs + j, (b.arg.size,), b.arg.dtype, b.arg.device) for j, b in enumerate(buffers)}
     return body.substitute(params), tuple(b.reshape((b.arg.size,)) for b in buffers)
+
+
+def read_only(body: UOp) -> tuple[UOp, tuple[int, ...]]:
+    """The body over only the arguments it reads (the others' Params dropped, the rest numbered in order), and the
+    slots of those. A Function's arguments are exactly its body's Params: its schedule is made from the body alone
+    (uopviz.pipeline.function_schedule), a placeholder buffer per Param, so an argument it never reads (an input
+    used for its shape, a forward input its backward does not need) would have none."""
+    read = sorted({u.arg.slot for u in outside_calls(body) if u.op is Ops.PARAM})
+    out: dict[UOp, UOp] = {}
+    for u in program_order(body):  # not into called functions' bodies, whose Params are their own
+        if u.op is Ops.PARAM:
+            out[u] = u.replace(arg=u.arg._replace(slot=read.index(u.arg.slot)))
+            continue
+        src = tuple(s if u.op is Ops.FUNCTION and k == 0 else out[s] for k, s in enumerate(u.src))
+        out[u] = u if src == u.src else u.replace(src=src)
+    return out[body], tuple(read)
 
 
 def outside_calls(root: UOp) -> Iterator[UOp]:

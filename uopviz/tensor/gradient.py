@@ -7,7 +7,14 @@ forward pass. Only float nodes carry gradients; a float node whose op has no rul
 
 Matmul, conv, gather and scatter need no rules of their own: they are compositions of Mul, Where, Reduce and
 movement ops (SPEC), so their gradients are the compositions of these rules (a matmul's gradient is again a
-broadcast multiply and a sum, i.e. two matmuls).
+broadcast multiply and a sum, i.e. two matmuls). One composition has a rule of its own, recognised by its shape:
+the logistic function 1/(1 + 2^z) that sigmoid is (and tanh, silu and gelu's tanh form are built on), whose
+chain rule through its parts overflows.
+
+Conventions are PyTorch's: at a tie, max gives each side half; the side of a where not taken gets exactly 0, and a
+zero gradient stays zero through a rule whose local derivative is infinite there (2^z that overflowed, 1/x at 0),
+so that side cannot turn 0·inf into NaN. Copy sends the gradient back to its source's device, laid out as the
+source is (sharded along its axis, or replicated), so sharding and the collectives are differentiable.
 
 Calls of a @function are differentiated through their bodies, and the backward pass is a Function too: the
 body's gradient with respect to its Params, with the output gradients as further Params, called with the same
@@ -20,7 +27,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from uopviz.tensor.function import outside_calls
+from uopviz.tensor.function import outside_calls, read_only
 from uopviz.uop.ops import Ops, UOp, toposort
 from uopviz.uop.props import shape_from_src
 
@@ -44,10 +51,16 @@ def _out(g: Tensor, u: UOp) -> Tensor:
     return g._new(u)
 
 
+def _nonzero(g: Tensor, grad: Tensor) -> Tensor:
+    """grad (g times a local derivative that can be infinite) where g is not 0, and 0 where it is: a value the loss
+    does not depend on there (the side of a where not taken) adds nothing, where 0·inf would be NaN."""
+    return g.ne(0).where(grad, 0.0)
+
+
 def _max_share(g: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """The part of max(a, b)'s gradient that goes to a: all of it where a wins, half on a tie (so that abs and
-    relu, built from Max, get the symmetric subgradient at their kink)."""
-    return g.mul(a.gt(b).where(1.0, a.eq(b).where(0.5, 0.0)).cast(g.dtype))
+    """The part of max(a, b)'s gradient that goes to a: all of it where a wins, half on a tie (torch.maximum's
+    convention; abs, max(x, −x), gets 0 at 0). Chosen by where, so an infinite g is never multiplied by 0."""
+    return a.gt(b).where(g, a.eq(b).where(g.mul(0.5), 0.0))
 
 
 def _reduce_grad(g: Tensor, u: UOp) -> Grads:
@@ -60,8 +73,8 @@ def _reduce_grad(g: Tensor, u: UOp) -> Grads:
         return (ge,)
     out = _out(g, u).expand(x.shape)
     if op is Ops.MAX:
-        hit = x.eq(out).cast(g.dtype)
-        return (hit.mul(ge).div(hit._reduce_op(Ops.ADD, axes, True).expand(x.shape)),)
+        hit = x.eq(out)
+        return (hit.where(ge.div(hit.cast(g.dtype)._reduce_op(Ops.ADD, axes, True).expand(x.shape)), 0.0),)
     zero = x.eq(0)
     nonzero_prod = zero.where(1.0, x).cast(x.dtype)._reduce_op(Ops.MUL, axes, True).expand(x.shape)
     zeros = zero.cast(x.dtype)._reduce_op(Ops.ADD, axes, True).expand(x.shape)
@@ -70,12 +83,33 @@ def _reduce_grad(g: Tensor, u: UOp) -> Grads:
 
 
 def _pow_grad(g: Tensor, u: UOp) -> Grads:
-    """d(a^b)/da = b·a^(b−1); d(a^b)/db = a^b·ln a, taken as 0 at a = 0 (where a^b is 0 or 1 and flat in b
-    from the right)."""
+    """d(a^b)/da = b·a^(b−1), 0 where b = 0 (a^0 is 1 for every a; 0·0^−1 would be NaN); d(a^b)/db = a^b·ln a, 0
+    at a = 0 with b >= 0 (where a^b is 0 or 1 and flat in b from the right). PyTorch's conventions."""
     a, b, out = _src(g, u, 0), _src(g, u, 1), _out(g, u)
-    da = g.mul(b.mul(a.pow(b.sub(1))))
-    db = g.mul(a.eq(0).where(0.0, out.mul(a.log())).cast(g.dtype))
+    da = b.eq(0).where(0.0, _nonzero(g, g.mul(b.mul(a.pow(b.sub(1))))))
+    db = a.eq(0).bitwise_and(b.ge(0)).where(0.0, _nonzero(g, g.mul(out.mul(a.log()))))
     return da, db
+
+
+def _logistic(g: Tensor, u: UOp, targets: set[UOp]) -> tuple[UOp, Tensor] | None:
+    """For u = 1/(1 + 2^z), the logistic function, (z, the gradient of z): ds/dz = −ln2·s·(1 − s). Through the
+    parts, the chain rule multiplies 2^z by s², which is NaN (inf·0) where 2^z overflows and loses every digit where
+    s² underflows first; this is as exact as s. None where u is not that composition (or a part of it is a target,
+    which must get its own gradient)."""
+    if u.op is not Ops.RECIP or (add := u.src[0]).op is not Ops.ADD or add in targets:
+        return None
+    exp, one = add.src if add.src[0].op is Ops.EXP2 else add.src[::-1]
+    if exp.op is not Ops.EXP2 or exp in targets or _const(one) != 1:
+        return None
+    s = _out(g, u)
+    return exp.src[0], g.mul(s).mul(s.sub(1, reverse=True)).mul(-_LN2)
+
+
+def _const(u: UOp) -> float | None:
+    """The value of a constant brought to a shape (a Const under reshapes and expands), else None."""
+    while u.op in (Ops.RESHAPE, Ops.EXPAND):
+        u = u.src[0]
+    return u.arg.value if u.op is Ops.CONST else None
 
 
 def _pad_grad(g: Tensor, u: UOp) -> Grads:
@@ -97,6 +131,21 @@ def _expand_grad(g: Tensor, u: UOp) -> Grads:
     return (g.sum(axes, keepdim=True) if axes else g,)
 
 
+def _placed(g: Tensor, like: UOp) -> Tensor:
+    """g on like's device, laid out as like is: sharded along its axis, or replicated on each device."""
+    dev = like.device
+    if not isinstance(dev, tuple):
+        return g.to(dev)
+    return g if (g.device, g.axis) == (dev, like.axis) else g.shard(dev, like.axis)
+
+
+def _replicated_grad(g: Tensor, u: UOp) -> Grads:
+    """Replicated is its source's first element along its axes (every device holds the same value there): that
+    element gets the gradient, the others zeros (a Pad, as Shrink's gradient)."""
+    src = u.src[0]
+    return (g._new(g.uop.pad((0,) * len(src.shape), src.shape)),)
+
+
 def _cast_grad(g: Tensor, u: UOp) -> Grads:
     """Cast's gradient is cast back (none into an int or bool source)."""
     return (g.cast(u.src[0].dtype) if u.src[0].dtype.is_float else None,)
@@ -107,11 +156,11 @@ RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
     Ops.ADD: lambda g, u: (g, g),
     Ops.MUL: lambda g, u: (g.mul(_src(g, u, 1)), g.mul(_src(g, u, 0))),
     Ops.MAX: lambda g, u: (_max_share(g, _src(g, u, 0), _src(g, u, 1)), _max_share(g, _src(g, u, 1), _src(g, u, 0))),
-    Ops.RECIP: lambda g, u: (g.mul(_out(g, u)).mul(_out(g, u)).neg(),),
-    Ops.EXP2: lambda g, u: (g.mul(_out(g, u)).mul(_LN2),),
-    Ops.LOG2: lambda g, u: (g.div(_src(g, u, 0).mul(_LN2)),),
+    Ops.RECIP: lambda g, u: (_nonzero(g, g.mul(_out(g, u)).mul(_out(g, u)).neg()),),
+    Ops.EXP2: lambda g, u: (_nonzero(g, g.mul(_out(g, u)).mul(_LN2)),),
+    Ops.LOG2: lambda g, u: (_nonzero(g, g.div(_src(g, u, 0).mul(_LN2))),),
     Ops.SIN: lambda g, u: (g.mul(_src(g, u, 0).cos()),),
-    Ops.SQRT: lambda g, u: (g.div(_out(g, u).mul(2)),),
+    Ops.SQRT: lambda g, u: (_nonzero(g, g.div(_out(g, u).mul(2))),),
     Ops.POW: _pow_grad,
     Ops.WHERE: lambda g, u: (None, _src(g, u, 0).where(g, 0.0), _src(g, u, 0).where(0.0, g)),
     Ops.CAST: _cast_grad,
@@ -126,6 +175,8 @@ RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
     Ops.SHRINK: _shrink_grad,
     Ops.FLIP: lambda g, u: (g.flip(tuple(k for k, f in enumerate(u.arg) if f)),),
     Ops.CONTIGUOUS: lambda g, u: (g,),
+    Ops.COPY: lambda g, u: (_placed(g, u.src[0]),),
+    Ops.REPLICATED: _replicated_grad,
     # SPEC: the gradient flowing through ContiguousBackward is made contiguous
     Ops.CONTIGUOUS_BACKWARD: lambda g, u: (g.contiguous(),),
     # Detach: the gradient stops here
@@ -166,6 +217,10 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp]) -> dict[UOp, Tens
             continue
         if u.op in (Ops.BUFFER, Ops.PARAM, Ops.CONST):
             continue
+        if (fused := _logistic(grads[u], u, targets)) is not None:
+            if fused[0] in on_path:
+                add(*fused)
+            continue
         rule = RULES.get(u.op)
         if rule is None:
             raise GradientError(f"no gradient rule for {u.op.value}; it is on the path from a target to the output")
@@ -182,7 +237,8 @@ def _inputs(u: UOp) -> tuple[UOp, ...]:
 
 def _function_grads(fn: UOp, out_grads: dict[int, Tensor], on_path: set[UOp]) -> dict[UOp, Tensor]:
     """The gradients of a called Function's arguments: a backward Function over the same arguments plus the output
-    gradients (as Params after them) whose body is the forward body's gradient with respect to its Params."""
+    gradients (as Params after them), those its body reads, whose body is the forward body's gradient with
+    respect to its Params."""
     body, args = fn.src[0], fn.src[1:]
     params = {p.arg.slot: p for p in outside_calls(body) if p.op is Ops.PARAM}
     wanted = [k for k, a in enumerate(args) if a in on_path and k in params]
@@ -199,7 +255,9 @@ def _function_grads(fn: UOp, out_grads: dict[int, Tensor], on_path: set[UOp]) ->
     if not got:
         return {}
     outs = tuple(_stored(inner[params[k]].uop.reshape(args[k].shape)) for k in got)
-    bwd = UOp(Ops.FUNCTION, (UOp(Ops.TUPLE, outs), *args, *seed_args), f"{fn.arg}_backward")
+    bwd_body, read = read_only(UOp(Ops.TUPLE, outs))
+    bwd_args = (*args, *seed_args)
+    bwd = UOp(Ops.FUNCTION, (bwd_body, *(bwd_args[k] for k in read)), f"{fn.arg}_backward")
     return {args[k]: some._new(UOp(Ops.GETTUPLE, (bwd,), j)) for j, k in enumerate(got)}
 
 
