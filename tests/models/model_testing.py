@@ -52,10 +52,10 @@ def assert_grads_match(model: unn.Module, twin: nn.Module) -> None:
 
 def train_both(model: unn.Module, twin: nn.Module, loss_of: Callable[[unn.Module, Any, Any], Tensor],
                tloss_of: Callable[[nn.Module, Any, Any], torch.Tensor], batches: list[tuple[np.ndarray, ...]],
-               opts: tuple[Any, Any], device: str) -> None:
+               opts: tuple[Any, Any], device: str) -> tuple[list[float], list[float]]:
     """One optimizer step per batch on both models, uopviz's as a @jit function (so the first call runs eagerly,
     the second is captured, the rest replay): after the first, every parameter's gradient matches; after each,
-    the loss does (to 1e-3 relative: float32 against float64 over the steps)."""
+    the loss does (to 1e-3 relative: float32 against float64 over the steps). Returns both runs' losses."""
     opt, topt = opts
 
     @uopviz.jit
@@ -78,6 +78,7 @@ def train_both(model: unn.Module, twin: nn.Module, loss_of: Callable[[unn.Module
         topt.step()
     np.testing.assert_allclose(losses, tlosses, rtol=1e-3)
     assert tlosses[-1] < tlosses[0]  # it trained: the comparison is not of a flat line
+    return losses, tlosses
 
 
 
