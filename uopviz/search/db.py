@@ -285,10 +285,17 @@ def _guarded(fn: Callable[Concatenate[TuningDB, P], R]) -> Callable[Concatenate[
         except sqlite3.Error as e:
             raise _explain(self.path, e) from None
         except json.JSONDecodeError as e:  # only stored JSON is parsed here: the file was damaged
-            raise TuningDBError(f"the tuning database {self.path} holds a malformed JSON value ({e}); "
-                                f"`uopviz cache clear --db {self.path}` deletes every search and result, or move the "
-                                "file aside") from None
+            raise _damaged(self.path, f"a malformed JSON value ({e})") from None
+        except _MistypedError as e:  # SQLite keeps any value in any column: a REAL column may hold text
+            raise _damaged(self.path, f"a malformed value ({e})") from None
+        except RecursionError:  # stored JSON nested deeper than the parser goes
+            raise _damaged(self.path, "a JSON value nested too deeply") from None
     return wrapper
+
+
+def _damaged(path: Path, what: str) -> TuningDBError:
+    return TuningDBError(f"the tuning database {path} holds {what}; `uopviz cache clear --db {path}` deletes every "
+                         "search and result, or move the file aside")
 
 
 class TuningDB:
@@ -329,7 +336,7 @@ class TuningDB:
             target_id = _target_id(c, key.target)
             held = c.execute("SELECT search_id, host, pid, acquired_at, heartbeat_at, owner FROM leases WHERE "
                              "kernel_id = ? AND target_id = ?", (kernel_id, target_id)).fetchone()
-            if held is not None and held[5] != self._owner and (lease := Lease(*held[:5])).alive(now):
+            if held is not None and held[5] != self._owner and (lease := _lease(held[:5])).alive(now):
                 raise SearchBusyError(lease, kernel_name, key.target.device)
             handle = self._resume_or_start(c, kernel_id, target_id, key, params_json, now)
             c.execute("INSERT INTO leases (kernel_id, target_id, search_id, owner, host, pid, acquired_at, "
@@ -402,6 +409,7 @@ class TuningDB:
                             (best_candidate_id, search_id)).fetchone()
             if row is None or row[1] is None:
                 raise ValueError(f"candidate {best_candidate_id} is not a timed candidate of search {search_id}")
+            _typed(row, (("candidates.opts", "json"), ("candidates.median_s", "real")))
             now = time.time()
             c.execute("UPDATE searches SET status = 'done', finished_at = ?, best_candidate_id = ? WHERE id = ?",
                       (now, best_candidate_id, search_id))
@@ -435,7 +443,7 @@ class TuningDB:
             "JOIN kernels k ON k.id = l.kernel_id JOIN targets t ON t.id = l.target_id WHERE k.hash = ? AND "
             "t.device = ? AND t.device_name = ? AND t.driver = ? AND t.compiler = ? AND t.compiler_version = ?",
             _key_values(key)[:6]).fetchone()
-        return Lease(*row) if row else None
+        return _lease(row) if row else None
 
     @_guarded
     def searches(self, kernel_hash: str | None = None, limit: int | None = None,
@@ -467,7 +475,7 @@ class TuningDB:
     def kernel_ast(self, kernel_hash: str) -> str | None:
         """The kernel's AST as text, for display."""
         row = self._conn.execute("SELECT ast FROM kernels WHERE hash = ?", (kernel_hash,)).fetchone()
-        return row[0] if row else None
+        return _typed(row, (("kernels.ast", "text"),))[0] if row else None
 
     @_guarded
     def counts(self) -> dict[str, int]:
@@ -562,7 +570,7 @@ class TuningDB:
     def _candidates(self, search_id: int) -> list[Candidate]:
         rows = self._conn.execute(f"SELECT {_CANDIDATE_COLUMNS} FROM candidates WHERE search_id = ? "
                                   "ORDER BY round, id", (search_id,))
-        return [Candidate(*r[:4], json.loads(r[4]), *r[5:9], json.loads(r[9]), *r[10:]) for r in rows]
+        return [_candidate(r) for r in rows]
 
     def _heartbeat(self, c: sqlite3.Connection, search_id: int) -> None:
         """Note that the holder is alive; a holder whose lease was taken over (silent too long) must stop."""
@@ -612,12 +620,71 @@ def _fields(obj: CacheKey | TargetInfo) -> dict[str, Any]:
 
 
 def _result(row: Sequence[Any]) -> Result:
+    row = _typed(row, _RESULT_TYPES)
     return Result(CacheKey(*row[:8]), row[8], json.loads(row[9]), *row[10:])
 
 
 def _search(row: Sequence[Any]) -> SearchInfo:
+    row = _typed(row, _SEARCH_TYPES)
     return SearchInfo(row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:21],
                       None if row[21] is None else json.loads(row[21]), row[22])
+
+
+def _candidate(row: Sequence[Any]) -> Candidate:
+    row = _typed(row, _CANDIDATE_TYPES)
+    samples = json.loads(row[9])
+    if not isinstance(samples, list) or not all(_is_number(t) for t in samples):
+        raise _MistypedError(f"candidates.samples is {_short(samples)}, not a list of seconds")
+    return Candidate(*row[:4], json.loads(row[4]), *row[5:9], samples, *row[10:])
+
+
+def _lease(row: Sequence[Any]) -> Lease:
+    return Lease(*_typed(row, _LEASE_TYPES))
+
+
+class _MistypedError(Exception):
+    """A stored value not of its column's type (SQLite's columns hold any type): the file was damaged or edited."""
+
+
+# each read's columns in order, with their type: "text", "int", "real" (finite), "json" (text), "?" for nullable
+_KEY_TYPES = (("kernels.hash", "text"), ("targets.device", "text"), ("targets.device_name", "text"),
+              ("targets.driver", "text"), ("targets.compiler", "text"), ("targets.compiler_version", "text"),
+              ("action_space_version", "int"), ("uopviz_version", "text"))
+_RESULT_TYPES = (*_KEY_TYPES, ("kernels.name", "text"), ("results.opts", "json"), ("results.median_s", "real"),
+                 ("results.search_id", "int?"), ("results.created_at", "real"), ("candidates.measured_on", "text?"))
+_SEARCH_TYPES = (*_KEY_TYPES, ("searches.id", "int"), ("searches.uid", "text"), ("kernels.name", "text"),
+                 ("searches.params", "json"), ("searches.status", "text"), ("searches.error", "text?"),
+                 ("searches.started_at", "real"), ("searches.finished_at", "real?"),
+                 ("searches.best_candidate_id", "int?"), ("candidates.median_s", "real?"), ("count", "int"),
+                 ("candidates.id", "int?"), ("candidates.median_s", "real?"), ("candidates.opts", "json?"),
+                 ("candidates.median_s", "real?"))
+_CANDIDATE_TYPES = (("candidates.id", "int"), ("candidates.search_id", "int"), ("candidates.parent_id", "int?"),
+                    ("candidates.round", "int"), ("candidates.opts", "json"), ("candidates.program_hash", "text?"),
+                    ("candidates.uop_count", "int?"), ("candidates.compile_s", "real?"),
+                    ("candidates.error", "text?"), ("candidates.samples", "json"), ("candidates.median_s", "real?"),
+                    ("candidates.created_at", "real"), ("candidates.built_on", "text?"),
+                    ("candidates.measured_on", "text?"))
+_LEASE_TYPES = (("leases.search_id", "int"), ("leases.host", "text"), ("leases.pid", "int"),
+                ("leases.acquired_at", "real"), ("leases.heartbeat_at", "real"))
+_SQL_TYPES: dict[str, tuple[type, ...]] = {"text": (str,), "int": (int,), "real": (int, float), "json": (str,)}
+_SQL_TYPE_NAMES = {"text": "text", "int": "an integer", "real": "a finite number", "json": "JSON text"}
+
+
+def _typed(row: Sequence[Any], types: Sequence[tuple[str, str]]) -> Sequence[Any]:
+    """row, checked value by value against types: _MistypedError names the first value of the wrong type."""
+    for v, (column, kind) in zip(row, types, strict=True):
+        base = kind.rstrip("?")
+        if v is None and kind.endswith("?"):
+            continue
+        if not isinstance(v, _SQL_TYPES[base]) or (base == "real" and not math.isfinite(v)):
+            found = "NULL" if v is None else f"a {len(v)}-byte blob" if isinstance(v, bytes) else \
+                f"{'text' if isinstance(v, str) else type(v).__name__} {_short(v)}"
+            raise _MistypedError(f"{column} is {found}, not {_SQL_TYPE_NAMES[base]}")
+    return row
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _rowid(cur: sqlite3.Cursor) -> int:
