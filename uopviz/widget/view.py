@@ -10,6 +10,7 @@ moves the view; a click in the view sets them.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import anywidget
@@ -18,11 +19,19 @@ import traitlets
 from backend import bundle
 from backend.answers import Answers
 from backend.models import BeamEvent
+from backend.tuning import BeamJob
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.widget import export
 from uopviz.widget.requests import answer, jsonable
 
 FOLLOW_POLL_S = 0.1  # how often a followed BEAM job is looked at for new events
+MAX_FOLLOWS = 16  # jobs one view follows at once (one search runs at a time; the page follows it once)
+
+
+@dataclass
+class _Follow:
+    job: BeamJob
+    sent: int = 0  # how many of its events the view has
 
 
 class TraceView(anywidget.AnyWidget):
@@ -43,7 +52,10 @@ class TraceView(anywidget.AnyWidget):
     def __init__(self, answers: Answers, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.answers = answers
-        self._following: dict[int, threading.Event] = {}  # follow id -> set to stop it
+        self._follows: dict[int, _Follow] = {}  # follow id -> the job followed
+        self._lock = threading.Lock()  # guards _follows and _follower, which the follower thread changes too
+        self._follower: threading.Thread | None = None  # one thread sends every followed job's events
+        self._wake, self._closed = threading.Event(), threading.Event()
         self.on_msg(self._on_msg)
 
     @traitlets.validate("opts")
@@ -79,38 +91,64 @@ class TraceView(anywidget.AnyWidget):
             self.send(answer(self.answers, content["request"], content.get("method"), content.get("args", [])))
         elif "follow" in content:
             self._follow(content["follow"], content.get("job"))
-        elif "unfollow" in content and (stop := self._following.pop(content["unfollow"], None)) is not None:
-            stop.set()
+        elif "unfollow" in content:
+            with self._lock:
+                self._follows.pop(content["unfollow"], None)
 
     def _follow(self, follow_id: int, job_id: Any) -> None:
-        """Send a BEAM job's events, from its first, in batches, until its last or until unfollowed."""
+        """Send a BEAM job's events, from its first, in batches, until its last or until unfollowed: by the one
+        follower thread, started when the first job is followed (a message per follow cannot start threads)."""
         try:
             job = self.answers.beam_job(str(job_id))
         except LookupError as e:
             self._send_events(follow_id, [{"event": "error", "kind": "failed", "detail": str(e)}])
             return
-        stop = self._following.setdefault(follow_id, threading.Event())
+        with self._lock:
+            if self._closed.is_set():
+                return
+            full = follow_id not in self._follows and len(self._follows) >= MAX_FOLLOWS
+            if not full:
+                self._follows.setdefault(follow_id, _Follow(job))
+                if self._follower is None:
+                    self._follower = threading.Thread(target=self._send_followed, daemon=True, name="uopviz-follow")
+                    self._follower.start()
+        if full:
+            self._send_events(follow_id, [{"event": "error", "kind": "failed", "detail": (
+                f"this view follows {MAX_FOLLOWS} searches already: unfollow one first")}])
+        else:
+            self._wake.set()
 
-        def run() -> None:
-            seen = 0
-            while not stop.is_set():
-                new, over = job.since(seen)
-                seen += len(new)
+    def _send_followed(self) -> None:
+        """The follower thread: send each followed job's new events, until no job is followed or the view closes."""
+        while True:
+            with self._lock:
+                follows = list(self._follows.items())
+                if not follows or self._closed.is_set():
+                    self._follower = None
+                    return
+            for follow_id, f in follows:
+                new, over = f.job.since(f.sent)
+                f.sent += len(new)
                 if new:
                     self._send_events(follow_id, new)
                 if over:
-                    break
-                stop.wait(FOLLOW_POLL_S)
-            self._following.pop(follow_id, None)
-
-        threading.Thread(target=run, daemon=True, name=f"uopviz-follow-{follow_id}").start()
+                    with self._lock:
+                        if self._follows.get(follow_id) is f:
+                            del self._follows[follow_id]
+            self._wake.wait(FOLLOW_POLL_S)
+            self._wake.clear()
 
     def _send_events(self, follow_id: int, events: list[BeamEvent] | list[dict[str, Any]]) -> None:
         self.send({"events": follow_id, "items": jsonable(list(events))})
 
     def close(self) -> None:
         """Close the widget: stop following searches, stop a search it started (its candidates stay stored)."""
-        for stop in self._following.values():
-            stop.set()
+        with self._lock:
+            self._closed.set()
+            self._follows.clear()
+            follower = self._follower
+        self._wake.set()
+        if follower is not None and follower is not threading.current_thread():
+            follower.join(FOLLOW_POLL_S * 10)
         self.answers.stop()
         super().close()
