@@ -45,7 +45,7 @@ def test_compiles_runs_and_caches_on_disk(cache: Path, monkeypatch: pytest.Monke
 
     fresh = CPURuntime()
     fresh.compiler_version  # noqa: B018  (read once before the compiler is taken away)
-    monkeypatch.setattr(subprocess, "run", no_compiler)
+    monkeypatch.setattr(subprocess, "Popen", no_compiler)
     fresh.compile(kernel(ADD))([out, inp])
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import OPENCL
 from uopviz.runtime.device import CompileError, DeviceUnavailableError, Runtime, UnknownDeviceError
+from uopviz.runtime.source import check_source
 from uopviz.target import Kernel, Target
 from uopviz.uop.ops import Ops
 
@@ -72,16 +73,20 @@ class CLRuntime(Runtime):
             raise CompileError(self.name, kernel.name, "", "the kernel has no rendered OpenCL C source")
         prog = self._programs.get(kernel.source)
         if prog is None:
-            prog = self._programs[kernel.source] = self._build(kernel)
+            prog = self._programs[kernel.source] = self.build(kernel.source, kernel.name)
         try:
             knl = self._cl.Kernel(prog, kernel.name)
         except self._cl.Error as e:
             raise CompileError(self.name, kernel.name, kernel.source, f"no kernel named {kernel.name}: {e}") from None
         return CLProgram(self, kernel, knl)
 
-    def _build(self, kernel: Kernel) -> Any:
+    def build(self, source: str, name: str) -> Any:
+        """The built cl.Program of source, which must be as the renderer writes it (UntrustedSourceError
+        otherwise): the driver's compiler runs in this process, where no time limit can stop it, so it is given no
+        text that could make it read a file (a FIFO would block it for good). CompileError with the build log."""
+        check_source(source, self.name, name)
         cl = self._cl
-        prog = cl.Program(self.context, kernel.source)
+        prog = cl.Program(self.context, source)
         try:
             with warnings.catch_warnings():  # a successful build's chatter is not the user's concern
                 warnings.simplefilter("ignore", cl.CompilerWarning)
@@ -91,7 +96,7 @@ class CLRuntime(Runtime):
                 log = prog.get_build_info(self.device, cl.program_build_info.LOG)
             except cl.Error:
                 log = str(e)
-            raise CompileError(self.name, kernel.name, kernel.source, log or str(e)) from None
+            raise CompileError(self.name, name, source, log or str(e)) from None
 
     def synchronize(self) -> None:
         self.queue.finish()

@@ -3,17 +3,21 @@
 The compiler is `$CC` if set, else the first of gcc, clang, cc found on PATH, with `-O2 -march=native`.
 Compiled libraries are cached on disk under the cache directory (`$UOPVIZ_CACHE_DIR`, default
 `~/.cache/uopviz`), keyed by a hash of the source, the compiler's identity and the flags, so a kernel is
-compiled once per machine, not once per process.
+compiled once per machine, not once per process. The cache is code this process runs, so it is trusted as the
+user's home is (runtime/trust.py), and the compiler takes only source as the renderer writes it (runtime/source.py),
+within a time limit.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +31,8 @@ from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
 from uopviz.runtime import workers
 from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime, UnknownDeviceError
+from uopviz.runtime.source import check_source
+from uopviz.runtime.trust import load_library, open_checked, trusted_dir
 from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops
 
@@ -36,6 +42,48 @@ FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-
 def cache_dir() -> Path:
     """Where uopviz keeps compiled kernels and its tuning database."""
     return Path(os.environ.get("UOPVIZ_CACHE_DIR") or Path.home() / ".cache" / "uopviz")
+
+
+COMPILE_TIMEOUT_S = 120.0
+"""How long the C compiler may take over one library before it is killed (`$UOPVIZ_COMPILE_TIMEOUT` seconds
+overrides it): a kernel compiles in about a second, so one that takes minutes is stuck, not slow."""
+
+
+class CompileTimeoutError(CompileError):
+    """The compiler ran past its time limit and was killed."""
+
+
+def compile_timeout() -> float:
+    """The compiler's time limit in seconds: `$UOPVIZ_COMPILE_TIMEOUT`, else COMPILE_TIMEOUT_S."""
+    text = os.environ.get("UOPVIZ_COMPILE_TIMEOUT", "").strip()
+    try:
+        seconds = float(text) if text else COMPILE_TIMEOUT_S
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"UOPVIZ_COMPILE_TIMEOUT must be a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def run_compiler(args: list[str], stdin: str, device: str, name: str) -> subprocess.CompletedProcess[str]:
+    """args run with stdin, in a process group of its own that is killed whole (the driver, and cc1, as and ld
+    under it, which outlive a killed driver) when it runs past compile_timeout() or when this thread is interrupted
+    (Ctrl-C, a search's per-candidate alarm): no compiler outlives its request. CompileTimeoutError on the limit."""
+    timeout = compile_timeout()
+    with subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          process_group=0) as proc:
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except BaseException as e:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()  # reaped now, not when the Popen is collected (a Ctrl-C skips Popen's own wait)
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise CompileTimeoutError(device, name, stdin, f"{Path(args[0]).name} ran past the compiler's time "
+                                          f"limit of {timeout:g} s and was killed (UOPVIZ_COMPILE_TIMEOUT sets "
+                                          "the limit in seconds)") from None
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def cpu_name() -> str:
@@ -102,7 +150,7 @@ class CPURuntime(Runtime):
 
     @cached_property
     def compiler_version(self) -> str:
-        out = subprocess.run([self.cc, "--version"], capture_output=True, text=True, check=False)
+        out = run_compiler([self.cc, "--version"], "", self.name, "--version")
         return (out.stdout.splitlines() or [self.cc])[0].strip()
 
     def describe(self) -> dict[str, str]:
@@ -120,25 +168,33 @@ class CPURuntime(Runtime):
         return handle[:size].copy()
 
     def library(self, source: str, name: str) -> Path:
-        """The shared library for source, from the disk cache or compiled into it.
+        """The shared library for source, from the disk cache or compiled into it. The source must be as the
+        renderer writes it (UntrustedSourceError otherwise): the compiler reads no file that a text names."""
+        check_source(source, self.name, name)
+        return self._library(source, name)
+
+    def _library(self, source: str, name: str) -> Path:
+        """The shared library for source, trusted as it is (the worker pool's own C, which includes headers).
 
         A cached library is used only if its bytes still hash to the digest written beside it: loading a
-        truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again.
+        truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again. The digest
+        detects damage, not tampering: that is the trusted folders' part (runtime/trust.py).
         """
         key = hashlib.sha256("\0".join([source, self.compiler_version, *FLAGS]).encode()).hexdigest()[:32]
+        file = f"{key}.so"
         for folder in _library_dirs():
-            if _intact(path := folder / f"{key}.so"):
-                return path
+            if _intact(folder, file):
+                return folder / file
         folder = _writable_library_dir()
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
         try:
-            proc = subprocess.run([self.cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], input=source,
-                                  capture_output=True, text=True, check=False)
+            proc = run_compiler([self.cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], source, self.name, name)
             if proc.returncode != 0:
                 raise CompileError(self.name, name, source, proc.stderr or proc.stdout)
-            path = folder / f"{key}.so"
-            _write_atomically(_digest_path(path), _digest(Path(tmp)).encode())
+            os.chmod(tmp, 0o700)  # the linker gives the umask's mode: group-writable where the umask is 002
+            path = folder / file
+            _write_atomically(_digest_path(path), _digest(Path(tmp).read_bytes()).encode())
             os.replace(tmp, path)  # atomic: a concurrent process sees the whole library or none
         finally:
             if os.path.exists(tmp):
@@ -153,7 +209,7 @@ class CPURuntime(Runtime):
         path = self.library(source, kernel.name)
         lib = self._libs.get(str(path))
         if lib is None:
-            lib = self._libs[str(path)] = ctypes.CDLL(str(path))
+            lib = self._libs[str(path)] = load_library(path)
         if threads > 1:  # the pool calls the kernel's task entry, which unpacks one array of arguments
             task = ctypes.cast(getattr(lib, f"{kernel.name}_task"), ctypes.c_void_p).value
 
@@ -175,7 +231,7 @@ class CPURuntime(Runtime):
     @cached_property
     def _workers_library(self) -> Path:
         """The worker pool's library, compiled and cached like a kernel's."""
-        return self.library(workers.SOURCE, "uopviz_pool")
+        return self._library(workers.SOURCE, "uopviz_pool")
 
 
 ALIGNMENT = 64
@@ -193,20 +249,30 @@ def aligned_empty(size: int, dtype: Any) -> Any:
     return raw[start:start + size * itemsize].view(dtype)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _digest_path(lib: Path) -> Path:
     return lib.with_suffix(".sha256")
 
 
-def _intact(lib: Path) -> bool:
-    """Whether a cached library exists and its bytes hash to the digest written beside it when it was built."""
+def _intact(folder: Path, file: str) -> bool:
+    """Whether folder holds the library `file` whose bytes hash to the digest written beside it when it was built.
+    Both are read through descriptors of the folder and files open_checked checked: CacheTrustError for one that
+    another user could have written, never a library loaded from it."""
     try:
-        return _digest_path(lib).read_text() == _digest(lib)
+        at = open_checked(folder, directory=True)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        with os.fdopen(open_checked(folder / file, dir_fd=at), "rb") as lib, \
+                os.fdopen(open_checked(_digest_path(folder / file), dir_fd=at), "rb") as digest:
+            return digest.read() == _digest(lib.read()).encode()
     except OSError:  # missing, or unreadable: build it again
         return False
+    finally:
+        os.close(at)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -224,16 +290,22 @@ _fallback_dir: list[Path] = []  # this process's temporary library folder, once 
 
 
 def _library_dirs() -> list[Path]:
-    """Where compiled libraries may already be: the cache, and this process's temporary folder if it has one."""
-    return [cache_dir() / "cpu", *_fallback_dir]
+    """Where compiled libraries may already be: the cache (its folder checked where it exists: CacheTrustError if
+    another user could write it), and this process's temporary folder if it has one."""
+    root = cache_dir()
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        os.close(open_checked(root, directory=True))
+    return [root / "cpu", *_fallback_dir]
 
 
 def _writable_library_dir() -> Path:
-    """The cache's library folder, or (said once) a temporary folder for this process when the cache cannot be
-    written: a read-only cache slows each process down but stops nothing."""
+    """The cache's library folder (created 0700; CacheTrustError where it or the cache is not trusted), or (said
+    once) a temporary folder for this process when the cache cannot be written: a read-only cache slows each
+    process down but stops nothing."""
     folder = cache_dir() / "cpu"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        trusted_dir(folder.parent)
+        trusted_dir(folder)
         with tempfile.TemporaryFile(dir=folder):  # permissions, a read-only mount, a full disk: try it
             return folder
     except OSError as e:

@@ -24,6 +24,7 @@ from uopviz.codegen.tc import MMA_SYNC
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import CUDA
 from uopviz.runtime.device import CompileError, DeviceError, DeviceUnavailableError, Runtime
+from uopviz.runtime.source import check_source
 from uopviz.target import Kernel, Target
 from uopviz.uop.ops import Ops
 
@@ -73,7 +74,10 @@ def nvrtc_version() -> str:
 
 def nvrtc_compile(source: str, name: str, arch: str, ptx: bool = False) -> bytes:
     """`source` compiled by NVRTC for `arch` ("sm_90"): the cubin, or with `ptx` the PTX (for compute_90). Needs
-    NVRTC only, no GPU; CompileError with NVRTC's log when the source does not compile."""
+    NVRTC only, no GPU; CompileError with NVRTC's log when the source does not compile. The source must be as the
+    renderer writes it (UntrustedSourceError otherwise): NVRTC runs in this process, where no time limit can stop
+    it, so it is given no text that could make it read a file."""
+    check_source(source, "CUDA", name, asm=True)
     nvrtc = _nvrtc()
     nvrtc_version()
     target = arch.replace("sm_", "compute_") if ptx else arch

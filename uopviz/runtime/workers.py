@@ -16,6 +16,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from uopviz.runtime.trust import load_library
 from uopviz.target import Kernel
 
 SOURCE = resources.files("uopviz.runtime").joinpath("workers.c").read_text()
@@ -32,7 +33,9 @@ class Workers:
     """One process's pool: `cores - 1` threads besides the caller's."""
 
     def __init__(self, library: Path, cores: int) -> None:
-        lib = ctypes.CDLL(str(library))
+        """The pool of the library CPURuntime built from workers.c (loaded only from a trusted folder, as a
+        kernel's is)."""
+        lib = load_library(library)
         lib.uopviz_pool_new.restype = ctypes.c_void_p
         lib.uopviz_pool_new.argtypes = [ctypes.c_int, ctypes.c_long]
         lib.uopviz_pool_run.restype = None

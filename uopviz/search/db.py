@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from uopviz.runtime.cpu import cache_dir
+from uopviz.runtime.trust import private_dirs
 from uopviz.search.keys import CacheKey, TargetInfo
 from uopviz.version import __version__
 
@@ -753,7 +754,7 @@ def _explain(path: Path, e: sqlite3.Error) -> TuningDBError:
 def _open(path: Path) -> sqlite3.Connection:
     """Connect, check the file is ours and sound, switch to WAL, and migrate it to the current schema."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)  # 0700, as the compiled-kernel cache it usually shares a folder with
     except OSError as e:
         raise TuningDBError(f"cannot create the directory of the tuning database {path} ({e.strerror}); set "
                             "UOPVIZ_CACHE_DIR (or pass --db) to a writable place") from None

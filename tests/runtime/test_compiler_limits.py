@@ -1,0 +1,230 @@
+"""Native compilers take only source as the renderer writes it, and a limited time (issue 28): a Source text that
+names a file (`#include "/etc/passwd"`, a FIFO, and the other spellings a compiler reads a file by) makes no
+compiler read it or hang, and a compiler past its limit, or interrupted, is killed with every process under it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from devices_here import needs_cl
+
+from uopviz.codegen.opt.heuristic import heuristic_opts
+from uopviz.dtype import DType, dtypes
+from uopviz.pipeline import kernels_of, lower, schedule, scheduler
+from uopviz.runtime import device as devices
+from uopviz.runtime.cpu import CompileTimeoutError, CPURuntime
+from uopviz.runtime.cuda import cuda_target, nvrtc_compile, nvrtc_version
+from uopviz.runtime.device import DeviceUnavailableError
+from uopviz.runtime.source import UntrustedSourceError, check_source
+from uopviz.target import Target
+from uopviz.tensor import Tensor
+
+PASSWD = "/etc/passwd"
+FIRST_LINE = Path(PASSWD).read_text().splitlines()[0]
+KERNEL = "void one(float* restrict data0) { data0[0] = 1.0f; }\n"
+
+# each a way to make a C, OpenCL or CUDA compiler open a file the text names
+SPELLINGS = {
+    "include": '#include "{f}"\n',
+    "angle include": "#include <{f}>\n",
+    "after a comment": '/* a comment */ #include "{f}"\n',
+    "after a comment over lines": '/* a comment\n   over two lines */ #include "{f}"\n',
+    "joined lines": '#\\\ninclude "{f}"\n',
+    "joined lines after blanks": '#  \\  \ninclude "{f}"\n',
+    "spaced": '   #   include "{f}"\n',
+    "digraph": '%:include "{f}"\n',
+    "trigraph": '??=include "{f}"\n',
+    "include_next": '#include_next "{f}"\n',
+    "embed": '#embed "{f}"\n',
+    "pragma dependency": '#pragma GCC dependency "{f}"\n',
+    "_Pragma": '_Pragma("GCC dependency \\"{f}\\"")\n',
+    "macro include": '#define F "{f}"\n#include F\n',
+    "line": '#line 1 "{f}"\n',
+    "__has_include": 'int x = __has_include("{f}");\n',
+    "asm incbin": '__asm__(".incbin \\"{f}\\"");\n',
+    "pasted asm": '#define CAT(a, b) a##b\nCAT(__a, sm__)(".incbin \\"{f}\\"");\n',
+    "digit separator": "int x = 1'0'/*';\n#include \"{f}\"\n// */\n",
+    "raw string": 'const char* s = R"x(" /* ")x";\n#include "{f}"\n// */\n',
+}
+NOT_CUDA = {"asm incbin"}  # CUDA's renderer writes asm: PTX, which reads no file (NVRTC just fails to compile it)
+
+
+def attack(spelling: str, f: str = PASSWD) -> str:
+    return SPELLINGS[spelling].format(f=f) + KERNEL
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_cpu_compiler_reads_no_file_a_source_names(cache: Path, spelling: str) -> None:
+    with pytest.raises(UntrustedSourceError) as e:
+        CPURuntime().library(attack(spelling), "one")  # the machine-code route's call
+    assert FIRST_LINE not in str(e.value) and "renderer" in str(e.value)
+
+
+@needs_cl
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_opencl_compiler_reads_no_file_a_source_names(spelling: str) -> None:
+    with pytest.raises(UntrustedSourceError) as e:
+        devices.get("CL").build(attack(spelling).replace("void one", "__kernel void one"), "one")
+    assert FIRST_LINE not in str(e.value)
+
+
+def _nvrtc_missing() -> str | None:
+    try:
+        nvrtc_version()
+    except DeviceUnavailableError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason="NVRTC is not installed here (CI installs it)")
+@pytest.mark.parametrize("spelling", sorted(set(SPELLINGS) - NOT_CUDA))
+def test_nvrtc_reads_no_file_a_source_names(spelling: str) -> None:
+    with pytest.raises(UntrustedSourceError) as e:
+        source = attack(spelling).replace("void one", 'extern "C" __global__ void one')
+        nvrtc_compile(source.replace("restrict", "__restrict__"), "one", "sm_80")
+    assert FIRST_LINE not in str(e.value)
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Iterator[Path]:
+    """A FIFO: a compiler that opened it would wait for a writer for good. Afterwards a writer is opened and closed,
+    so that anything left waiting on it (as the old code's compiler was) reads an end of file and exits."""
+    path = tmp_path / "fifo.h"
+    os.mkfifo(path)
+    yield path
+    with contextlib.suppress(OSError):  # OSError: no reader, so nothing waits on it
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_an_included_fifo_neither_hangs_nor_is_opened(cache: Path, fifo: Path) -> None:
+    done: list[BaseException | None] = []
+
+    def build() -> None:
+        try:
+            CPURuntime().library(attack("include", str(fifo)), "one")
+            done.append(None)
+        except BaseException as e:
+            done.append(e)
+
+    t = threading.Thread(target=build, daemon=True)
+    t.start()
+    t.join(60)
+    assert done, "the compiler hung on the FIFO"
+    assert isinstance(done[0], UntrustedSourceError)
+
+
+def lowered(target: Target, dt: DType) -> list[str]:
+    """The sources of a matmul and a softmax in dt lowered for target, unoptimized and with the heuristic's opts."""
+    a, b = (Tensor.empty(16, 16, dtype=dt, device="PYTHON") for _ in range(2))
+    out = [(a @ b).uop, (a.float().softmax(-1)).uop]
+    return [lower(ast, target, opts).source or "" for ast, _ in kernels_of(schedule(out))
+            for opts in ([], heuristic_opts(scheduler(ast, target)))]
+
+
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64], ids=str)
+def test_what_the_renderer_writes_passes(dt: DType) -> None:
+    """The check is the renderer's own forms: its preambles, pragmas, FMA helpers and PTX asm all pass."""
+    targets = [("CPU", devices.get("CPU").target, False), ("CUDA", cuda_target("sm_80"), True)]
+    if devices.available(["CL"]):
+        targets.append(("CL", devices.get("CL").target, False))
+    for device, target, asm in targets:
+        if dt is dtypes.float64 and device == "CUDA":
+            continue
+        for source in lowered(target, dt):
+            check_source(source, device, "k", asm=asm)
+
+
+# ---- the time limit ----
+@pytest.fixture
+def hanging_cc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """CC: a compiler that starts a child (as gcc starts cc1) and waits on it, writing both pids to a file."""
+    pids = tmp_path / "pids"
+    cc = tmp_path / "cc"
+    cc.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "hanging cc 1.0"; exit 0; fi\n'
+                  f'sleep 60 & echo $$ $! > {pids}\nwait\n')
+    cc.chmod(0o700)
+    monkeypatch.setenv("CC", str(cc))
+    yield pids
+    for pid in _pids(pids):  # the old code left them running: end what this test started
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _all_ended(pids: list[int]) -> bool:
+    """Whether every pid has ended within a few seconds (a killed process takes a moment to go)."""
+    for _ in range(500):
+        if not any(_running(p) for p in pids):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _wait_for(path: Path) -> None:
+    for _ in range(500):
+        if len(_pids(path)) == 2:
+            return
+        time.sleep(0.01)
+
+
+def test_a_compiler_past_its_limit_is_killed_with_its_children(cache: Path, hanging_cc: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPVIZ_COMPILE_TIMEOUT", "1")
+    t0 = time.monotonic()
+    with pytest.raises(CompileTimeoutError, match=r"ran past the compiler's time limit of 1 s and was killed"):
+        CPURuntime().library(KERNEL, "one")
+    assert time.monotonic() - t0 < 30
+    pids = _pids(hanging_cc)
+    assert len(pids) == 2 and _all_ended(pids), "a compiler process outlived its request"
+
+
+class Alarm(Exception):
+    """What a search's per-candidate alarm raises in its worker."""
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, Alarm])
+def test_an_interrupted_compile_leaves_no_compiler_running(cache: Path, hanging_cc: Path,
+                                                           interrupt: type[BaseException]) -> None:
+    def raise_it(signum: int, frame: object) -> None:
+        raise interrupt("interrupted")
+
+    saved = signal.signal(signal.SIGALRM, raise_it)
+    threading.Thread(target=lambda: (_wait_for(hanging_cc), signal.setitimer(signal.ITIMER_REAL, 0.05)),
+                     daemon=True).start()
+    try:
+        with pytest.raises(interrupt):
+            CPURuntime().library(KERNEL, "one")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved)
+    pids = _pids(hanging_cc)
+    assert len(pids) == 2 and _all_ended(pids), "a compiler process outlived its request"
+
+
+def test_a_bad_time_limit_is_named(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPVIZ_COMPILE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="UOPVIZ_COMPILE_TIMEOUT must be a positive number of seconds"):
+        CPURuntime().library(KERNEL, "one")
