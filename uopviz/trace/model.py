@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from uopviz.trace.format import FORMAT, VERSION, check_document, check_size, parse
+from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
 from uopviz.trace.nodes import Entry, NodeTable
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
 from uopviz.uop.ops import UOp
@@ -28,7 +28,7 @@ class TraceRule:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a large trace holds hundreds of thousands of steps
 class TraceStep:
     """One match: rule index, matched and replacement ids, the rule's time, and the node ids it stored first."""
 
@@ -43,7 +43,7 @@ class TraceStep:
                 "added": list(self.added)}
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class TracePass:
     """One named graph_rewrite. `parent` is the index (in the same context) of the pass it ran inside."""
 
@@ -300,5 +300,13 @@ def load(path: str | os.PathLike[str]) -> Trace:
     larger than it reads: format.max_bytes)."""
     with open(path, "rb") as f:
         check_size(os.fstat(f.fileno()).st_size, str(path))
-        return Trace.from_json(f.read())
+        data = f.read()
+    try:  # decoded here, so the bytes are gone before the parse builds its objects, and the text before the trace
+        text = data.decode(json.detect_encoding(data))
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"not a uopviz trace: invalid JSON ({e})") from None
+    del data
+    doc = parse(text)
+    del text
+    return Trace._from_checked(doc)
 
