@@ -1,0 +1,129 @@
+"""The differential fuzzer in CI (issue 27): a seeded budget of random programs and their gradients on every device
+against torch; the fuzzer's own machinery (a deterministic JSON generator whose op mix covers every op, a shrinker
+that finds the minimal program of an injected mismatch); and the shrunk programs it found, as regressions.
+
+Programs that fail because of a known, unfixed bug are strict xfails with the bug as the reason, so that the fix
+turns them into passes (and strict makes the list shrink). `python bench/fuzz.py` runs the fuzzer long.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import fuzzing
+import pytest
+import torch
+from devices_here import needs_cl
+from tensor_testing import on_devices
+
+BUDGET = {"CPU": (0, 40), "CL": (1000, 12), "PYTHON": (2000, 60)}
+"""(first seed, programs) each device runs in CI, about 80 s of CPU time in all: CL compiles slowly, PYTHON's
+programs are small."""
+
+KNOWN: dict[tuple[str, int], str] = {}
+"""(device, seed) of budget programs that fail because of a known bug: the reason names it."""
+
+
+def _params() -> list[Any]:
+    out = []
+    for dev, (first, n) in BUDGET.items():
+        marks = [needs_cl] if dev == "CL" else []
+        out.append(pytest.param(dev, [s for s in range(first, first + n) if (dev, s) not in KNOWN], marks=marks,
+                                id=dev))
+        for (d, s), why in KNOWN.items():
+            if d == dev:
+                out.append(pytest.param(dev, [s], marks=[*marks, pytest.mark.xfail(strict=True, reason=why)],
+                                        id=f"{dev}-seed{s}"))
+    return out
+
+
+@pytest.mark.parametrize(("device", "seeds"), _params())
+def test_budget(device: str, seeds: list[int]) -> None:
+    failed = {}
+    for seed in seeds:
+        _, found = fuzzing.find(seed, device, **fuzzing.DEVICE_SIZES[device])
+        if found:
+            failed[seed] = found
+    assert not failed, "shrink with: python bench/fuzz.py --device {} --seed S --programs 1\n{}".format(
+        device, "\n".join(f"seed {s}: {m}" for s, m in failed.items()))
+
+
+# ---------------------------------------------------------------- the machinery
+def test_generator_is_deterministic_json() -> None:
+    for seed in range(5):
+        prog = fuzzing.generate(seed)
+        assert json.loads(json.dumps(prog)) == prog == fuzzing.generate(seed)
+        assert fuzzing.valid(prog)
+
+
+def test_op_mix_covers_every_op_and_dtype() -> None:
+    progs = [fuzzing.generate(seed) for seed in range(300)]
+    assert {op["op"] for p in progs for op in p["ops"]} == set(fuzzing.OPS)
+    assert {p["dtype"] for p in progs} == {*fuzzing.FLOATS, *fuzzing.INTS}
+
+
+def test_shrinker_finds_the_minimal_program() -> None:
+    """A fake mismatch (a matmul with an input dim of 3 or more) shrinks to one matmul of 1s and 3s, ones-filled."""
+    def fails(p: fuzzing.Program) -> bool:
+        return any(op["op"] == "matmul" for op in p["ops"]) and \
+            any(d >= 3 for v in p["inputs"].values() for d in v["shape"])
+    prog = next(p for p in map(fuzzing.generate, range(100)) if fails(p) and len(p["ops"]) >= 8)
+    small = fuzzing.shrink(prog, fails)
+    assert [op["op"] for op in small["ops"]] == ["matmul"]
+    dims = [d for v in small["inputs"].values() for d in v["shape"]]
+    assert max(dims) == 3 and set(dims) <= {1, 3}
+    assert {v["fill"] for v in small["inputs"].values()} == {"ones"}
+
+
+def test_injected_bug_is_found_and_shrunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong sigmoid planted in the uopviz interpreter: the fuzzer reports the mismatch and shrinks the program
+    to the sigmoid alone."""
+    monkeypatch.setitem(fuzzing.OPS, "sigmoid", fuzzing.OpDef(lambda a: a.sigmoid() * 1.01, torch.sigmoid))
+    prog = next(p for p in (fuzzing.generate(s, **fuzzing.DEVICE_SIZES["PYTHON"]) for s in range(200))
+                if len(p["ops"]) >= 5 and p["dtype"] == "float32" and any(op["op"] == "sigmoid" for op in p["ops"]))
+    assert fuzzing.mismatches(prog, "PYTHON")
+    small = fuzzing.shrink(prog, lambda p: bool(fuzzing.mismatches(p, "PYTHON")))
+    assert [op["op"] for op in small["ops"]] == ["sigmoid"]
+    assert all(d == 1 for v in small["inputs"].values() for d in v["shape"])
+
+
+# ---------------------------------------------------------------- regressions found by the fuzzer
+def _inp(shape: tuple[int, ...], seed: int) -> dict[str, Any]:
+    return {"shape": list(shape), "fill": "normal", "seed": seed}
+
+
+def _op(name: str, args: list[str], out: list[str], **p: Any) -> dict[str, Any]:
+    return {"op": name, "args": args, "out": out, "p": p}
+
+
+ATTENTION = {
+    "seed": 0, "dtype": "float32",
+    "inputs": {"x": _inp((4, 8), 1), "g": _inp((8,), 2), "Wa": _inp((8, 24), 3), "Wp": _inp((8, 8), 4),
+               "w": _inp((4, 8), 5)},
+    "ops": [_op("mul", ["x", "g"], ["h"]), _op("matmul", ["h", "Wa"], ["qkv"]),
+            _op("chunk", ["qkv"], ["q", "k", "v"], chunks=3, dim=1), _op("permute", ["k"], ["kt"], order=[1, 0]),
+            _op("matmul", ["q", "kt"], ["s"]), _op("softmax", ["s"], ["p"], axis=-1),
+            _op("matmul", ["p", "v"], ["o"]), _op("matmul", ["o", "Wp"], ["y"]), _op("mul", ["y", "w"], ["out"])],
+    "outputs": ["out"]}
+"""Issue 27's small case: ((x·g)@Wa split in q, k, v; softmax(q·kᵀ)·v·Wp·w; its gradients were wrong (the memory
+plan let a buffer's new tenant overwrite it before an earlier reader ran)."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_attention_gradients(device: str) -> None:
+    assert fuzzing.mismatches(ATTENTION, device) == []
+
+
+MOD_AT_THE_EXTREMES = {
+    "seed": 126, "dtype": "int64",
+    "inputs": {"a": {"shape": [1, 1, 1], "fill": "ones", "seed": 0},
+               "d": {"shape": [3, 1, 1], "fill": "divisor", "seed": 123890329}},
+    "ops": [_op("mod", ["a", "d"], ["r"])], "outputs": ["r"]}
+"""1 % [7, -2, 2^63 − 1] gave [1, -1, -1] at commit 8b0f7f4: an int Mod whose divisor is near the dtype's edge
+overflowed (also -1 % INT_MIN gave INT_MAX, 5 % INT_MAX a negative number); found by the fuzzer (CPU, seed 126)."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_mod_at_the_extremes(device: str) -> None:
+    assert fuzzing.mismatches(MOD_AT_THE_EXTREMES, device) == []
