@@ -32,6 +32,7 @@ def run(request: dict[str, Any], emit: Emit) -> int:
     from uopviz.search.beam import BeamError, beam
     from uopviz.search.db import SearchBusyError, TuningDBError
     from uopviz.trace import TraceFormatError
+    from uopviz.uop.bounds import KernelBoundsError
 
     def fail(kind: str, detail: str, code: int = 1) -> int:
         emit({"event": "error", "kind": kind, "detail": detail})
@@ -48,7 +49,7 @@ def run(request: dict[str, Any], emit: Emit) -> int:
         return fail("busy", str(e))
     except TuningDBError as e:
         return fail("database", str(e))
-    except (BeamError, DeviceError, TraceFormatError) as e:
+    except (BeamError, DeviceError, TraceFormatError, KernelBoundsError) as e:
         return fail("kernel", f"cannot search this kernel on {request['device']}: {e}")
     except Exception as e:  # a bug: reported as the search's end, not left for the server to guess
         return fail("failed", f"{type(e).__name__}: {e}")

@@ -18,6 +18,7 @@ from uopviz.runtime import device as devices
 from uopviz.runtime.cl import CLRuntime
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.device import DeviceError
+from uopviz.uop.bounds import KernelBoundsError
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import unrecorded
 
@@ -40,7 +41,7 @@ def time_kernel(ast: UOp, device: str, opts: Sequence[Opt], work: Work) -> Timin
         with LOWERING, unrecorded():
             bench = Workbench(ast, device)
             timing = bench.measure(bench.bind(*compile_kernel(ast, device, list(opts))), None)
-    except (DeviceError, KernelOptError) as e:
+    except (DeviceError, KernelOptError, KernelBoundsError) as e:
         raise TimingError(f"cannot time this kernel on {device}: {describe_error(e)}") from None
     t = timing.median_s
     if t is None:

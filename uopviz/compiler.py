@@ -16,6 +16,7 @@ from uopviz.runtime import device as devices
 from uopviz.runtime.device import Program
 from uopviz.target import Kernel
 from uopviz.trace.recorder import context
+from uopviz.uop.bounds import check_bounds
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import recording
 
@@ -25,12 +26,17 @@ _programs: dict[tuple[UOp, str, tuple[Opt, ...]], tuple[Kernel, Program]] = {}
 def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Kernel, Program]:
     """The kernel lowered with opts (`[]`: unoptimized) and its program on device, cached per (kernel graph,
     device, opts): graphs are hash-consed, so an equal kernel is the same key. While a trace records, the
-    lowering runs again (under a "kernel" context named after the kernel) so that the trace has it."""
+    lowering runs again (under a "kernel" context named after the kernel) so that the trace has it.
+
+    A kernel whose Loads or Stores may reach outside their buffers is refused (KernelBoundsError) before its
+    program is built: compiled code does not check its addresses, and every way a kernel gets to run (realize,
+    run_kernel, timing, BEAM's reference, a JIT's replay of what realize compiled) passes through here."""
     key = (ast, device, tuple(opts))
     if key in _programs and not recording():
         return _programs[key]
     rt = devices.get(device)
     with context("kernel", "kernel"):
         kernel = lower(ast, rt.target, opts)
+    check_bounds(kernel.linear, kernel.name)
     _programs[key] = (kernel, rt.compile(kernel))
     return _programs[key]

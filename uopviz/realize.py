@@ -179,7 +179,8 @@ def run_kernel(sink: UOp, arrays: Sequence[Any], device: str | None = None,
 
     Symbolic sizes: the kernel may use variables (DefineVar), given values here by name in `vals`, or bound in
     the graph (Bind): either way it compiles once for the variables' whole range. A Param of symbolic size takes
-    an array of at least its size at these values."""
+    an array of at least its size at these values; it runs in a buffer of its largest size (what compiling checked
+    the kernel's accesses against, uopviz.uop.bounds), and the array's part of it comes back."""
     import numpy as np
 
     from uopviz.dtype import dtypes
@@ -190,19 +191,21 @@ def run_kernel(sink: UOp, arrays: Sequence[Any], device: str | None = None,
     params = {u.arg.slot: u for u in sink.toposort() if u.op is Ops.PARAM}
     if sorted(params) != list(range(len(arrays))):
         raise KernelArgumentError(f"the kernel has Param slots {sorted(params)} but {len(arrays)} arrays were given")
-    bufs = []
+    device = devices.canonical(device)
+    kernel, prog = compile_kernel(sink, device, default_opts(sink, device))
+    bufs, sizes = [], []
     for k, arr in enumerate(arrays):
-        p, a = params[k], np.asarray(arr)
+        p, a = params[k], np.asarray(arr).reshape(-1)
         size = prod(p.shape)
         n = size if isinstance(size, int) else int(evaluate(size, values))
         ok = a.size == n if isinstance(size, int) else a.size >= n
         if not ok or dtypes.from_numpy(a.dtype) != p.arg.dtype:
             raise KernelArgumentError(f"slot {k}: Param of {n} {p.arg.dtype.name} got an array of {a.size} {a.dtype}")
-        bufs.append(buffers.from_numpy(a, device))
-    device = devices.canonical(device)
-    kernel, prog = compile_kernel(sink, device, default_opts(sink, device))
+        room = largest_size(p.shape) - a.size
+        bufs.append(buffers.from_numpy(np.concatenate([a, np.zeros(room, a.dtype)]) if room > 0 else a, device))
+        sizes.append(a.size)
     prog([buffers.handle(b) for b in bufs], tuple(values[v] for v in kernel.vars))
-    return [buffers.to_numpy(b) for b in bufs]
+    return [buffers.to_numpy(b)[:n] for b, n in zip(bufs, sizes, strict=True)]
 
 
 def _check_values(variables: Mapping[str, UOp], values: Mapping[str, int]) -> None:

@@ -49,6 +49,7 @@ from uopviz.runtime.workers import cores
 from uopviz.search.keys import TargetInfo, describe_target
 from uopviz.search.timing import Timing, Workbench, describe_error, timed_run, values_to_verify
 from uopviz.target import Kernel, Target
+from uopviz.uop.bounds import check_bounds
 from uopviz.uop.ops import UOp
 
 FlatUOp = list[tuple[Any, tuple[int, ...], Any, Any]]
@@ -162,6 +163,7 @@ class DeviceBench:
 
     def measure(self, kernel: Kernel, best_s: float | None) -> Timing:
         try:
+            check_bounds(kernel.linear, kernel.name)  # built in another process: checked where it runs
             prog = devices.get(self.device).compile(kernel)
         except Exception as e:  # the candidate's failure, not the search's
             return Timing([], describe_error(e))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
+from uopviz.trace.kernels import check_kernels
 from uopviz.trace.nodes import Entry, NodeTable
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
 from uopviz.uop.ops import UOp
@@ -219,6 +220,7 @@ class Trace:
                       for p in c["passes"]]
             tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", [])),
                                              list(c.get("stack", []))))
+        check_kernels(tr._contexts, tr.uop)
         return tr
 
     # ---- turning recorded events into ids ----
