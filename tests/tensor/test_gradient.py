@@ -245,3 +245,18 @@ def test_gradient_with_respect_to_what_a_function_closes_over(device: str) -> No
     (scale(x) * scale(x)).sum().backward()
     assert w.grad is not None
     np.testing.assert_allclose(w.grad.numpy(), 2 * np.array([3.0, 4.0, -1.0]) ** 2 * w.numpy())
+
+
+def test_a_realized_output_refuses_a_gradient_by_name() -> None:
+    """Realizing ends a graph: a gradient taken through it afterwards was silently zeros (gradient) or found no
+    leaf (backward); both now say why, and taking it first still works."""
+    w = Tensor(np.ones(3, np.float32), requires_grad=True)
+    y = (w * 2).sum()
+    assert y.item() == 6
+    with pytest.raises(GradientError, match="realized"):
+        y.gradient(w)
+    with pytest.raises(GradientError, match="realized"):
+        y.backward()
+    z = (w * 3).sum()
+    np.testing.assert_array_equal(z.gradient(w)[0].numpy(), [3, 3, 3])
+    assert z.backward().item() == 9 and w.grad is not None

@@ -25,6 +25,23 @@ if TYPE_CHECKING:
 _requiring: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
 
 
+def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
+    """The tensors (about to be realized) whose graphs read a tensor that requires gradients: realizing one replaces
+    its graph by its buffer, so a gradient taken through it afterwards would silently be zeros (gradient) or find
+    no leaf (backward); they are marked, and both refuse them by name instead."""
+    if not _requiring:
+        return []
+    leaves = {_key(t) for t in _requiring.values()}
+    return [t for t in tensors if id(t) not in _requiring and not leaves.isdisjoint(toposort([t.uop]))]
+
+
+def _not_cut(t: Tensor) -> None:
+    if getattr(t, "_cut", False):
+        raise GradientError("this tensor was realized (numpy, item, tolist or realize) after it was computed from "
+                            "tensors that require gradients, which ends its graph: take backward() or gradient() "
+                            "first, then read it (loss.backward(); loss.item())")
+
+
 def _key(t: Tensor) -> UOp:
     """The node a gradient arrives at: a realized tensor's buffer, else its graph."""
     u = t.uop
@@ -69,6 +86,7 @@ class AutogradMixin:
     def gradient(self: Tensor, *targets: Tensor, gradient: Any = None) -> list[Tensor]:
         """d self / d target for each target, as lazy Tensors; nothing is mutated. self must be a scalar unless
         `gradient` (d loss / d self, self's shape) is given. A target self does not depend on gets zeros."""
+        _not_cut(self)
         seed = self._seed(gradient)
         for t in targets:
             if not t.dtype.is_float:
@@ -96,6 +114,7 @@ class AutogradMixin:
     def backward(self: Tensor, gradient: Any = None) -> Tensor:
         """Add d self / d t to t.grad for every tensor t with requires_grad that self depends on, and realize the
         gradients together with self. Returns self."""
+        _not_cut(self)
         nodes = set(toposort([self.uop]))
         leaves = [t for t in list(_requiring.values()) if _key(t) in nodes]
         if not leaves:

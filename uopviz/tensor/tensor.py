@@ -16,7 +16,7 @@ from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import DeviceMismatchError
 from uopviz.tensor import multi
-from uopviz.tensor.autograd import AutogradMixin
+from uopviz.tensor.autograd import AutogradMixin, cut_from_gradients
 from uopviz.tensor.create import CreationMixin
 from uopviz.tensor.elementwise import ElementwiseMixin
 from uopviz.tensor.function import FunctionTraceError, outside_calls, tracing
@@ -45,7 +45,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     dtype; given another, they are cast as `astype` does (which wraps, as C casts do).
     """
 
-    __slots__ = ("__weakref__", "_device", "_grad", "_requires_grad", "_uop")
+    __slots__ = ("__weakref__", "_cut", "_device", "_grad", "_requires_grad", "_uop")
     __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool = False) -> None:
@@ -141,6 +141,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
                                      "depends on its inputs, which are not known until it runs; return the Tensor "
                                      "instead, and read it after the call")
         todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
+        for t in cut_from_gradients(todo):
+            t._cut = True
         if todo and needs_lowering([t._uop for t in todo]):
             multi.realize(todo)
             return self
