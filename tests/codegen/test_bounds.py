@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uopviz import compiler
+from uopviz import Tensor, compiler
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.realize import KernelArgumentError, run_kernel
 from uopviz.runtime import buffer as buffers
@@ -122,3 +122,32 @@ def test_a_range_that_never_runs_is_not_checked() -> None:
     out = UOp.param(0, (4,))
     j = UOp.range(0, 0)
     check_bounds(UOp.sink(out.index(j * 2 + 100).store(UOp.const(out.dtype, 1.0)).end(j)), "empty")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_padded_strided_conv_runs(device: str) -> None:
+    """Its window's padding is clamped by a Where whose condition bounds a sum of ranges (0 <= 2*oy + ky - 1 < 5)
+    that the index computes through other nodes: bounded term by term it read 6 before and after its input."""
+    rng = np.random.default_rng(3)
+    x, w, b = rng.standard_normal((2, 2, 5, 6)), rng.standard_normal((4, 2, 3, 2)), rng.standard_normal(4)
+    got = Tensor(x, device=device).conv2d(Tensor(w, device=device), Tensor(b, device=device), stride=2,
+                                         padding=1).numpy()
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.stack([np.stack([np.einsum("nchw,ochw->no", padded[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 2], w)
+                               for j in range(4)], -1) for i in range(3)], -2) + b[:, None, None]
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("end", "refused"), [(6, False), (7, True)])
+def test_a_where_over_a_sum_of_ranges_bounds_that_sum(end: int, refused: bool) -> None:
+    """a[2i + j - 1] where 1 <= 2i + j < end, else a[0], over 5 elements: the gate's sum (through i*-2) bounds the
+    index's (through i*2), and covers the overrun only where end <= 6."""
+    out, a = UOp.param(0, (9,)), UOp.param(1, (5,))
+    i, j = UOp.range(3, 0), UOp.range(3, 1)
+    gate = (j >= i * -2 + 1) & (j < i * -2 + end)
+    k = UOp.sink(out.index(i * 3 + j).store(a.index(gate.where(i * 2 + j + -1, 0)).load()).end(i, j))
+    if refused:
+        with pytest.raises(KernelBoundsError, match=r"indices 0\.\.5, outside \[0, 5\)"):
+            check_bounds(k, "window")
+    else:
+        check_bounds(k, "window")

@@ -11,9 +11,12 @@ An index's interval is its `min_max` (uop.props). Where a gate guards the access
 around it in a Linear program, the condition of a Where inside the index), the gate's linear constraints
 (`a*r0 + b*r1 + c < d`, their negations and conjunctions) narrow the intervals of the subexpressions and ranges they
 bound, which then stand in for them; this is what keeps padded reads, clamped in their Where, from being refused.
-Everything else keeps its full interval, so the check can only be too cautious, never miss an access. Index
-arithmetic is rendered as C's 32-bit `int`, so an address computed through an index value that may leave its range
-(and wrap) is refused too. An access under a Range that never runs (bound 0) is never made and is not checked.
+A comparison over several ranges (a strided, padded window: `0 <= 2*r1 + r3 - 1 < 5`) also bounds its sum itself,
+so that an index which computes the same sum through other nodes (`r1*2 + r3 + -1`, where the gate has `r1*-2`) is
+bounded as a whole: term by term, each range alone may still reach the padding. Everything else keeps its full
+interval, so the check can only be too cautious, never miss an access. Index arithmetic is rendered as C's 32-bit
+`int`, so an address computed through an index value that may leave its range (and wrap) is refused too. An access
+under a Range that never runs (bound 0) is never made and is not checked.
 
 The work is a pass over the kernel's nodes per distinct set of gates, memoized: it grows with the kernel, not with
 its trip counts or lanes.
@@ -22,6 +25,7 @@ its trip counts or lanes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import gcd
 
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import AddrSpace, GroupOp, Ops, UOp, prod, toposort
@@ -31,8 +35,11 @@ INDEX_RANGE = (-2**31, 2**31 - 1)
 MAX_WHERE_DEPTH = 32
 """Wheres nested deeper than this inside an index keep their full interval (a bound on the check's recursion)."""
 
-Env = frozenset[tuple[UOp, tuple[int, int]]]
-"""What the gates in force say: the interval each narrowed node takes under them."""
+Sum = frozenset[tuple[UOp, int]]
+"""sum(coef * term) over two or more int-valued terms, its coefficients without a common factor."""
+Env = frozenset[tuple[UOp | Sum, tuple[int, int]]]
+"""What the gates in force say: the interval each narrowed node, and each Sum a comparison bounds, takes under
+them."""
 LinearForm = tuple[dict[UOp, int], int]
 """sum(coef * term) + const, over int-valued terms."""
 
@@ -138,6 +145,7 @@ class _Check:
         if e in memo:
             return memo[e]
         bounds = dict(env)
+        sums = any(isinstance(k, frozenset) for k in bounds)
         for u in toposort([e], lambda x: x not in memo):
             if u in memo:
                 continue
@@ -153,12 +161,38 @@ class _Check:
                 out = u if all(a is b for a, b in zip(src, u.src, strict=True)) else u.replace(src=src)
                 if out.op in (Ops.IDIV, Ops.MOD):
                     out = self._divided(out)
-            if u in bounds and out is not None:
-                out = self._bounded(u, out, bounds[u])
+            bound = bounds.get(u)
+            if out is not None and sums and u.op in (Ops.ADD, Ops.SUB) and u.dtype.is_int and u.shape == ():
+                self._note_wraps(out)
+                bound = self._summed(u, out, memo, bounds, bound)
+            if bound is not None and out is not None:
+                out = self._bounded(u, out, bound)
             memo[u] = out
-            if out is not None and out not in self.wraps:
-                self.wraps[out] = self._wrapping(out)
+            if out is not None:
+                self._note_wraps(out)
         return memo[e]
+
+    def _note_wraps(self, out: UOp) -> None:
+        if out not in self.wraps:
+            self.wraps[out] = self._wrapping(out)
+
+    def _summed(self, u: UOp, out: UOp, memo: dict[UOp, UOp | None], bounds: dict[UOp | Sum, tuple[int, int]],
+                bound: tuple[int, int] | None) -> tuple[int, int] | None:
+        """u's bound met with what the gates say of the Sum u computes (u = g*Sum + k exactly: nothing on the way
+        overflows), if they bound it. `out` is u rewritten under the gates, memo its sources."""
+        def exact(s: UOp) -> bool:
+            r = out if s is u else memo.get(s)
+            return r is not None and self._exact(r)
+
+        terms, k = _split(u, exact)
+        if len(terms) < 2:
+            return bound
+        key, g = _sum(terms)
+        if key not in bounds:
+            return bound
+        lo, hi = bounds[key]
+        lo, hi = g * lo + k, g * hi + k
+        return (lo, hi) if bound is None else (max(lo, bound[0]), min(hi, bound[1]))
 
     def _bounded(self, u: UOp, via: UOp, bound: tuple[int, int]) -> UOp | None:
         """A variable standing for a node the gates bound, in that bound and (where its sources' value is exact)
@@ -272,6 +306,20 @@ class _Check:
                         return None
                     if (lo, hi) != ivs[t]:
                         bounds[t] = ivs[t] = (lo, hi)
+        for terms, const in atoms:  # sum <= -const, and in what its terms' intervals give
+            if len(terms) < 2:
+                continue
+            ivs = {t: bounds.get(t) or self._interval(t, env, depth) for t in terms}
+            least = sum(min(c * ivs[t][0], c * ivs[t][1]) for t, c in terms.items())
+            most = min(sum(max(c * ivs[t][0], c * ivs[t][1]) for t, c in terms.items()), -const)
+            key, g = _sum(terms)
+            negated = frozenset((t, -c) for t, c in key)
+            lo, hi = -(-least // g), most // g  # key's interval (g > 0)
+            if lo > hi:
+                return None
+            for k, (a, b) in ((key, (lo, hi)), (negated, (-hi, -lo))):
+                was = bounds.get(k, (a, b))
+                bounds[k] = (max(a, was[0]), min(b, was[1]))
         return frozenset(bounds.items())
 
     def _interval(self, e: UOp, env: Env, depth: int) -> tuple[int, int]:
@@ -353,6 +401,12 @@ def _split(e: UOp, exact: Callable[[UOp], bool]) -> LinearForm:
             assert k is not None
             todo.append((u.src[1 - k], c * int(u.src[k].arg.value)))
     return {t: c for t, c in terms.items() if c}, total
+
+
+def _sum(terms: dict[UOp, int]) -> tuple[Sum, int]:
+    """terms as a Sum and the positive factor g taken out of it (terms = g * Sum)."""
+    g = gcd(*terms.values())
+    return frozenset((t, c // g) for t, c in terms.items()), g
 
 
 def _comparisons(gate: UOp, truth: bool) -> list[tuple[UOp, UOp, int]] | None:
