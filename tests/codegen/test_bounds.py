@@ -151,3 +151,19 @@ def test_a_where_over_a_sum_of_ranges_bounds_that_sum(end: int, refused: bool) -
             check_bounds(k, "window")
     else:
         check_bounds(k, "window")
+
+
+@pytest.mark.parametrize(("end", "refused"), [(3, False), (4, True)])
+def test_a_gate_on_a_quotient_bounds_its_dividend(end: int, refused: bool) -> None:
+    """a[2i] where (2i) // 3 < end, over 9 elements: the gate bounds 2i by 3·end − 1, so i by what that allows
+    (cat's upcast kernels guard their vector loads so; found by the fuzzer), and covers the overrun only where
+    end <= 3."""
+    out, a = UOp.param(0, (9,)), UOp.param(1, (9,))
+    i = UOp.range(9, 0)
+    gate = (i * 2) // 3 < end
+    k = UOp.sink(out.index(i).store(a.index(gate.where(i * 2, 0)).load()).end(i))
+    if refused:
+        with pytest.raises(KernelBoundsError, match=r"indices 0\.\.10, outside \[0, 9\)"):
+            check_bounds(k, "halves")
+    else:
+        check_bounds(k, "halves")

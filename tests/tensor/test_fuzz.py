@@ -127,3 +127,23 @@ overflowed (also -1 % INT_MIN gave INT_MAX, 5 % INT_MAX a negative number); foun
 @pytest.mark.parametrize("device", on_devices())
 def test_mod_at_the_extremes(device: str) -> None:
     assert fuzzing.mismatches(MOD_AT_THE_EXTREMES, device) == []
+
+
+PADDED_VIEWS = {
+    "slice after reshape": {
+        "seed": 10008, "dtype": "float32", "inputs": {"a": {"shape": [7, 1, 12], "fill": "ones", "seed": 0}},
+        "ops": [_op("reshape", ["a"], ["r"], shape=[1, 42, 2]),
+                _op("slice", ["r"], ["s"], slices=[[0, 1, 1], [28, -2, 1], [None, None, None]])],
+        "outputs": ["r", "s"]},
+    "cat then flatten": {
+        "seed": 10039, "dtype": "int32", "inputs": {"a": {"shape": [3, 3], "fill": "ones", "seed": 0}},
+        "ops": [_op("cat", ["a", "a"], ["c"], dim=-2), _op("flatten", ["c"], ["f"], start=0, end=1)],
+        "outputs": ["f"]}}
+"""Kernels the bounds check (uop/bounds.py) refused though they stay inside their buffers: an upcast view whose
+lanes' loads are guarded (found by the fuzzer on CPU, seeds 10008 and 10039, the day the check landed)."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+@pytest.mark.parametrize("name", list(PADDED_VIEWS))
+def test_guarded_views_are_not_refused(name: str, device: str) -> None:
+    assert fuzzing.mismatches(PADDED_VIEWS[name], device) == []

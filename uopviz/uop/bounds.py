@@ -435,9 +435,27 @@ def _comparisons(gate: UOp, truth: bool) -> list[tuple[UOp, UOp, int]] | None:
             a, b = src if op in (Ops.CMPLT, Ops.CMPGE, Ops.CMPNE, Ops.CMPEQ) else src[::-1]
             less = t if op in (Ops.CMPLT, Ops.CMPGT) else not t if op in (Ops.CMPGE, Ops.CMPLE) else None
             if less is True:
-                out.append((a, b, 1))  # a < b
+                found = [(a, b, 1)]  # a < b
             elif less is False:
-                out.append((b, a, 0))  # b <= a
-            elif (op is Ops.CMPNE) != t:  # a == b
-                out += [(a, b, 0), (b, a, 0)]
+                found = [(b, a, 0)]  # b <= a
+            else:
+                found = [(a, b, 0), (b, a, 0)] if (op is Ops.CMPNE) != t else []  # a == b
+            out += [f for x in found for f in _undivided(x)]
     return out
+
+
+def _undivided(comparison: tuple[UOp, UOp, int]) -> list[tuple[UOp, UOp, int]]:
+    """The comparison a - b + c <= 0 and, where one side is e // d (d a positive constant) and the other a constant,
+    the same fact about e, repeatedly: floor division is monotone, so e // d <= m is e <= m·d + d − 1 and
+    e // d >= m is e >= m·d (a vector load's gate bounds `(i*2)//3`, its index `i*2`)."""
+    out = [comparison]
+    while True:
+        a, b, c = out[-1]
+        if a.op is Ops.IDIV and b.op is Ops.CONST and _const_src(a) == 1 and a.src[1].arg.value > 0:
+            d, m = int(a.src[1].arg.value), int(b.arg.value) - c  # e // d <= m
+            out.append((a.src[0], UOp.const(a.dtype, m * d + d - 1), 0))
+        elif b.op is Ops.IDIV and a.op is Ops.CONST and _const_src(b) == 1 and b.src[1].arg.value > 0:
+            d, m = int(b.src[1].arg.value), int(a.arg.value) + c  # e // d >= m
+            out.append((UOp.const(b.dtype, m * d), b.src[0], 0))
+        else:
+            return out
