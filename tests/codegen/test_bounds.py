@@ -167,3 +167,17 @@ def test_a_gate_on_a_quotient_bounds_its_dividend(end: int, refused: bool) -> No
             check_bounds(k, "halves")
     else:
         check_bounds(k, "halves")
+
+
+def test_a_multiple_of_a_symbolic_square_comes_out_of_its_division() -> None:
+    """a[((x % n) + ((x // n) % n) * n) // n] for x = k + j·n + i·n·n over 2 x n x n, a of 16 elements and n up to
+    16: the index is (x // n) % n < n, whatever n is; i·(n·n) is a multiple of n too (a decoder's causal mask at a
+    symbolic length was refused at 0..30)."""
+    n = UOp.variable("n", 1, 16)
+    out, a = UOp.param(0, (32,)), UOp.param(1, (16,))
+    i, j, k = UOp.range(2, 0), UOp.range(n, 1), UOp.range(n, 2)
+    x = k + j * n + i * (n * n)
+    idx = ((x % n) + ((x // n) % n) * n) // n
+    check_bounds(UOp.sink(out.index(i * 16 + j).store(a.index(idx).load()).end(i, j, k)), "mask")
+    with pytest.raises(KernelBoundsError, match=r"indices 1\.\.16, outside \[0, 16\)"):
+        check_bounds(UOp.sink(out.index(i * 16 + j).store(a.index(idx + 1).load()).end(i, j, k)), "mask")

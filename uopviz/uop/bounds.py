@@ -243,10 +243,8 @@ class _Check:
         quotient: list[UOp] = []
         rest: dict[UOp, int] = {}
         for t, c in terms.items():
-            if t is d:
-                quotient.append(UOp.const(u.dtype, c))
-            elif t.op is Ops.MUL and (k := next((i for i, s in enumerate(t.src) if s is d), None)) is not None:
-                quotient.append(t.src[1 - k] * c)
+            if (q := _over(t, d)) is not None and self._exact(t):
+                quotient.append(q * c if q.op is not Ops.CONST else UOp.const(u.dtype, c * q.arg.value))
             else:
                 rest[t] = c
         loop, coef = next(iter(rest.items())) if len(rest) == 1 else (None, 0)
@@ -370,6 +368,19 @@ def _lane(u: UOp) -> UOp | None:
         elif v.op in GroupOp.Elementwise and all(s in lanes for s in v.src):
             lanes[v] = UOp(v.op, tuple(lanes[s] for s in v.src), v.arg)
     return lanes.get(u.src[0])
+
+
+def _over(t: UOp, d: UOp) -> UOp | None:
+    """t / d where d is one of the factors of the product t (a loop over d·d steps by d·d: r*(n*n) is r*n times n),
+    else None."""
+    if t is d:
+        return UOp.const(t.dtype, 1)
+    if t.op is not Ops.MUL:
+        return None
+    for k, s in enumerate(t.src):
+        if (q := _over(s, d)) is not None:
+            return t.src[1 - k] if q.op is Ops.CONST and q.arg.value == 1 else t.src[1 - k] * q
+    return None
 
 
 def _inside(iv: tuple[int, int], span: tuple[int, int]) -> bool:
