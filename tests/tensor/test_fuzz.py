@@ -147,3 +147,18 @@ lanes' loads are guarded (found by the fuzzer on CPU, seeds 10008 and 10039, the
 @pytest.mark.parametrize("name", list(PADDED_VIEWS))
 def test_guarded_views_are_not_refused(name: str, device: str) -> None:
     assert fuzzing.mismatches(PADDED_VIEWS[name], device) == []
+
+
+MANY_AXES = {
+    "seed": 10717, "dtype": "float32",
+    "inputs": {"a": {"shape": [2, 6], "fill": "normal", "seed": 276493179},
+               "w": {"shape": [6, 1], "fill": "ones", "seed": 0}},
+    "ops": [_op("layernorm", ["a"], ["n"]), _op("matmul", ["n", "w"], ["m"]), _op("tanh", ["m"], ["t"])],
+    "outputs": ["t"]}
+"""A kernel of so many axes that its name passed 64 characters, which the renderer refuses as a C identifier
+(RenderError on CPU; found by the fuzzer, CPU seed 10717): a long name keeps its head and ends in a digest."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_a_kernel_of_many_axes_gets_a_name(device: str) -> None:
+    assert fuzzing.mismatches(MANY_AXES, device) == []

@@ -1,9 +1,16 @@
 """Kernel names in the tinygrad style: `r_` for kernels that reduce, `E_` for elementwise ones, then each axis
-as its AxisType letter and size, in loop order (e.g. `r_g33_g7_R5`), so the name says the kernel's shape."""
+as its AxisType letter and size, in loop order (e.g. `r_g33_g7_R5`), so the name says the kernel's shape. A name
+is a C identifier of at most MAX_NAME characters (what a generated source accepts): a longer one keeps its head
+and ends in a digest of the whole, so kernels of many axes still get distinct names."""
 
 from __future__ import annotations
 
+import hashlib
+
 from uopviz.uop.ops import AxisType, Ops, UOp
+
+MAX_NAME = 64
+"""The longest name spec.is_identifier accepts."""
 
 
 def axes(k: UOp) -> list[tuple[AxisType, int | str]]:
@@ -17,4 +24,7 @@ def kernel_name(k: UOp) -> str:
     reduces = any(t in (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL) for t, _ in ax) or \
         any(u.op is Ops.REDUCE for u in k.toposort())
     parts = [f"{t.letter}{s}" if isinstance(s, int) else f"{t.letter}v" for t, s in ax]
-    return "_".join(["r" if reduces else "E", *parts])
+    name = "_".join(["r" if reduces else "E", *parts])
+    if len(name) <= MAX_NAME:
+        return name
+    return f"{name[:MAX_NAME - 9]}_{hashlib.blake2b(name.encode(), digest_size=4).hexdigest()}"
