@@ -309,10 +309,13 @@ class NNMixin:
         return keep.where(self._float().div(1 - p), 0.0) if p < 1 else self._float().mul(0)
 
     def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
-        """(x − mean) / √(var + eps) over the axes, with the biased variance (as LayerNorm)."""
+        """(x − mean) / √(var + eps) over the axes, with the biased variance (as LayerNorm). A half-precision input
+        is normalized in float32 and the result rounded back, as torch's layer_norm does: its squares overflow a
+        float16 (max 65504) from values of about 256 on."""
         x = self._float()
-        centred = x.sub(x.mean(axis, keepdim=True))
-        return centred.mul(centred.square().mean(axis, keepdim=True).add(eps).rsqrt())
+        wide = x.cast(dtypes.float32) if x.dtype.itemsize < 4 else x
+        centred = wide.sub(wide.mean(axis, keepdim=True))
+        return centred.mul(centred.square().mean(axis, keepdim=True).add(eps).rsqrt()).cast(x.dtype)
 
     def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
         """x / max(‖x‖_p, eps) along dim (torch.nn.functional.normalize), with torch.norm's ‖x‖_p: (Σ|x|^p)^(1/p)
