@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import cast
 
 import uopviz
-from backend import machine, tuning, views
+from backend import machine, recording, tuning, views
 from backend.display import OTHER_COLOUR
 from backend.machine import TimingError
 from backend.models import (
     AppliedOpts,
     AxisTypeInfo,
     BeamStarted,
+    BeamStopped,
     KernelView,
     MachineCode,
     Meta,
@@ -42,6 +43,7 @@ from backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps
 from uopviz.codegen.opt.actions import FACTORS
 from uopviz.codegen.opt.scheduler import SPLIT_FROM
+from uopviz.runtime.device import DeviceError
 from uopviz.search.db import TuningDBError
 from uopviz.target import Target
 from uopviz.trace import TraceFormatError
@@ -162,11 +164,19 @@ class Answers:
         return machine.time_kernel(ast, device, opts, views.kernel(st, ci).work)
 
     def machine_code(self, tid: str, ci: int) -> MachineCode:
-        """The compiled code of a kernel context's rendered kernel on its device."""
-        k = views.kernel(self.store.get(tid), ci)
+        """The compiled code of a kernel context's kernel on its device, from the source rendered again from its
+        Linear program: the Source text a trace stores is never compiled."""
+        st = self.store.get(tid)
+        k = views.kernel(st, ci)
         if k.device is None:
             raise RecordError(f"kernel {k.name} names no device to compile it for")
-        return machine.machine_code(k.source, k.name, k.device)
+        try:
+            made = recording.rendered(st.trace, st.trace.contexts[ci], k.device)
+        except DeviceError as e:
+            raise RecordError(f"no machine code for {k.name}: {e}") from None
+        if made is None:  # views.kernel found the rendered program
+            raise RecordError(f"kernel {k.name} has no rendered program")
+        return machine.machine_code(made.source, made.name, made.device)
 
     def apply_opts(self, tid: str, ci: int, opts: list[OptSpec]) -> AppliedOpts:
         """The kernel lowered again with exactly these opts (KernelOptError says why one is illegal)."""
@@ -196,6 +206,11 @@ class Answers:
         start = cast(StartEvent, job.events[0])  # start() returns once the first event is the start
         return BeamStarted(job=job.id, search_id=start.search_id, kernel_name=start.kernel, device=start.device,
                            resumed=start.resumed)
+
+    def stop_beam(self, job: str) -> BeamStopped:
+        """Stop a BEAM job's search if it runs (what it measured stays, and a later search resumes it)."""
+        stopped = self.beams.cancel(job)
+        return BeamStopped(job=job, search_id=self.beams.get(job).search_id, stopped=stopped)
 
     def beam_job(self, job: str) -> BeamJob:
         return self.beams.get(job)

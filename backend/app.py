@@ -31,6 +31,7 @@ from backend.models import (
     BeamEvent,
     BeamRequest,
     BeamStarted,
+    BeamStopped,
     ErrorBody,
     KernelView,
     MachineCode,
@@ -53,7 +54,7 @@ from backend.tuning import BeamJob
 # what the guard (backend.security) may answer on any route
 GUARD_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "a Host header that is not a loopback name, on a loopback server"},
-    401: {"model": ErrorBody, "description": "no valid token (cookie, `Authorization: token X`, or ?token=)"},
+    401: {"model": ErrorBody, "description": "an API request without the token (`Authorization: token X`)"},
 }
 ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "no such trace, context, pass, step, file, search or BEAM job"},
@@ -213,6 +214,13 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
         one runs). It searches even where the database has a result, and resumes an interrupted search of the
         same kernel and parameters. Answers once the search has begun; follow it at /api/beam/{job}/events."""
         return answers.start_beam(trace_id, ci, body.width, body.max_rounds)
+
+    @app.delete("/api/beam/{job}", response_model=BeamStopped, responses=BODY_ERRORS)
+    def stop_beam(job: JobId) -> BeamStopped:
+        """Stop a BEAM job's search (started with POST .../beam) if it runs, and answer once it has ended; its
+        event stream ends with an `interrupted` error. What it measured stays in the tuning database, and a
+        later search of the same kernel and parameters resumes it. 404 for a job this server does not keep."""
+        return answers.stop_beam(job)
 
     @app.get("/api/beam/{job}/events", response_class=EventSourceResponse, responses=STREAM_ERRORS)
     async def beam_events(found: Annotated[BeamJob, Depends(_beam_job)]) -> AsyncIterator[BeamEvent]:

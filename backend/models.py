@@ -411,6 +411,13 @@ class BeamStarted(BaseModel):
     resumed: bool = Field(description="an interrupted search of the same kernel and parameters was continued")
 
 
+class BeamStopped(BaseModel):
+    job: str
+    search_id: int | None = Field(description="its search in the tuning database: interrupted, resumed by the next "
+                                              "search of the same kernel and parameters")
+    stopped: bool = Field(description="the search was running and is stopped now (false: it had ended already)")
+
+
 class _Event(BaseModel):
     seq: int = Field(description="1, 2, ...: the event's place in the job's stream")
 

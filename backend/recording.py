@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from uopviz.trace import Trace, TraceFormatError
 if TYPE_CHECKING:
     from uopviz.codegen.opt import Opt
     from uopviz.target import Kernel
+    from uopviz.trace import TraceContext
     from uopviz.uop.ops import UOp
 
 SCRIPT_TIMEOUT_S = 120.0
@@ -36,6 +38,12 @@ LOWERING = threading.Lock()
 
 class RecordError(ValueError):
     """A trace could not be made from what was asked for; the message names the file or kernel and why."""
+
+
+class SourceMismatchError(RecordError):
+    """A kernel's stored Source is not what the renderer makes of its Linear program (an edited trace, or one made
+    by another renderer). Stored text could carry anything a compiler reads (`#include "/etc/passwd"`, a FIFO), so
+    a trace that disagrees is refused rather than compiled or shown as if it were the kernel's."""
 
 
 def detached(tr: Trace) -> Trace:
@@ -93,9 +101,11 @@ def load_file(path: str | os.PathLike[str]) -> Trace:
     if not p.is_file():
         raise FileNotFoundError(f"{path}: no such trace file")
     try:
-        return uopviz.trace.load(p)
+        tr = uopviz.trace.load(p)
     except (TraceFormatError, OSError) as e:
         raise RecordError(f"{path}: {e}") from None
+    check_sources(tr, str(path))
+    return tr
 
 
 def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) -> tuple[Trace, ScriptOutput]:
@@ -122,7 +132,9 @@ def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) 
         if r.returncode != 0:
             raise RecordError(f"{path}: the script failed: {_failure(failed, r.returncode)}")
         (text_out, cut_out), (text_err, cut_err) = _head(stdout), _head(stderr)
-        return uopviz.trace.load(out), ScriptOutput(stdout=text_out, stderr=text_err, truncated=cut_out or cut_err)
+        tr = uopviz.trace.load(out)
+        check_sources(tr, str(path))  # the script may have written the trace file itself
+        return tr, ScriptOutput(stdout=text_out, stderr=text_err, truncated=cut_out or cut_err)
 
 
 def _head(path: Path) -> tuple[str, bool]:
@@ -140,3 +152,62 @@ def _failure(report: Path, code: int) -> str:
     except (OSError, ValueError, TypeError, KeyError):
         return f"its process ended with exit status {code} without saying why"
     return f"{kind}: {message}" + (f" (line {line})" if line is not None else "")
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A kernel context's source as the renderer makes it from the trace's Linear program, beside the text the trace
+    stores for it. name: the kernel's (the renderer checked it is an identifier); device: what it was rendered for."""
+
+    name: str
+    device: str
+    source: str
+    stored: str
+
+
+def rendered(tr: Trace, c: TraceContext, device: str | None = None) -> Rendered | None:
+    """A kernel context's source rendered again from its Linear program for the device its Params name (else
+    `device`), as the Render pass made it; None where the context has no rendered program. DeviceError where that
+    device is not here; RecordError where the program cannot be rebuilt or rendered."""
+    from uopviz.renderer.cstyle import render
+    from uopviz.runtime import device as devices
+    from uopviz.uop.ops import Ops
+
+    out = next((p.output for p in reversed(c.passes) if p.name == "render"), None)
+    prog = None if out is None else tr.node(out)
+    first = next((p for p in c.passes if p.depth == 0), None)
+    if prog is None or prog["op"] != Ops.PROGRAM.value or len(prog["src"]) != 2 or first is None:
+        return None
+    try:
+        linear, ast = tr.uop(prog["src"][0]), tr.uop(first.input)
+        slots = {x.arg.slot: x.arg.dtype for x in ast.toposort() if x.op is Ops.PARAM}
+        params = tuple(slots[k] for k in range(len(slots)))
+        named = next((x.arg.device for x in linear.src if x.op is Ops.PARAM and isinstance(x.arg.device, str)), None)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # TraceFormatError, SpecError are ValueErrors
+        raise RecordError(f"kernel {c.name}: its Linear program cannot be rebuilt: {e}") from None
+    if (on := named or device) is None:
+        raise RecordError(f"kernel {c.name} names no device to render it for")
+    target = devices.get(on).target
+    try:
+        text = render(linear, str(prog["arg"]), target.dialect, params, target.emulated) if target.dialect else ""
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # RenderError is a ValueError
+        raise RecordError(f"kernel {c.name}: its Linear program cannot be rendered for {on}: {e}") from None
+    return Rendered(str(prog["arg"]), on, text, str(tr.node(prog["src"][1])["arg"] or ""))
+
+
+def check_sources(tr: Trace, what: str) -> None:
+    """SourceMismatchError unless every kernel's stored Source is what its Linear program renders to here (a kernel
+    whose device is not here can be neither rendered nor compiled here, so it is not checked)."""
+    from uopviz.runtime.device import DeviceError
+
+    for c in tr.contexts:
+        if c.kind != "kernel":
+            continue
+        try:
+            made = rendered(tr, c)
+        except DeviceError:
+            continue
+        if made is not None and made.source != made.stored:
+            raise SourceMismatchError(f"{what}: kernel {c.name}: its stored Source is not what the renderer makes of "
+                                      "its Linear program (the trace was edited, or made by another renderer); "
+                                      "uopviz compiles only source it renders itself")

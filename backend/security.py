@@ -1,11 +1,15 @@
-"""Who may use the API and from where, and which files it may touch (issue 11).
+"""Who may use the API and from where, and which files it may touch (issues 11, 28).
 
 The API runs scripts and reads files, so `uopviz serve` guards it like JupyterLab does: a random token that
-every request must carry (a cookie set by opening the printed URL, an `Authorization` header, or `?token=`);
-state-changing requests only from this server's own pages (Origin, Referer, Sec-Fetch-Site) and only with a
-JSON body, since a cross-site `text/plain` POST needs no CORS preflight; on a loopback address, only Host names
-that are loopback ones, so a page whose DNS name is rebound to 127.0.0.1 cannot talk to it. The checks are one
-ASGI middleware, written here rather than taken from framework defaults, so that they hold across versions.
+every API request must carry, as an `Authorization` header only. The token never travels where another local
+process could pick it up: no cookie (cookies ignore ports, so one set by this server would reach every server
+on the host), no query parameter, nothing on a command line. The page reads it from the printed URL's ?token=
+in the browser, keeps it in its own origin's storage and sends it as the header; the page and its files hold
+no data, so they need none. State-changing requests only from this server's own pages (Origin, Referer,
+Sec-Fetch-Site) and only with a JSON body, since a cross-site `text/plain` POST needs no CORS preflight; on a
+loopback address, only Host names that are loopback ones, so a page whose DNS name is rebound to 127.0.0.1
+cannot talk to it. The checks are one ASGI middleware, written here rather than taken from framework defaults,
+so that they hold across versions.
 
 Files and scripts named in requests must lie (after resolving symlinks) under the directories the command line
 allowed.
@@ -20,16 +24,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.models import ErrorBody
 
-TOKEN_PARAM = "token"
+TOKEN_PARAM = "token"  # of the printed URL, which the page reads in the browser; the server takes no token there
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # a DELETE has no body, and needs a preflight cross-site
 # Sec-Fetch-Site values of requests a page of this server made, or the user typed
 OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -38,14 +43,6 @@ _HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[^:\[\]/]+))(?::[0-9
 
 NEED_TOKEN = ("this uopviz server needs its token: open the URL `uopviz serve` printed (it ends in ?token=...), "
               "or send the header `Authorization: token TOKEN`")
-TOKEN_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>uopviz: token needed</title></head>
-<body style="font-family: sans-serif; max-width: 40em; margin: 3em auto">
-<h1>uopviz</h1>
-<p>This server answers only those who know its token. Open the URL that <code>uopviz serve</code> printed when it
-started (it ends in <code>?token=&hellip;</code>): the browser then keeps the token in a cookie for this server.</p>
-</body></html>
-"""
 
 
 class Forbidden(PermissionError):
@@ -58,17 +55,12 @@ class BadPath(ValueError):
 
 @dataclass(frozen=True)
 class Access:
-    """What the guard checks. token: the secret every request must carry (None: `--no-token`); port: names the
-    cookie, since cookies are per host, not per port, and several servers may run on one host; loopback: the
-    server listens on a loopback address, so a request's Host must name one."""
+    """What the guard checks. token: the secret every API request must carry (None: `--no-token`); port: where
+    the server listens; loopback: the server listens on a loopback address, so a request's Host must name one."""
 
     token: str | None
     port: int
     loopback: bool
-
-    @property
-    def cookie(self) -> str:
-        return f"uopviz-token-{self.port}"
 
 
 def new_token() -> str:
@@ -130,27 +122,15 @@ def _matches(given: str, token: str) -> bool:
     return secrets.compare_digest(given.encode("utf-8", "replace"), token.encode())
 
 
-def _presented(request: Request, cookie: str) -> list[str]:
-    """The tokens a request carries: its cookie, its Authorization header (`token X` or `Bearer X`), ?token=."""
-    found = [request.cookies.get(cookie), *request.query_params.getlist(TOKEN_PARAM)]
+def _presented(request: Request) -> str | None:
+    """The token of a request's Authorization header (`token X` or `Bearer X`): the only place one is taken."""
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() in ("token", "bearer"):
-        found.append(value.strip())
-    return [t for t in found if t]
+    return value.strip() if scheme.lower() in ("token", "bearer") else None
 
 
 def _is_api(path: str) -> bool:
-    """API routes answer JSON; the rest (the page, its files, /docs) are for a browser."""
-    return path == "/openapi.json" or path == "/api" or path.startswith("/api/")
-
-
-def _without_token(scope: Scope) -> str:
-    """The request's own URL (path and query, still encoded) less its token parameters; never another host's."""
-    path = scope.get("raw_path") or scope["path"].encode()
-    query = scope["query_string"].decode("latin-1")
-    kept = [p for p in query.split("&") if p and unquote_plus(p.partition("=")[0]) != TOKEN_PARAM]
-    # '//host' or '/\host' would send the browser to another host
-    return "/" + path.decode("latin-1").lstrip("/\\") + ("?" + "&".join(kept) if kept else "")
+    """API routes answer data; the rest (the page, its files, /docs and the schema) are the same for everyone."""
+    return path == "/api" or path.startswith("/api/")
 
 
 def error(status: int, detail: str, errors: list[Any] | None = None, headers: dict[str, str] | None = None
@@ -162,9 +142,8 @@ def error(status: int, detail: str, errors: list[Any] | None = None, headers: di
 
 class Guard:
     """ASGI middleware that answers a request itself when it may not reach the app: a Host that is not a loopback
-    name on a loopback server (400), a state-changing request from another site (403), no valid token (401), a
-    state-changing request whose body is not JSON (415). A page opened with a valid ?token= sets the token's
-    cookie and is sent to the same URL without it (so the token stays out of the address bar and history)."""
+    name on a loopback server (400), a state-changing request from another site (403), an API request without
+    the token in its Authorization header (401), a POST, PUT or PATCH whose body is not JSON (415)."""
 
     def __init__(self, app: ASGIApp, access: Access) -> None:
         self.app, self.access = app, access
@@ -185,25 +164,13 @@ class Guard:
         unsafe = request.method not in SAFE_METHODS
         if unsafe and (why := _cross_site(request)) is not None:
             return error(403, f"refused: a state-changing request from another site ({why})")
-        if (token := self.access.token) is not None and (refusal := self._token(request, token)) is not None:
-            return refusal
-        if unsafe and not _json_body(request):
+        token = self.access.token
+        if token is not None and (unsafe or _is_api(request.scope["path"])):
+            given = _presented(request)
+            if given is None or not _matches(given, token):
+                return error(401, NEED_TOKEN, headers={"WWW-Authenticate": 'Bearer realm="uopviz"'})
+        if request.method in BODY_METHODS and not _json_body(request):
             return error(415, "the body must be JSON, sent with Content-Type: application/json")
-        return None
-
-    def _token(self, request: Request, token: str) -> Response | None:
-        """A 401 without a valid token; for a page opened with a valid ?token=, the cookie and the redirect."""
-        api = _is_api(request.scope["path"])
-        if not any(_matches(t, token) for t in _presented(request, self.access.cookie)):
-            challenge = {"WWW-Authenticate": 'Bearer realm="uopviz"'}
-            if api:
-                return error(401, NEED_TOKEN, headers=challenge)
-            return HTMLResponse(TOKEN_PAGE, status_code=401, headers=challenge)
-        in_query = request.query_params.getlist(TOKEN_PARAM)
-        if request.method == "GET" and not api and any(_matches(t, token) for t in in_query):
-            page = RedirectResponse(_without_token(request.scope), status_code=303)
-            page.set_cookie(self.access.cookie, token, httponly=True, samesite="strict", path="/")
-            return page
         return None
 
 

@@ -187,6 +187,11 @@ class BeamJob:
         with self._cond:
             return self.events[seq:], self.ended
 
+    def wait(self, timeout: float) -> bool:
+        """Wait up to timeout seconds for its process to end and its events to be read; whether they have."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.finished, timeout)
+
     def first(self, timeout: float) -> BeamEvent | None:
         """The first event, waiting for it up to timeout seconds (None: none came)."""
         with self._cond:
@@ -215,6 +220,12 @@ class BeamJobs:
         if job is None:
             raise NotFound(f"no BEAM job {job_id!r} (this server keeps its last {KEEP_JOBS})")
         return job
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the running search, if one runs."""
+        running = self._running
+        return None if running is None or running[0].finished else running[1].pid
 
     def live(self) -> dict[int, str]:
         """The search id of the running job, if any, mapped to the job's id."""
@@ -293,6 +304,20 @@ class BeamJobs:
                 proc.stdin.close()
             shutil.rmtree(work, ignore_errors=True)
             job.finish()
+
+    def cancel(self, job_id: str) -> bool:
+        """Stop job_id's search if it runs, as Ctrl-C would: what it measured stays in the database, and searching
+        the kernel again resumes it. Whether it was running; NotFound for a job this server does not keep."""
+        job = self.get(job_id)
+        with self._lock:  # no other search starts between the look and the stop
+            running = self._running
+            if running is None or running[0] is not job or job.ended:
+                return False
+            self.stop(wait=False)
+        if not job.wait(STOP_TIMEOUT_S):  # its last event ("interrupted") is read once its process has ended
+            running[1].kill()
+            job.wait(STOP_TIMEOUT_S)
+        return True
 
     def stop(self, wait: bool = True) -> None:
         """Interrupt the running search (its stored candidates stay: running it again resumes it). wait: until

@@ -23,7 +23,8 @@
 // JSON of GET /api/beam/{job}/events, from its first event on, each once), ending with a "done" or an
 // "error" event, and returns a function that stops it. A lost connection ends it with an error event.
 //
-// httpSource() implements it over HTTP; the Jupyter widget implements the same methods over its comm.
+// httpSource(base, token) implements it over HTTP, sending the server's token (pageToken()) as a header on every
+// request, the event stream included; the Jupyter widget implements the same methods over its comm.
 
 export class DataError extends Error {
   constructor(status, detail) {
@@ -41,12 +42,65 @@ function describe(detail) {
   return JSON.stringify(detail);
 }
 
-export function httpSource(base = "") {
+const TOKEN_KEY = "uopviz-token";
+const STREAM_RETRIES = 5; // reconnections of an event stream in a row before it counts as lost
+const STREAM_RETRY_MS = 1000;
+
+// The token of the `uopviz serve` this page came from. The printed URL carries it as ?token=; it is taken out of
+// the address bar (and so of the history) and kept in this origin's localStorage, which no other port's page can
+// read, so a reload or another tab of this server has it. A cookie would be sent to every port of the host, and so
+// to another user's server; the token goes only in the Authorization header of this page's own requests.
+export function pageToken(storage = globalThis.localStorage, where = globalThis.location, hist = globalThis.history) {
+  const url = new URL(where.href);
+  const given = url.searchParams.get("token");
+  if (given != null) {
+    url.searchParams.delete("token");
+    hist.replaceState(hist.state, "", url.pathname + url.search + url.hash);
+    try {
+      storage.setItem(TOKEN_KEY, given);
+    } catch {
+      return given; // storage refused (a private window's quota): this page alone has it
+    }
+    return given;
+  }
+  try {
+    return storage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+// The events of a server-sent event stream's body, each `data:` field (its lines joined) once a blank line ends it;
+// comments (`:`) and the other fields are skipped.
+export async function* sseData(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let rest = "";
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    const text = rest + value;
+    const cut = text.endsWith("\r") ? text.length - 1 : text.length; // a "\r\n" may be split between chunks
+    const lines = text.slice(0, cut).split(/\r\n|\r|\n/);
+    rest = lines.pop() + text.slice(cut);
+    for (const line of lines) {
+      if (line === "") {
+        if (data.length) yield data.join("\n");
+        data = [];
+      } else if (line.startsWith("data:")) {
+        data.push(line.slice(5).replace(/^ /, ""));
+      }
+    }
+  }
+}
+
+export function httpSource(base = "", token = null) {
   const url = (...parts) => `${base}/api/${parts.map((p) => encodeURIComponent(p)).join("/")}`;
-  const call = async (href, init) => {
+  const auth = (headers = {}) => (token ? { ...headers, Authorization: `token ${token}` } : headers);
+  const call = async (href, init = {}) => {
     let res;
     try {
-      res = await fetch(href, init);
+      res = await fetch(href, { ...init, headers: auth(init.headers) });
     } catch (err) {
       throw new DataError(0, `cannot reach the uopviz server (${err.message})`);
     }
@@ -74,27 +128,46 @@ export function httpSource(base = "") {
     search: (sid) => call(url("tuning", "searches", sid)),
     results: (kernelHash = null) => call(query(url("tuning", "results"), { kernel_hash: kernelHash })),
     startBeam: (tid, ci, width, maxRounds) => post(url(...ctx(tid, ci), "beam"), { width, max_rounds: maxRounds }),
+    // EventSource cannot send a header, so the stream is read with fetch; like EventSource, it reconnects
+    // after a drop (the server replays the job from its first event, and seq skips what was seen).
     beamEvents: (job, onEvent) => {
-      const stream = new EventSource(url("beam", job, "events"));
+      const abort = new AbortController();
       let seen = 0;
       let over = false;
       const close = () => {
         over = true;
-        stream.close();
+        abort.abort();
       };
-      stream.onmessage = (message) => {
-        const event = JSON.parse(message.data);
-        if (over || event.seq <= seen) return; // a reconnected stream replays the job from its start
-        seen = event.seq;
-        onEvent(event);
-        if (event.event === "done" || event.event === "error") close();
-      };
-      // While the browser reconnects by itself the stream is CONNECTING; CLOSED means it gave up.
-      stream.onerror = () => {
-        if (over || stream.readyState !== EventSource.CLOSED) return;
+      const fail = (detail) => {
+        if (over) return;
         close();
-        onEvent({ event: "error", kind: "failed", detail: "lost the connection to the search's progress stream" });
+        onEvent({ event: "error", kind: "failed", detail });
       };
+      const follow = async () => {
+        for (let tries = 0; !over; tries++) {
+          try {
+            const res = await fetch(url("beam", job, "events"), { headers: auth({ Accept: "text/event-stream" }), signal: abort.signal });
+            if (!res.ok) {
+              const body = await res.json().catch(() => null);
+              return fail(describe(body?.detail ?? `${res.status} ${res.statusText}`));
+            }
+            for await (const data of sseData(res.body)) {
+              const event = JSON.parse(data);
+              if (over) return;
+              if (event.seq <= seen) continue; // a reconnected stream replays the job from its start
+              seen = event.seq;
+              tries = 0;
+              onEvent(event);
+              if (event.event === "done" || event.event === "error") return close();
+            }
+          } catch {
+            if (over) return;
+          }
+          if (tries >= STREAM_RETRIES) return fail("lost the connection to the search's progress stream");
+          await new Promise((resolve) => setTimeout(resolve, STREAM_RETRY_MS));
+        }
+      };
+      follow();
       return close;
     },
   };

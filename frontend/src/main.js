@@ -1,6 +1,6 @@
 // The bundle's entry (dist/app.js, an ES module): the web page, the notebook widget and the static export all
 // load this one file.
-//   the web page:   import { mount, httpSource } from "./app.js"; mount(el, httpSource())
+//   the web page:   import { mount, httpSource, pageToken } from "./app.js"; mount(el, httpSource("", pageToken()))
 //   the widget:     anywidget imports it and calls the default export's render({model, el}) (widget.js)
 //   a static view:  the export's loader imports it and calls mount(el, await staticSource(text), {readOnly: true})
 import WORKER_SOURCE from "uopviz:worker-source";
@@ -8,13 +8,13 @@ import { App } from "./app.js";
 import { PANELS } from "./panels/registry.js";
 import { createWidget } from "./widget.js";
 
-export { DataError, httpSource } from "./data.js";
+export { DataError, httpSource, pageToken } from "./data.js";
 export { PANELS } from "./panels/registry.js";
 export { staticSource } from "./static.js";
 export default createWidget(mount);
 
 // mount(el, source, options) draws the UI into `el` and returns {destroy(), go(patch)}.
-//   source: a data source (see data.js), e.g. httpSource() for `uopviz serve`.
+//   source: a data source (see data.js), e.g. httpSource("", pageToken()) for `uopviz serve`.
 //   options.hash: keep the view in location.hash (default true; a widget or a static view passes false).
 //   options.panels: the side panel's tabs (default PANELS; see panels/registry.js).
 //   options.readOnly: the source changes nothing (a static export): no opt form, no BEAM search form.

@@ -551,6 +551,7 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
                                  "/api/traces/{trace_id}/contexts/{ci}/kernel",
                                  "/api/traces/{trace_id}/contexts/{ci}/opts",
                                  "/api/traces/{trace_id}/contexts/{ci}/beam", "/api/beam/{job}/events",
+                                 "/api/beam/{job}",
                                  "/api/tuning/searches", "/api/tuning/searches/{sid}", "/api/tuning/results",
                                  "/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}/python",
                                  "/api/traces/{trace_id}/contexts/{ci}/time",

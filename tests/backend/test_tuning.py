@@ -176,6 +176,34 @@ def test_a_stopped_search_is_interrupted_and_resumes(tiny: TraceStore, db: Path,
         assert c.get(f"/api/tuning/searches/{started['search_id']}").json()["status"] == "done"
 
 
+def test_delete_stops_a_search_started_over_the_api_and_a_later_search_resumes_it(client: TestClient) -> None:
+    started = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
+    beams = client.app.state.beams  # type: ignore[attr-defined]
+    held = hold_at_first_candidate(beams.get(started["job"]), beams._running[1])
+    wait_for(held.is_set)
+    r = client.delete(f"/api/beam/{started['job']}")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"job": started["job"], "search_id": started["search_id"], "stopped": True}
+    events = events_of(client.get(f"/api/beam/{started['job']}/events").text)
+    assert (events[-1]["event"], events[-1]["kind"]) == ("error", "interrupted")
+    (s,) = client.get("/api/tuning/searches").json()["searches"]
+    assert (s["id"], s["status"], s["job"]) == (started["search_id"], "interrupted", None) and s["n_candidates"] > 0
+    # stopping it again changes nothing; a new search of the kernel goes on from what the stopped one stored
+    assert client.delete(f"/api/beam/{started['job']}").json()["stopped"] is False
+    again = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()
+    assert (again["search_id"], again["resumed"]) == (started["search_id"], True)
+    events = events_of(client.get(f"/api/beam/{again['job']}/events").text)
+    assert events[0]["stored"] == s["n_candidates"] and events[-1]["event"] == "done"
+    assert client.delete(f"/api/beam/{again['job']}").json() == {"job": again["job"],
+                                                                 "search_id": again["search_id"], "stopped": False}
+
+
+def test_delete_of_an_unknown_job_is_404_and_needs_no_body(client: TestClient) -> None:
+    r = client.delete("/api/beam/nope")
+    assert r.status_code == 404 and "no BEAM job 'nope'" in r.json()["detail"], r.text
+    assert client.delete("/api/beam/nope", headers={"Origin": "http://evil.example"}).status_code == 403
+
+
 def test_a_search_process_that_dies_ends_its_stream_saying_so(client: TestClient) -> None:
     """A crash (a candidate that kills the process, the OOM killer) is no hang: the stream ends with an error."""
     started = client.post(BEAM.format(tid="max-small", ci=1), json=SMALL).json()

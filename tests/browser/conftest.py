@@ -1,6 +1,6 @@
 """Browser tests: `uopviz serve` (the kernel zoo) in a child process, driven by Python Playwright in Debian's
 Chromium (Playwright cannot download its own browsers here). Every page first opens the URL the server printed,
-as a user does, so that it holds the token's cookie. Screenshots go to test-artifacts/browser/."""
+as a user does, so that it keeps the token (in its origin's localStorage). Screenshots go to test-artifacts/browser/."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, printed: str, server: str) -> Iterator[Page]:
-    """A fresh page (1600x950) that has opened the printed URL (so it holds the token's cookie, and the server
-    sent it on to the same URL without the token); the test fails if the page threw or logged an error."""
+    """A fresh page (1600x950) that has opened the printed URL (so it keeps the token, and has taken it out of its
+    address); the test fails if the page threw or logged an error."""
     pg = browser.new_page(viewport={"width": 1600, "height": 950})
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
@@ -61,10 +61,10 @@ def page(browser: Browser, printed: str, server: str) -> Iterator[Page]:
 
 
 def log_in(page: Page, printed: str, server: str) -> None:
-    """Open the URL `uopviz serve` printed, as a user does: the page lands on the same URL without the token and
-    draws its first view. Then leave it, so that a test's first page load is a fresh one, as before the token."""
+    """Open the URL `uopviz serve` printed, as a user does: the page takes the token out of its URL and draws its
+    first view. Then leave it, so that a test's first page load is a fresh one, as before the token."""
     page.goto(printed)
-    assert page.url == server, page.url
+    assert page.url.partition("#")[0] == server, page.url
     page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn")
     page.goto("about:blank")
 

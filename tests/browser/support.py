@@ -24,9 +24,19 @@ def served_script(tmp: pytest.TempPathFactory, name: str, text: str) -> Iterator
         yield url
 
 
+def auth(page: Page, server: str) -> dict[str, str]:
+    """The Authorization header the page sends: the token it keeps in its origin's localStorage (read from the
+    browser context, wherever the page is now)."""
+    origin = server.rstrip("/")
+    kept = [i["value"] for o in page.context.storage_state()["origins"] if o["origin"] == origin
+            for i in o["localStorage"] if i["name"] == "uopviz-token"]
+    assert kept, "the page keeps no token for this server"
+    return {"Authorization": f"token {kept[0]}"}
+
+
 def api(page: Page, server: str, path: str) -> Any:
-    """GET /api/PATH as the page does (its token cookie), its JSON."""
-    r = page.request.get(f"{server}api/{path}")
+    """GET /api/PATH as the page does (its token header), its JSON."""
+    r = page.request.get(f"{server}api/{path}", headers=auth(page, server))
     assert r.ok, (path, r.status, r.text())
     return r.json()
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.support import served_script
+from tests.browser.support import auth, served_script
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -39,7 +39,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_a_call_of_a_function_opens_its_context(page: Page, server: str, shots: Path) -> None:
-    trace = page.request.get(f"{server}api/traces/calls_a_function").json()
+    trace = page.request.get(f"{server}api/traces/calls_a_function", headers=auth(page, server)).json()
     kinds = [(c["name"], c["kind"]) for c in trace["contexts"]]
     assert ("function layer", "function") in kinds
     plan = next(p for p in trace["contexts"][0]["passes"] if p["name"] == "memory plan")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.browser.support import served_script
+from tests.browser.support import auth, served_script
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -42,7 +42,7 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_a_kernel_links_to_its_script_line_and_the_output_is_shown(page: Page, server: str, shots: Path) -> None:
     assert SCRIPT.splitlines()[LINE - 1].startswith('print("row sums:"')
-    trace = page.request.get(f"{server}api/traces/row_sums").json()
+    trace = page.request.get(f"{server}api/traces/row_sums", headers=auth(page, server)).json()
     ci = next(c["index"] for c in trace["contexts"] if c["kind"] == "kernel")
     page.goto(f"{server}#/t/row_sums/c/{ci}/p/0/s/0/v/kernel")
     page.locator(".uv-provenance").wait_for()
@@ -65,7 +65,7 @@ def test_a_kernel_links_to_its_script_line_and_the_output_is_shown(page: Page, s
 
 
 def test_kernels_of_one_name_are_told_apart(page: Page, server: str, shots: Path) -> None:
-    trace = page.request.get(f"{server}api/traces/row_sums").json()
+    trace = page.request.get(f"{server}api/traces/row_sums", headers=auth(page, server)).json()
     kernels = [c for c in trace["contexts"] if c["kind"] == "kernel"]
     assert len(kernels) == 2 and kernels[0]["name"] == kernels[1]["name"]
     page.goto(f"{server}#/t/row_sums/c/{kernels[1]['index']}/p/0/s/0")

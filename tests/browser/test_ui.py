@@ -5,12 +5,15 @@ saved under test-artifacts/browser/."""
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.browser.support import api, gemm_context, wait_drawn
+from backend.child import base_and_token
+from tests.browser.support import api, auth, gemm_context, wait_drawn
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -106,7 +109,7 @@ def test_range_nodes_are_filled_with_their_axistype_colours(page: Page, server: 
     page.screenshot(path=shots / "gemm-ranges-loop-reduce.png")
 
     # An UPCAST split gives the kernel an UPCAST range, drawn in its colour in the lowering with that opt.
-    applied = page.request.post(f"{server}api/traces/gemm/contexts/{ci}/opts",
+    applied = page.request.post(f"{server}api/traces/gemm/contexts/{ci}/opts", headers=auth(page, server),
                                 data={"opts": [{"op": "SPLIT", "axis": 1, "arg": [4, "UPCAST", False]}]})
     assert applied.ok, applied.text()
     tid = applied.json()["trace_id"]
@@ -202,8 +205,45 @@ def test_reload_and_a_shared_link_land_on_the_same_view(page: Page, server: str,
 
     browser = page.context.browser
     assert browser
-    shared = browser.new_page(viewport={"width": 1600, "height": 950})  # another browser: no cookie yet
+    shared = browser.new_page(viewport={"width": 1600, "height": 950})  # another browser: no token yet
     fragment = shown["url"].partition("#")[2]
     shared.goto(f"{printed}#{fragment}")  # the printed URL with the view: the token goes, the view stays
     assert view(shared) == shown
     shared.close()
+
+
+def test_another_server_on_this_host_receives_no_token(page: Page, server: str, printed: str) -> None:
+    """Issue 28: cookies ignore ports, so a token kept in one would go to every server on 127.0.0.1, another user's
+    included. A server on another port, visited by the browser that holds this server's page, gets neither a cookie
+    nor the token; this server's page still works there after, reading its token from its own origin's storage."""
+    seen: list[str] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(f"{self.requestline}\n{self.headers}")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<!doctype html><title>another server</title><img src='/pixel'>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        page.goto(server)
+        page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn")  # it works: the token
+        page.goto(f"http://127.0.0.1:{other.server_port}/")
+        page.wait_for_load_state("networkidle")
+        other_storage = page.evaluate("() => JSON.stringify(localStorage)")
+    finally:
+        other.shutdown()
+        other.server_close()
+    token = base_and_token(printed)[1]
+    assert token and seen
+    assert not [h for h in seen if token in h or "cookie:" in h.lower()], seen
+    assert token not in other_storage  # the other origin's page cannot read this one's storage
+    page.goto(server)
+    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn")
+    assert "token" not in page.url

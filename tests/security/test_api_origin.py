@@ -28,8 +28,8 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
 
 
 def post(app: FastAPI, headers: dict[str, str], content_type: str | None = "application/json") -> int:
-    """POST the opts route as a browser would (the cookie goes with it); its status."""
-    c = TestClient(app, base_url=OWN, cookies={f"uopviz-token-{PORT}": TOKEN})
+    """POST the opts route with the token, as the page does; its status."""
+    c = TestClient(app, base_url=OWN, headers={"Authorization": f"token {TOKEN}"})
     if content_type is not None:
         headers = {"Content-Type": content_type, **headers}
     return c.post(OPTS, content=BODY, headers=headers).status_code
