@@ -176,3 +176,16 @@ normalizes a half input in float32 (found by the fuzzer, CPU seeds 10310 and 110
 @pytest.mark.parametrize("device", on_devices())
 def test_half_layernorm_of_large_values(device: str) -> None:
     assert fuzzing.mismatches(HALF_LAYERNORM, device) == []
+
+
+FLIP_AFTER_RESHAPE = {
+    "seed": 12973, "dtype": "float32", "inputs": {"a": {"shape": [3, 16], "fill": "ones", "seed": 0}},
+    "ops": [_op("reshape", ["a"], ["r"], shape=[2, 24]), _op("flip", ["r"], ["f"], axes=[0])],
+    "outputs": ["f"]}
+"""The bounds check refused a flip after a reshape (indices -16..63 of 48): its index is -32·r + 16·(x // 16) + x % 16
+with 8·r inside x, in bounds only as one sum (found by the fuzzer, CPU seed 12973)."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_flip_after_reshape(device: str) -> None:
+    assert fuzzing.mismatches(FLIP_AFTER_RESHAPE, device) == []

@@ -161,6 +161,8 @@ class _Check:
                 out = u if all(a is b for a, b in zip(src, u.src, strict=True)) else u.replace(src=src)
                 if out.op in (Ops.IDIV, Ops.MOD):
                     out = self._divided(out)
+                elif out.op in (Ops.ADD, Ops.SUB) and out.dtype.is_int and out.shape == ():
+                    out = self._recombined(out)
             bound = bounds.get(u)
             if out is not None and sums and u.op in (Ops.ADD, Ops.SUB) and u.dtype.is_int and u.shape == ():
                 self._note_wraps(out)
@@ -231,6 +233,28 @@ class _Check:
         and it does not overflow its own dtype (where it might, its interval is its dtype's whole range)."""
         safe = INDEX_RANGE if u.dtype == dtypes.index else (u.dtype.min + 1, u.dtype.max - 1)
         return self.wraps.get(u) is None and _inside(u.min_max, safe)
+
+    def _recombined(self, u: UOp) -> UOp:
+        """The sum u with each d·(x // d) + x % d in it put back together as x, and x's own terms merged with the
+        rest (floor division: the pair is x exactly), so the index of a flip after a reshape, -2·r·16 + 16·(x // 16)
+        + x % 16 with 8·r in x, is bounded as the one sum it is; u itself where it holds no such pair."""
+        terms, const = _split(u, self._exact)
+        found = False
+        while (pair := _pair(terms)) is not None:
+            m, q = pair
+            c = terms.pop(m)
+            terms.pop(q)
+            inner, k = _split(m.src[0], self._exact)
+            for t, ct in inner.items():
+                terms[t] = terms.get(t, 0) + c * ct
+            terms = {t: ct for t, ct in terms.items() if ct}
+            const, found = const + c * k, True
+        if not found:
+            return u
+        out = UOp.const(u.dtype, const)
+        for t, c in terms.items():
+            out = t * c + out if c != 1 else t + out
+        return out
 
     def _divided(self, u: UOp) -> UOp:
         """x // d or x % d with the multiples of d in x taken out exactly ((q*d + r) // d = q + r // d, and
@@ -368,6 +392,16 @@ def _lane(u: UOp) -> UOp | None:
         elif v.op in GroupOp.Elementwise and all(s in lanes for s in v.src):
             lanes[v] = UOp(v.op, tuple(lanes[s] for s in v.src), v.arg)
     return lanes.get(u.src[0])
+
+
+def _pair(terms: dict[UOp, int]) -> tuple[UOp, UOp] | None:
+    """(x % d, x // d) among the terms with coefficients c and c·d (d a positive constant), if there is such a pair."""
+    for m, c in terms.items():
+        if m.op is Ops.MOD and m.src[1].op is Ops.CONST and (d := int(m.src[1].arg.value)) > 0:
+            for q, cq in terms.items():
+                if q.op is Ops.IDIV and q.src[0] is m.src[0] and q.src[1] is m.src[1] and cq == c * d:
+                    return m, q
+    return None
 
 
 def _over(t: UOp, d: UOp) -> UOp | None:
