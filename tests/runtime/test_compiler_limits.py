@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from devices_here import needs_cl
 
+from tests.cuda.support import needs_nvrtc
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.dtype import DType, dtypes
 from uopviz.pipeline import kernels_of, lower, schedule, scheduler
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CompileTimeoutError, CPURuntime
-from uopviz.runtime.cuda import cuda_target, nvrtc_compile, nvrtc_version
-from uopviz.runtime.device import DeviceUnavailableError
+from uopviz.runtime.cuda import cuda_target, nvrtc_compile
 from uopviz.runtime.source import UntrustedSourceError, check_source
 from uopviz.target import Target
 from uopviz.tensor import Tensor
@@ -81,15 +81,7 @@ def test_opencl_compiler_reads_no_file_a_source_names(spelling: str) -> None:
     assert FIRST_LINE not in str(e.value)
 
 
-def _nvrtc_missing() -> str | None:
-    try:
-        nvrtc_version()
-    except DeviceUnavailableError as e:
-        return str(e)
-    return None
-
-
-@pytest.mark.skipif(_nvrtc_missing() is not None, reason="NVRTC is not installed here (CI installs it)")
+@needs_nvrtc
 @pytest.mark.parametrize("spelling", sorted(set(SPELLINGS) - NOT_CUDA))
 def test_nvrtc_reads_no_file_a_source_names(spelling: str) -> None:
     with pytest.raises(UntrustedSourceError) as e:
