@@ -1,5 +1,5 @@
 """Compiling a kernel for a device: lower it with given opts (uopviz.pipeline) and hand it to the device's runtime,
-keeping each program for the rest of the process.
+keeping the most recently used programs (PROGRAMS_KEPT).
 
 Opts are always given: which opts a kernel should get (tuned, searched or the heuristic's) is a policy decided
 above this module (uopviz.search.policy), so searching and timing can compile any candidate from here without
@@ -8,6 +8,7 @@ depending on the code that chooses.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from uopviz.codegen.opt import Opt
@@ -20,7 +21,12 @@ from uopviz.uop.bounds import check_bounds
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import recording
 
-_programs: dict[tuple[UOp, str, tuple[Opt, ...]], tuple[Kernel, Program]] = {}
+PROGRAMS_KEPT = 4096
+"""How many compiled kernels compile_kernel keeps, least recently used dropped first: each CPU program holds a
+loaded library (a handful of memory mappings, unloaded with its last Program), and a process that compiles kernels
+without end (a fuzzer, a long notebook) ran out of mappings (vm.max_map_count) after about 10,000."""
+
+_programs: OrderedDict[tuple[UOp, str, tuple[Opt, ...]], tuple[Kernel, Program]] = OrderedDict()
 
 
 def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Kernel, Program]:
@@ -33,10 +39,13 @@ def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Kernel, 
     run_kernel, timing, BEAM's reference, a JIT's replay of what realize compiled) passes through here."""
     key = (ast, device, tuple(opts))
     if key in _programs and not recording():
+        _programs.move_to_end(key)
         return _programs[key]
     rt = devices.get(device)
     with context("kernel", "kernel"):
         kernel = lower(ast, rt.target, opts)
     check_bounds(kernel.linear, kernel.name)
-    _programs[key] = (kernel, rt.compile(kernel))
-    return _programs[key]
+    built = _programs[key] = (kernel, rt.compile(kernel))
+    while len(_programs) > PROGRAMS_KEPT:
+        _programs.popitem(last=False)
+    return built

@@ -251,7 +251,10 @@ def run_uopviz(prog: Program, device: str, grad: bool) -> Outcome:
     floats = [o for o in outs if o.dtype.is_float]
     if grad and floats:  # built before anything is realized: a realized tensor's graph no longer reaches the inputs
         ws = _loss_weights(prog, [tuple(o.shape) for o in floats])
-        terms = [o.mul(Tensor(w.astype(dt), device=device)).sum() for o, w in zip(floats, ws)]
+        # each weight in its output's dtype, as run_torch does: a float32 output of a float64 program is weighed in
+        # float32 (weights are exact in float32 unless the program is float64)
+        terms = [o.mul(Tensor(w if o.dtype.itemsize == 8 else w.astype(np.float32), device=device).cast(o.dtype)).sum()
+                 for o, w in zip(floats, ws)]
         loss = sum(terms[1:], start=terms[0])
         grads = loss.gradient(*inputs.values())
     extra = [loss, *grads] if loss is not None else []
@@ -267,7 +270,8 @@ def run_uopviz(prog: Program, device: str, grad: bool) -> Outcome:
 def _differs(got: np.ndarray, want: np.ndarray, dt: str, noise: Any = 0.0) -> str | None:
     """Why got is not want: shape, exact ints and bools, floats to the dtype's tolerance relative to the tensor's
     largest reference value or 1, plus 8 times torch's own error in the dtype (noise: an ill-conditioned program
-    loses digits in any library). NaN equals NaN; values past half the dtype's range overflow: not judged."""
+    loses digits in any library). NaN equals NaN; values past half the dtype's range, or that torch overflows in the
+    dtype (noise +inf), are not judged."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return f"shape {got.shape} != {want.shape}"
@@ -275,12 +279,12 @@ def _differs(got: np.ndarray, want: np.ndarray, dt: str, noise: Any = 0.0) -> st
         bad = got != want
     else:
         g, w = got.astype(np.float64), want.astype(np.float64)
-        judged = ~(np.abs(w) > float(torch.finfo(getattr(torch, dt)).max) / 2)
+        judged = ~(np.abs(w) > float(torch.finfo(getattr(torch, dt)).max) / 2) & ~np.isposinf(noise)
         fin = np.isfinite(w)
         scale = float(np.abs(w[fin & judged]).max(initial=1.0))
         tol = TOL[dt]
         with np.errstate(invalid="ignore"):
-            close = np.abs(g - w) <= tol * (np.abs(w) + scale) + 8 * np.nan_to_num(noise)
+            close = np.abs(g - w) <= tol * (np.abs(w) + scale) + 8 * np.nan_to_num(noise, posinf=0.0)
         same = (np.isnan(g) & np.isnan(w)) | (g == w)
         bad = judged & ~np.where(fin, close, same)
     if not bad.any():
@@ -302,8 +306,13 @@ def mismatches(prog: Program, device: str, grad: bool = True) -> list[str]:
         return [f"error: {type(e).__name__}: {str(e)[:300]}"]
 
     def noise(a: Any, b: Any) -> Any:
+        """|torch in the dtype − torch in float64|; +inf where the dtype overflows to inf or NaN a value float64
+        holds (torch cannot compute it in the dtype either, so it is not judged)."""
         a, b = np.asarray(a), np.asarray(b)
-        return np.abs(a - b) if a.shape == b.shape and a.dtype.kind == "f" else 0.0
+        if a.shape != b.shape or a.dtype.kind != "f":
+            return 0.0
+        with np.errstate(invalid="ignore"):
+            return np.where(np.isfinite(b) & ~np.isfinite(a), np.inf, np.abs(a - b))
 
     out = []
     for name, g, w, n, gd, wd in zip(prog["outputs"], got.values, ref.values, gauge.values, got.dtypes, ref.dtypes):

@@ -164,3 +164,34 @@ def test_meshgrid_called_on_a_tensor_includes_it(device: str, indexing: str) -> 
             check(g, w)
     (only,) = ta.meshgrid()
     check(only, a)
+
+
+# ---------------------------------------------------------------- found by the differential fuzzer
+@pytest.mark.parametrize("shape", [(2,), (3,), (3, 1), (7, 2)])
+def test_double_to_float_round_trip_rounds_every_element(device: str, shape: tuple[int, ...]) -> None:
+    """GCC 12's SLP vectorizer folded two scalar double -> float -> double round trips into nothing, so on the CPU
+    two of every three elements of a (3, 1) tensor kept their float64 digits (fuzzer, CPU seed 10691)."""
+    x = RNG.standard_normal(shape)
+    got = Tensor(x, device=device).cast(dtypes.float32).cast(dtypes.float64).numpy()
+    np.testing.assert_array_equal(got, x.astype(np.float32).astype(np.float64))
+
+
+@pytest.mark.parametrize("fill", [-10000.0, 10000.0, 3e5])
+def test_log_softmax_keeps_the_digits_of_rows_far_from_zero(device: str, fill: float) -> None:
+    """log_softmax as x − (m + log Σ) rounded log Σ to the ulp of m: a float32 row of -10000s gave -3.4960938
+    for −log 33 = -3.4965076 (fuzzer, CPU seed 11404); (x − m) − log Σ keeps it, as torch does."""
+    x = np.full((2, 33), fill, np.float32)
+    x[1, 0] += 1
+    want = torch.log_softmax(torch.tensor(x, dtype=torch.float64), 1).numpy()
+    np.testing.assert_allclose(Tensor(x, device=device).log_softmax(1).numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_matmul_multiplies_in_float32(device: str, dt: str) -> None:
+    """Products of halves overflowed before the float32 sum saw them: 300·300 − 300·300 gave NaN where torch
+    (and a tensor core) gives 0 (fuzzer, CPU seed 11851: attention scores of masked -10000s)."""
+    a = np.array([[300.0, 300.0], [1.5, -2.0]], np.float32)
+    b = np.array([[300.0, 2.0], [-300.0, 0.25]], np.float32)
+    want = (torch.tensor(a, dtype=getattr(torch, dt)) @ torch.tensor(b, dtype=getattr(torch, dt))).float().numpy()
+    got = (Tensor(a, device=device).cast(dt) @ Tensor(b, device=device).cast(dt)).cast(dtypes.float32).numpy()
+    np.testing.assert_array_equal(got, want)

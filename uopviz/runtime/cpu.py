@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,15 @@ from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops
 
 FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
+
+
+def flags(source: str) -> tuple[str, ...]:
+    """The compiler flags for source: FLAGS, without GCC's SLP vectorizer where a double may be rounded to float.
+    GCC 12 turns two scalar double -> float -> double round trips into vector(2) conversions and then folds the pair
+    away (it compares the two vector types' precision, which for a vector is its lane count), so the rounding
+    silently vanished from every other element (found by the fuzzer, CPU seed 10691). The test is a safe
+    over-approximation: a kernel that holds doubles and casts to float."""
+    return (*FLAGS, "-fno-tree-slp-vectorize") if "double" in source and "(float)" in source else FLAGS
 
 
 def cache_dir() -> Path:
@@ -146,7 +157,7 @@ class CPURuntime(Runtime):
                              fma=True, l1=l1_cache(), private_memory=STACK_BYTES,
                              prefetch=PREFETCHED_STRIDE)
         self.cc = find_compiler()
-        self._libs: dict[str, Any] = {}
+        self._libs: weakref.WeakValueDictionary[str, ctypes.CDLL] = weakref.WeakValueDictionary()  # in use
 
     @cached_property
     def compiler_version(self) -> str:
@@ -180,7 +191,7 @@ class CPURuntime(Runtime):
         truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again. The digest
         detects damage, not tampering: that is the trusted folders' part (runtime/trust.py).
         """
-        key = hashlib.sha256("\0".join([source, self.compiler_version, *FLAGS]).encode()).hexdigest()[:32]
+        key = hashlib.sha256("\0".join([source, self.compiler_version, *flags(source)]).encode()).hexdigest()[:32]
         file = f"{key}.so"
         for folder in _library_dirs():
             if _intact(folder, file):
@@ -189,7 +200,7 @@ class CPURuntime(Runtime):
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
         try:
-            proc = run_compiler([self.cc, *FLAGS, "-x", "c", "-", "-o", tmp, "-lm"], source, self.name, name)
+            proc = run_compiler([self.cc, *flags(source), "-x", "c", "-", "-o", tmp, "-lm"], source, self.name, name)
             if proc.returncode != 0:
                 raise CompileError(self.name, name, source, proc.stderr or proc.stdout)
             os.chmod(tmp, 0o700)  # the linker gives the umask's mode: group-writable where the umask is 002
@@ -210,11 +221,9 @@ class CPURuntime(Runtime):
         lib = self._libs.get(str(path))
         if lib is None:
             lib = self._libs[str(path)] = load_library(path)
+        # the library stays loaded while its program lives: a ctypes function pointer holds its library
         if threads > 1:  # the pool calls the kernel's task entry, which unpacks one array of arguments
-            task = ctypes.cast(getattr(lib, f"{kernel.name}_task"), ctypes.c_void_p).value
-
-            def launch(*args: int) -> None:
-                workers.pool(self._workers_library).run(task, args, threads)
+            launch = functools.partial(self._run_pool, getattr(lib, f"{kernel.name}_task"), threads)
         else:
             launch = getattr(lib, kernel.name)
             launch.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
@@ -227,6 +236,9 @@ class CPURuntime(Runtime):
             return time.perf_counter() - t0 if wait else None
 
         return run
+
+    def _run_pool(self, entry: Any, threads: int, *args: int) -> None:
+        workers.pool(self._workers_library).run(ctypes.cast(entry, ctypes.c_void_p).value or 0, args, threads)
 
     @cached_property
     def _workers_library(self) -> Path:

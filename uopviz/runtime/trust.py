@@ -15,6 +15,7 @@ import errno
 import os
 import pwd
 import stat
+import weakref
 from pathlib import Path
 
 from uopviz.runtime.device import DeviceError
@@ -74,14 +75,24 @@ def open_checked(path: Path, dir_fd: int | None = None, directory: bool = False)
 
 def load_library(path: Path) -> ctypes.CDLL:
     """The shared library at path, loaded after its folder and the file are checked (open_checked): through
-    /proc/self/fd, the folder loaded from is the folder checked."""
+    /proc/self/fd, the folder loaded from is the folder checked. It is unloaded (dlclose) when the returned object
+    is dropped, so whoever calls into it must hold it: ctypes never unloads, and a process that loads libraries
+    without end runs out of memory mappings (vm.max_map_count)."""
     folder = open_checked(path.parent, directory=True)
     try:
         os.close(open_checked(path, dir_fd=folder))
         via = Path(f"/proc/self/fd/{folder}")
-        return ctypes.CDLL(str(via / path.name) if via.is_dir() else str(path))
+        lib = ctypes.CDLL(str(via / path.name) if via.is_dir() else str(path))
     finally:
         os.close(folder)
+    unload = weakref.finalize(lib, _dlclose, lib._handle)
+    unload.atexit = False  # at exit the process goes anyway; a pool thread may still be inside one
+    return lib
+
+
+def _dlclose(handle: int) -> None:
+    import _ctypes
+    _ctypes.dlclose(handle)  # type: ignore[attr-defined]
 
 
 def _check(st: os.stat_result, path: Path, directory: bool) -> None:

@@ -35,7 +35,7 @@ class Workers:
     def __init__(self, library: Path, cores: int) -> None:
         """The pool of the library CPURuntime built from workers.c (loaded only from a trusted folder, as a
         kernel's is)."""
-        lib = load_library(library)
+        lib = self._lib = load_library(library)  # held: a dropped library is unloaded
         lib.uopviz_pool_new.restype = ctypes.c_void_p
         lib.uopviz_pool_new.argtypes = [ctypes.c_int, ctypes.c_long]
         lib.uopviz_pool_run.restype = None

@@ -64,7 +64,10 @@ class NNMixin:
             raise ShapeError(f"matmul {fmt(a.shape)} @ {fmt(b.shape)}: the contracted dims differ ({k} vs {k2}); "
                              "the last axis of the left operand must match the second-to-last of the right")
         broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-        out = a2.reshape(*a2.shape, 1).mul(b2.reshape(*b2.shape[:-2], 1, k, n)).sum(-2).cast(dt)  # ints wrap as NumPy's
+        # halves are multiplied in float32, as torch and tensor cores do: each product is exact there, where in half
+        # a product of two values near 300 overflowed before the float32 sum saw it; ints wrap as NumPy's
+        wide = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+        out = a2.cast(wide).reshape(*a2.shape, 1).mul(b2.cast(wide).reshape(*b2.shape[:-2], 1, k, n)).sum(-2).cast(dt)
         if a.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if b.ndim == 1 else out

@@ -127,8 +127,11 @@ class ReduceMixin:
         return e.div(e.sum(axis, keepdim=True))
 
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
+        """(x − m) − log Σ e^(x−m): subtracting m first keeps the digits of a row far from 0 (x − (m + log Σ) rounds
+        log Σ to the ulp of m, 1e-3 at -10000 in float32)."""
         x = self._float()
-        return x.sub(x.logsumexp(axis, keepdim=True))
+        s = x.sub(x.max(axis, keepdim=True))
+        return s.sub(s.exp().sum(axis, keepdim=True).log())
 
     def _prefix_windows(self: Tensor, ax: int, fill: bool | int | float) -> Tensor:
         """SPEC's prefix_sum composition up to its reduce, for every row with axis ax moved last: (..., n, n) where
