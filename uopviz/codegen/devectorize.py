@@ -18,7 +18,7 @@ from __future__ import annotations
 from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
 from uopviz.dtype import DType, dtypes
 from uopviz.target import Target
-from uopviz.uop.ops import GroupOp, Ops, UOp
+from uopviz.uop.ops import GroupOp, Ops, UOp, toposort
 from uopviz.uop.pattern import graph_rewrite, set_recorder
 from uopviz.uop.symbolic import affine, symbolic
 
@@ -28,11 +28,13 @@ _COMPARE = frozenset({Ops.CMPLT, Ops.CMPNE})
 _MEMORY = frozenset({Ops.PARAM, Ops.BUFFER})
 
 
-def _simplified(x: UOp) -> UOp:
-    """Symbolic simplification, not recorded: a detail of this pass, not a pass of its own."""
+def _simplified(x: UOp, memo: dict[UOp, UOp] | None = None) -> UOp:
+    """Symbolic simplification, not recorded: a detail of this pass, not a pass of its own. `memo`: what nodes
+    simplified to in earlier calls (one per kernel), so the lanes of an address, which share most of their terms,
+    simplify each shared term once."""
     prev = set_recorder(None)
     try:
-        return graph_rewrite(x, symbolic)
+        return graph_rewrite(x, symbolic, memo=memo)
     finally:
         set_recorder(prev)
 
@@ -45,6 +47,7 @@ class _Devectorizer:
     def __init__(self, target: Target, emulated: frozenset[str]) -> None:
         self.target, self.emulated = target, emulated
         self.new: dict[UOp, UOp] = {}
+        self.memo: dict[UOp, UOp] = {}  # symbolic simplification's results, shared by every lane (`_simplified`)
 
     def storable(self, dt: DType, n: int) -> bool:
         """Whether n lanes of dt make one of the target's vector types."""
@@ -97,10 +100,12 @@ class _Devectorizer:
         return op in self.target.vector_functions and dt.is_float
 
     def within(self, form: UOp, leaves: list[UOp]) -> UOp:
-        """Devectorize a replacement built on already devectorized sources (its leaves)."""
+        """Devectorize a replacement built on already devectorized sources (its leaves): the nodes between form and
+        its leaves only, never the leaves' own graph again (a walk below them made each of a kernel's Truncs and
+        shifts cost the whole kernel so far: an 80-op chain's Truncs alone spent 12 s on 700,000 nodes)."""
         outer, self.new = self.new, {x: x for x in leaves}
         try:
-            for x in form.toposort():
+            for x in toposort([form], gate=lambda x: x not in self.new):
                 if x not in self.new:
                     self.new[x] = self.node(x)
             return self.new[form]
@@ -117,9 +122,9 @@ class _Devectorizer:
         (simplification orders a sum's terms as they came, so row r's lanes of a tile can differ in order only),
         else their differences simplify to those constants."""
         sums = [affine(a) for a in addrs]
-        if all(t == sums[0][0] and c - sums[0][1] == i for i, (t, c) in enumerate(sums)):
-            return True
-        steps = [_simplified(a - addrs[0]) for a in addrs]
+        if all(t == sums[0][0] for t, _ in sums):  # the same terms: the constants decide
+            return all(c - sums[0][1] == i for i, (_, c) in enumerate(sums))
+        steps = (_simplified(a - addrs[0], self.memo) for a in addrs)  # lazily: the first lane that is not stops
         return all(d.op is Ops.CONST and d.arg.value == i for i, d in enumerate(steps))
 
     def load(self, u: UOp, src: list[UOp]) -> UOp:
@@ -144,10 +149,10 @@ class _Devectorizer:
         each lane's load gated on the other case so that C and OpenCL compilers keep it off the vector path.
         None where the addresses are not of that form."""
         whens: list[UOp] = []
-        firsts = [first_choices(a, whens) for a in addrs]
+        firsts = [first_choices(a, whens, self.memo) for a in addrs]
         if not whens or not self.contiguous(firsts):
             return None
-        guard = _all(whens)
+        guard = _all(whens, self.memo)
         if guard is None:
             return None
         vector = UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (firsts[0], iota(len(addrs))))))
@@ -186,7 +191,7 @@ class _Devectorizer:
         if not u.shape or (op not in GroupOp.Elementwise and op is not Ops.BITCAST):
             return u.replace(src=tuple(src))
         if u.dtype == dtypes.index:
-            return _simplified(self.split(u, src))
+            return _simplified(self.split(u, src), self.memo)
         return self.alu(u, src)
 
     def run(self, sink: UOp) -> UOp:
@@ -216,18 +221,19 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
     return None
 
 
-def first_choices(addr: UOp, whens: list[UOp]) -> UOp:
-    """addr with each index select `c ? x : y` replaced by x; each c (as it was) is added to whens."""
+def first_choices(addr: UOp, whens: list[UOp], memo: dict[UOp, UOp] | None = None) -> UOp:
+    """addr with each index select `c ? x : y` replaced by x; each c (as it was) is added to whens. `memo`: see
+    `_simplified`."""
     selects = {x: x.src[1] for x in addr.toposort() if x.op is Ops.WHERE and x.dtype == dtypes.index}
     whens += [x.src[0] for x in selects]
-    return _simplified(addr.substitute(selects))
+    return _simplified(addr.substitute(selects), memo)
 
 
-def _all(conds: list[UOp]) -> UOp | None:
+def _all(conds: list[UOp], memo: dict[UOp, UOp] | None = None) -> UOp | None:
     """The conjunction of conds, each simplified, those always true and those another implies left out (`a < n`
     when `a + k < n` with k >= 0 is there too); None if one is never true."""
     kept: list[UOp] = []
-    for c in dict.fromkeys(_simplified(c) for c in conds):
+    for c in dict.fromkeys(_simplified(c, memo) for c in conds):
         if c.op is Ops.CONST:
             if not c.arg.value:
                 return None
@@ -236,8 +242,9 @@ def _all(conds: list[UOp]) -> UOp | None:
 
     def implied(c: UOp) -> bool:
         return c.op is Ops.CMPLT and any(
-            d is not c and d.op is Ops.CMPLT and d.src[1] is c.src[1] and (k := _simplified(d.src[0] - c.src[0])).op
-            is Ops.CONST and k.arg.value >= 0 and (k.arg.value > 0 or kept.index(d) < kept.index(c)) for d in kept)
+            d is not c and d.op is Ops.CMPLT and d.src[1] is c.src[1] and
+            (k := _simplified(d.src[0] - c.src[0], memo)).op is Ops.CONST and k.arg.value >= 0 and
+            (k.arg.value > 0 or kept.index(d) < kept.index(c)) for d in kept)
     kept = [c for c in kept if not implied(c)]
     if not kept:
         return UOp.const(dtypes.bool, True)

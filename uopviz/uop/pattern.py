@@ -268,8 +268,8 @@ class _Rewriter:
         rules = "; ".join(f"{r.location} {r.summary}" for r in dict.fromkeys(self.last))
         return RewriteError(f"pass {self.name!r} did not reach a fixpoint: {why}. Last rules applied: {rules}")
 
-    def run(self, root: UOp, bottom_up: bool) -> UOp:
-        done: dict[UOp, UOp] = {}
+    def run(self, root: UOp, bottom_up: bool, done: dict[UOp, UOp] | None = None) -> UOp:
+        done = {} if done is None else done
         waiting: set[UOp] = set()
         # (node, state, replacement, chain length): state 0 = first visit, 1 = sources done, 2 = replacement done
         stack: list[tuple[UOp, int, UOp | None, int]] = [(root, 0, None, 0)]
@@ -313,7 +313,7 @@ class _Rewriter:
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: str | None = None, bottom_up: bool = False,
                   stage: str | None = None, max_chain: int = 1000,
-                  sources: Callable[[UOp], tuple[UOp, ...]] | None = None) -> UOp:
+                  sources: Callable[[UOp], tuple[UOp, ...]] | None = None, memo: dict[UOp, UOp] | None = None) -> UOp:
     """Rewrite the graph under root with pm until no rule matches anywhere (a fixpoint).
 
     Default order: a node's sources are rewritten before the node is matched, and a rule's result is itself
@@ -321,15 +321,18 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, name: str | No
     A rule set that loops, or keeps rewriting one node more than max_chain times, raises RewriteError naming
     the pass and the last rules applied. `sources(u)`, when given, names the sources of u to rewrite (default:
     all); the others are kept as they are, so a pass can leave a subgraph it has no business in unvisited.
+    `memo`, when given, holds what each node was rewritten to and is kept between calls: many rewrites of graphs
+    that share subgraphs (one per lane of a vector) visit each shared node once. Only for rules whose result
+    depends on the node alone (no ctx, no `sources`), under one set of rules.
     """
     pass_name = name or pm.name or "rewrite"
     rec = _recorder
     rw = _Rewriter(pm, ctx, pass_name, rec, max_chain, sources)
     if rec is None:
-        return rw.run(root, bottom_up)
+        return rw.run(root, bottom_up, memo)
     rec.begin_pass(pass_name, stage, root)
     try:
-        out = rw.run(root, bottom_up)
+        out = rw.run(root, bottom_up, memo)
     except BaseException as e:
         rec.end_pass(None, e)
         raise
