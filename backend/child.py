@@ -53,13 +53,19 @@ def served(cache_dir: str, *args: str, start_timeout: float = 120) -> Iterator[s
         yield m.group(0)
     finally:
         timer.cancel()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 30) -> None:
+    """Stop a child server that is still running with Ctrl-C (SIGINT), as a user would; kill it if it has not
+    exited within `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
 
 
 @contextmanager

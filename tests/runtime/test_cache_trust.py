@@ -7,15 +7,15 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from planted import ONE, evil_library, one
 
 from uopviz.dtype import dtypes
 from uopviz.runtime import workers
-from uopviz.runtime.cpu import CPURuntime, find_compiler
+from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.trust import CacheTrustError
 from uopviz.target import Kernel
 from uopviz.uop.ops import Ops, UOp
@@ -24,14 +24,8 @@ NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user (uid 65534): "
                                                        "the tests run as root here and in CI")
 
-ONE = """void one(float* restrict data0) { data0[0] = 1.0f; }
-"""
 THREADED = """void fill(float* restrict data0, int tidx0) { data0[tidx0] = (float)tidx0; }
 """
-
-
-def one() -> Kernel:
-    return Kernel("one", UOp(Ops.LINEAR, ()), ONE, (dtypes.float32,))
 
 
 def threaded() -> Kernel:
@@ -47,13 +41,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def evil(tmp_path: Path) -> tuple[bytes, Path]:
     """A library that, once loaded, writes a marker file; and that marker's path."""
-    marker = tmp_path / "ran"
-    src = tmp_path / "evil.c"
-    src.write_text('#include <stdio.h>\n__attribute__((constructor)) static void evil(void) {\n'
-                   f'  FILE* f = fopen("{marker}", "w"); if (f) {{ fputs("planted code ran", f); fclose(f); }}\n}}\n')
-    lib = tmp_path / "evil.so"
-    subprocess.run([find_compiler(), "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
-    return lib.read_bytes(), marker
+    return evil_library(tmp_path)
 
 
 def plant(lib: Path, data: bytes) -> None:

@@ -6,92 +6,20 @@ server there)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
 import signal
 import stat
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+from other_user import command_lines
 
-from backend.child import base_and_token
-from backend.recording import record_zoo
+from backend.child import base_and_token, stop
 from backend.serve import launch_page
-
-RECORDER = """#!{python}
-# a browser for the test: it writes down how it was started and what the page it was given holds
-import json, os, stat, sys
-from urllib.parse import unquote, urlsplit
-page = unquote(urlsplit(sys.argv[-1]).path)
-info = {{"argv": sys.argv, "page": page, "text": open(page).read(), "mode": stat.S_IMODE(os.stat(page).st_mode),
-        "folder_mode": stat.S_IMODE(os.stat(os.path.dirname(page)).st_mode), "owner": os.stat(page).st_uid,
-        "folder_owner": os.stat(os.path.dirname(page)).st_uid}}
-with open({out!r} + ".tmp", "w") as f:
-    json.dump(info, f)
-os.replace({out!r} + ".tmp", {out!r})
-"""
-
-
-@pytest.fixture(scope="module")
-def trace_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("trace") / "max.uopviz-trace.json"
-    record_zoo("max", small=True).save(path)
-    return path
-
-
-def command_lines() -> dict[int, str]:
-    """Every process's command line, as any local user may read it."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError):  # it has ended
-                out[int(name)] = Path("/proc", name, "cmdline").read_bytes().replace(b"\0", b" ").decode(
-                    "utf-8", "replace")
-    return out
-
-
-@pytest.fixture
-def opened(trace_file: Path, tmp_path: Path) -> Iterator[tuple[dict[str, Any], str, subprocess.Popen[str]]]:
-    """`uopviz serve` with a browser to open (a display, and $BROWSER a recorder): what the recorder saw, the URL
-    the server printed, and the server."""
-    seen = tmp_path / "browser.json"
-    browser = tmp_path / "browser"
-    browser.write_text(RECORDER.format(python=sys.executable, out=str(seen)))
-    browser.chmod(0o755)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": str(tmp_path / "cache"), "DISPLAY": ":99",
-           "BROWSER": str(browser)}
-    env.pop("WAYLAND_DISPLAY", None)
-    proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--port", "0", str(trace_file)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    timer = threading.Timer(180, proc.kill)
-    timer.start()
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        m = re.search(r"http://\S+", line)
-        assert m, line
-        end = time.monotonic() + 60
-        while not seen.exists():
-            assert time.monotonic() < end and proc.poll() is None, "the browser was never opened"
-            time.sleep(0.05)
-        yield json.loads(seen.read_text()), m.group(0), proc
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
 
 
 def test_the_browser_is_opened_on_a_private_page_not_on_the_token(
@@ -144,5 +72,4 @@ def test_no_answer_of_a_running_server_sets_a_cookie(trace_file: Path, tmp_path:
         assert not [r.headers.get_list("set-cookie") for r in answers if r.headers.get_list("set-cookie")]
         assert token not in answers[0].text  # the page does not write the token into itself
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        stop(proc)
