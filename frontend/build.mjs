@@ -11,15 +11,18 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = resolve(process.argv[2] ?? join(here, "..", "backend", "ui"));
-const common = { bundle: true, minify: true, legalComments: "eof", target: "es2020", logLevel: "warning", absWorkingDir: here };
+// tsconfigRaw: the build ignores tsconfig.json, which is the type checker's (its strict would add "use strict").
+/** @type {import("esbuild").BuildOptions} */
+const common = { bundle: true, minify: true, legalComments: "eof", target: "es2020", logLevel: "warning", absWorkingDir: here, tsconfigRaw: {} };
 
 // The worker's bundle, made first and handed to the app as the text of the module "uopviz:worker-source".
 const worker = await build({ ...common, entryPoints: ["src/worker.js"], format: "iife", write: false });
+/** @type {import("esbuild").Plugin} */
 const workerSource = {
   name: "worker-source",
   setup(b) {
     b.onResolve({ filter: /^uopviz:worker-source$/ }, (args) => ({ path: args.path, namespace: "worker-source" }));
-    b.onLoad({ filter: /.*/, namespace: "worker-source" }, () => ({ contents: worker.outputFiles[0].text, loader: "text" }));
+    b.onLoad({ filter: /.*/, namespace: "worker-source" }, () => ({ contents: /** @type {import("esbuild").OutputFile[]} */ (worker.outputFiles)[0].text, loader: "text" }));
   },
 };
 

@@ -17,14 +17,26 @@ import { describeOpts, formatOpts } from "./opts.js";
 import { Overlay } from "./overlay.js";
 import { Sidebar } from "./sidebar.js";
 import { emptyState, formatHash, parseHash } from "./state.js";
+/** @import { ContextInfo, DataSource, GraphNode, Meta, Opt, OptsOrigin, PassInfo, StepView, TraceDetail, TraceSummary } from "../types/api" */
+/** @import { DisplayGraph, Panel, PanelContext, PanelDef, PanelView, ShownState, Variant, ViewState } from "../types/ui" */
+/**
+ * @typedef {object} AppOptions
+ * @property {boolean} hash keep the view in location.hash
+ * @property {() => Worker} createWorker the layout worker
+ * @property {PanelDef[]} panels the side panel's tabs
+ * @property {boolean} [readOnly] a source that changes nothing
+ * @property {Partial<ViewState>} [initial] a view state to start from, without hash
+ * @property {(state: ViewState) => void} [onState] told the view state after each change
+ */
 
 const ICONS = { first: "M3 3h2v10H3zM13 3v10L6 8z", prev: "M11 3v10L4 8z", next: "M5 3v10l7-5z", last: "M11 3h2v10h-2zM3 3v10l7-5z" };
 // Stages whose kernels are big (UPCAST copies, devectorized lanes, index math of every load): there the graph folds
 // index arithmetic and collapses copies alike unless the person says otherwise.
 // The context a trace opens on: its first reduction kernel (named r_...: a matmul, not the copy into panels that
 // comes before it, nor the padded input a convolution stores first), else its first kernel, else the first context.
+/** @param {ContextInfo[]} ctxs */
 function openingKernel(ctxs) {
-  const kernels = ctxs.map((c, i) => [c, i]).filter(([c]) => c.kind === "kernel");
+  const kernels = ctxs.map((c, i) => /** @type {[ContextInfo, number]} */ ([c, i])).filter(([c]) => c.kind === "kernel");
   const pick = kernels.find(([c]) => c.name.startsWith("r_")) ?? kernels[0];
   return pick ? pick[1] : 0;
 }
@@ -36,6 +48,11 @@ export class App {
   // options: hash (keep the view in location.hash), createWorker (the layout worker), panels (the side panel's
   // tabs), readOnly (a source that changes nothing), initial (a view state to start from, without hash),
   // onState(state) (told the view state after each change, e.g. a widget's traitlets).
+  /**
+   * @param {HTMLElement} root
+   * @param {DataSource} source
+   * @param {AppOptions} options
+   */
   constructor(root, source, { hash, createWorker, panels, readOnly = false, initial = {}, onState = () => {} }) {
     this.root = root;
     this.source = source;
@@ -44,35 +61,52 @@ export class App {
     this.readOnly = readOnly;
     this.onState = onState;
     this.layouts = new LayoutEngine(createWorker);
+    /** @type {Map<string, Promise<any>>} */
     this.cache = new Map(); // data-source answers by request key, as promises
+    /** @type {ViewState} */
     this.state = { ...emptyState(), ...initial };
     this.token = 0;
     this.showRemoved = true;
     // the graph's views: null follows the stage (on late), a boolean is the person's choice
+    /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, hidden: Set<string>}} */
     this.views = { index: null, lanes: null, listing: null, hidden: new Set() };
     this.query = "";
+    /** @type {number[]} */
     this.hits = [];
     this.hit = -1;
+    /** @type {string | null} */
     this.selected = null;
+    /** @type {string | null} */
     this.drawnPass = null;
+    /** @type {Map<string, Panel>} */
     this.panels = new Map(); // id -> the panel's instance
+    /** @type {(() => void)[]} */
     this.cleanups = [];
   }
 
   async start() {
+    /** @type {boolean} */
     this.legendOpen = this.root.clientHeight >= TALL_ENOUGH_FOR_LEGEND;
     this.buildLayout();
     this.status("Loading…");
     try {
-      [this.meta, this.traces] = await Promise.all([this.source.meta(), this.source.traces()]);
+      const [meta, traces] = await Promise.all([this.source.meta(), this.source.traces()]);
+      /** @type {Meta} */
+      this.meta = meta;
+      /** @type {TraceSummary[]} */
+      this.traces = traces;
     } catch (err) {
       this.status(err.message, true);
       return;
     }
     if (this.useHash) this.state = this.fromHash();
+    /** @type {Map<string, string>} */
     this.axisColors = new Map(this.meta.axis_types.map((t) => [t.letter, t.color]));
+    /** @type {Map<string, string>} */
     this.opColors = new Map(this.meta.op_groups.flatMap((g) => g.ops.map((op) => [op, g.color])));
+    /** @type {Sidebar} */
     this.sidebar = new Sidebar(this.els.side, this.axisColors, (patch, push) => this.go(patch, push), (opts) => describeOpts(this.meta, opts));
+    /** @type {PanelContext} */
     const ctx = {
       meta: this.meta,
       axisColors: this.axisColors,
@@ -87,7 +121,7 @@ export class App {
       showText: (title, text) => this.overlay.text(title, text),
       showPython: () => this.showPython(),
     };
-    for (const p of this.panelDefs) this.panels.set(p.id, p.create(this.els.tabBodies.get(p.id), ctx));
+    for (const p of this.panelDefs) this.panels.set(p.id, p.create(/** @type {HTMLDivElement} */ (this.els.tabBodies.get(p.id)), ctx));
     this.drawLegend();
     this.buildFilters();
     if (this.useHash) this.listen(window, "hashchange", () => this.onHash());
@@ -110,19 +144,31 @@ export class App {
     );
   }
 
+  /**
+   * @template {Event} E
+   * @param {EventTarget} target
+   * @param {string} type
+   * @param {(event: E) => void} fn
+   */
   listen(target, type, fn) {
-    target.addEventListener(type, fn);
-    this.cleanups.push(() => target.removeEventListener(type, fn));
+    target.addEventListener(type, /** @type {EventListener} */ (fn));
+    this.cleanups.push(() => target.removeEventListener(type, /** @type {EventListener} */ (fn)));
   }
 
   buildLayout() {
+    /**
+     * @template {keyof HTMLElementTagNameMap} K
+     * @param {K} tag
+     * @param {string} cls
+     * @param {...import("./dom.js").Child} children
+     */
     const el = (tag, cls, ...children) => h(tag, { class: cls }, ...children);
     const els = {
       side: el("nav", "uv-side"),
       crumbs: el("div", "uv-crumbs"),
       status: el("div", "uv-status"),
       stepLabel: el("span", "uv-step-label"),
-      slider: h("input", { class: "uv-slider", type: "range", min: 0, max: 0, value: 0, "aria-label": "step", oninput: (e) => this.go({ k: Number(e.target.value) }) }),
+      slider: h("input", { class: "uv-slider", type: "range", min: 0, max: 0, value: 0, "aria-label": "step", oninput: (/** @type {{target: HTMLInputElement}} */ e) => this.go({ k: Number(e.target.value) }) }),
       graph: el("div", "uv-graph"),
       listing: h("div", { class: "uv-listing", hidden: true }),
       inspector: h("div", { class: "uv-inspector", hidden: true }),
@@ -130,14 +176,18 @@ export class App {
       tools: el("div", "uv-graph-tools"),
       drawn: el("span", "uv-drawn"),
       filters: h("div", { class: "uv-filters", hidden: true }),
-      search: h("input", { class: "uv-search", type: "search", placeholder: "search  /", "aria-label": "search the graph", oninput: (e) => this.search(e.target.value) }),
+      search: h("input", { class: "uv-search", type: "search", placeholder: "search  /", "aria-label": "search the graph", oninput: (/** @type {{target: HTMLInputElement}} */ e) => this.search(e.target.value) }),
       hits: el("span", "uv-hits"),
       tabs: el("div", "uv-tabs"),
       tabBodies: new Map(this.panelDefs.map((p) => [p.id, el("div", `uv-tab-body uv-${p.id}`)])),
     };
+    /** @type {typeof els} */
     this.els = els;
+    /** @type {(cls: string, label: string | Node, title: string, onclick: () => void) => HTMLButtonElement} */
     const button = (cls, label, title, onclick) => h("button", { class: `uv-button ${cls}`, title, onclick }, label);
+    /** @type {Record<string, HTMLButtonElement>} */
     this.toggles = {};
+    /** @type {(name: string, label: string, title: string, onclick: () => void) => HTMLButtonElement} */
     const toggle = (name, label, title, onclick) => (this.toggles[name] = button(`uv-toggle uv-${name}`, label, title, onclick));
     els.search.addEventListener("keydown", (e) => {
       if (e.key === "Enter") this.nextHit(e.shiftKey ? -1 : 1);
@@ -191,6 +241,7 @@ export class App {
       this.resizer("--uv-panel-w", -1),
       h("aside", { class: "uv-panel" }, els.tabs, [...els.tabBodies.values()]),
     );
+    /** @type {Overlay} */
     this.overlay = new Overlay(this.root);
     // A narrow view (a notebook, a laptop) gives the graph more of its width.
     const wide = this.root.clientWidth;
@@ -198,12 +249,13 @@ export class App {
       this.root.style.setProperty("--uv-side-w", `${Math.round(Math.max(200, wide * 0.17))}px`);
       this.root.style.setProperty("--uv-panel-w", `${Math.round(Math.max(320, wide * 0.3))}px`);
     }
+    /** @type {GraphView} */
     this.view = new GraphView(els.graph, (ref) => this.selectNode(ref, false), () => ({
       top: els.tools.offsetHeight + 16,
       bottom: (els.legend.offsetHeight || 0) + 14,
     }));
     this.cleanups.push(() => this.view.destroy());
-    this.listen(this.root, "keydown", (e) => {
+    this.listen(this.root, "keydown", (/** @type {KeyboardEvent} */ e) => {
       this.onKey(e);
       // In a notebook the keys typed in the view are the view's: none reaches JupyterLab's shortcuts (a cell's
       // arrows, "a", "b", ...); combinations with Ctrl/Alt/Meta (save, run) still do.
@@ -226,7 +278,7 @@ export class App {
             type: "checkbox",
             checked: true,
             dataset: { group: name },
-            onchange: (e) => {
+            onchange: (/** @type {{target: HTMLInputElement}} */ e) => {
               if (e.target.checked) this.views.hidden.delete(name);
               else this.views.hidden.add(name);
               this.render();
@@ -249,11 +301,16 @@ export class App {
   }
 
   // A drag handle that resizes the column whose width is in CSS variable `name` (sign: which side grows).
+  /**
+   * @param {string} name
+   * @param {number} sign
+   */
   resizer(name, sign) {
     const handle = h("div", { class: `uv-resizer ${sign > 0 ? "uv-resizer-side" : "uv-resizer-panel"}`, role: "separator", title: "drag to resize" });
     handle.addEventListener("pointerdown", (down) => {
       const start = parseFloat(getComputedStyle(this.root).getPropertyValue(name));
       handle.setPointerCapture(down.pointerId);
+      /** @param {PointerEvent} e */
       const move = (e) => this.root.style.setProperty(name, `${Math.max(160, Math.min(900, start + sign * (e.clientX - down.clientX)))}px`);
       handle.addEventListener("pointermove", move);
       handle.addEventListener("pointerup", () => handle.removeEventListener("pointermove", move), { once: true });
@@ -261,29 +318,48 @@ export class App {
     return handle;
   }
 
+  /**
+   * @param {string} text
+   * @param {boolean} [isError]
+   */
   status(text, isError = false) {
     this.els.status.textContent = text;
     this.els.status.classList.toggle("uv-error", isError);
   }
 
   // Data-source answers are cached by key (as promises); failed ones are forgotten so they can be retried.
+  /**
+   * @template T
+   * @param {string} key
+   * @param {() => Promise<T>} load
+   * @returns {Promise<T>}
+   */
   fetch(key, load) {
     if (!this.cache.has(key)) {
       const promise = load();
       promise.catch(() => this.cache.delete(key));
       this.cache.set(key, promise);
     }
-    return this.cache.get(key);
+    return /** @type {Promise<T>} */ (this.cache.get(key));
   }
 
+  /** @type {(tid: string) => Promise<TraceDetail>} */
   trace = (tid) => this.fetch(`trace/${tid}`, () => this.source.trace(tid));
+  /** @type {(tid: string, ci: number, pi: number, k: number) => Promise<StepView>} */
   stepData = (tid, ci, pi, k) => this.fetch(`step/${tid}/${ci}/${pi}/${k}`, () => this.source.step(tid, ci, pi, k));
 
   // Context ci of trace tid lowered again with exactly `opts`: the opts answer (its trace_id is the lowering's
   // trace) with the new kernel's view (device, listing) when it loads.
+  /**
+   * @param {string} tid
+   * @param {number} ci
+   * @param {Opt[]} opts
+   * @returns {Promise<Variant>}
+   */
   variant(tid, ci, opts) {
     return this.fetch(`opts/${tid}/${ci}/${formatOpts(opts)}`, async () => {
       const applied = await this.source.applyOpts(tid, ci, opts);
+      /** @type {Partial<import("../types/api").KernelView>} */
       const lowered = applied.trace_id == null ? {} : await this.source.kernel(applied.trace_id, 0).catch(() => ({}));
       return { ...lowered, ...applied };
     });
@@ -291,20 +367,29 @@ export class App {
 
   // Show the kernel with `opts` (null: as compiled), at the step where its last opt was applied, so the graph shows
   // what that opt did; rejects (with the reason) when the opts do not apply.
+  /**
+   * @param {Opt[] | null} opts
+   * @param {Partial<ViewState>} [patch]
+   */
   async openOpts(opts, patch = {}) {
-    const { tid, ci } = this.state;
-    const shown = opts ? await this.variant(tid, ci, opts).then((v) => ({ tid: v.trace_id, ci: 0 })) : { tid, ci };
+    const { tid, ci } = /** @type {ShownState} */ (this.state); // a kernel is shown
+    const shown = opts ? await this.variant(tid, ci, opts).then((v) => ({ tid: /** @type {string} */ (v.trace_id), ci: 0 })) : { tid, ci };
     const passes = (await this.trace(shown.tid)).contexts[shown.ci].passes;
     const pi = passes.findLastIndex((p) => p.opt);
     this.go({ opts, ...(pi >= 0 ? { pi, k: passes[pi].steps } : {}), ...patch }, true);
   }
 
+  /**
+   * @param {Partial<ViewState>} patch
+   * @param {boolean} [push] a new history entry
+   */
   go(patch, push = false) {
     this.state = { ...this.state, ...patch };
     this.render(push);
   }
 
   // Turn one of the graph's views on or off (away from what the stage chose).
+  /** @param {"index" | "lanes" | "listing"} name */
   flip(name) {
     this.views[name] = !this.effective(name);
     this.render();
@@ -312,10 +397,14 @@ export class App {
 
   // Whether a view is on: the person's choice, else the stage's (index and copies fold in late stages; the listing
   // is the main view of a Linear program).
+  /**
+   * @param {"index" | "lanes" | "listing"} name
+   * @returns {boolean}
+   */
   effective(name) {
     if (this.views[name] != null) return this.views[name];
     if (name === "listing") return Boolean(this.step && linearOf(this.step));
-    return LATE_STAGES.has(this.pass?.stage);
+    return LATE_STAGES.has(/** @type {string} */ (this.pass?.stage));
   }
 
   onHash() {
@@ -325,6 +414,7 @@ export class App {
     }
   }
 
+  /** @param {boolean} push */
   writeHash(push) {
     if (!this.useHash) return;
     const hash = formatHash(this.state);
@@ -346,7 +436,7 @@ export class App {
       if (token !== this.token) return;
     }
     // an opts trace is shown as what it is: its kernel with those opts
-    const variant = this.traces.find((t) => t.id === s.tid && t.origin);
+    const variant = /** @type {(TraceSummary & {origin: OptsOrigin}) | undefined} */ (this.traces.find((t) => t.id === s.tid && t.origin));
     if (variant) Object.assign(s, { tid: variant.origin.trace_id, ci: variant.origin.context, opts: variant.origin.opts });
     const own = this.traces.filter((t) => !t.origin);
     if (s.tid == null || !own.some((t) => t.id === s.tid)) {
@@ -372,7 +462,7 @@ export class App {
     if (s.opts) {
       try {
         const v = await this.variant(s.tid, s.ci, s.opts);
-        const t = await this.trace(v.trace_id);
+        const t = await this.trace(/** @type {string} */ (v.trace_id)); // the server keeps each lowering
         shown = { trace: t, context: t.contexts[0] };
         // the list now holds this variant
         if (!this.traces.some((x) => x.id === v.trace_id)) this.traces = await this.source.traces();
@@ -381,10 +471,14 @@ export class App {
       }
       if (token !== this.token) return;
     }
+    /** @type {ContextInfo[]} */
     this.contexts = shown.trace.contexts;
+    /** @type {{tid: string, ci: number, context: ContextInfo}} */
     this.shown = { tid: shown.trace.id, ci: shown.context.index, context: shown.context };
     s.pi = Math.min(Math.max(0, s.pi), shown.context.passes.length - 1);
+    /** @type {PassInfo | undefined} */
     const pass = shown.context.passes[s.pi];
+    /** @type {PassInfo | undefined} */
     this.pass = pass;
     s.k = Math.min(Math.max(0, s.k), pass?.steps ?? 0);
     if (!this.panels.has(s.tab)) s.tab = this.panelDefs[0].id;
@@ -393,26 +487,32 @@ export class App {
 
     this.sidebar.render(this.traces, trace, shown.context, s);
     this.renderChrome(trace, ctx, pass);
-    const panel = this.panels.get(s.tab);
-    const view = { trace, context: ctx, shown, pass, state: s, step: null };
+    const panel = /** @type {Panel} */ (this.panels.get(s.tab)); // (s.tab is a panel's)
+    /** @type {PanelView} */
+    const view = { trace, context: ctx, shown, pass, state: /** @type {ShownState} */ (s), step: null };
     panel.update(view);
     if (!pass) {
+      /** @type {StepView | null} */
       this.step = null;
       this.showListing(false);
-      this.view.draw({ key: "empty", nodes: [], edges: [] }, { width: 0, height: 0, nodes: [], edges: [] }, false);
+      this.view.draw({ key: "empty", root: null, nodes: [], edges: [], match: null, replacement: null, total: 0 }, { width: 0, height: 0, nodes: [], edges: [] }, false);
       return this.status("This context has no passes.");
     }
 
     this.status(variantError ?? "Loading…", variantError != null);
+    /** @type {StepView} */
     let step;
+    /** @type {Map<string, GraphNode> | null} */
     let removed = null;
+    /** @type {[string, number, number]} */
     const at = [shown.trace.id, shown.context.index, s.pi];
     try {
       step = await this.stepData(...at, s.k);
       if (this.showRemoved && s.k > 0 && step.removed.length) removed = await this.removedNodes(at, s.k, step);
       if (token !== this.token) return;
       this.step = step;
-      this.table = new Map([...(removed ?? []), ...step.nodes.map((n) => [n.id, n])]);
+      /** @type {Map<string, GraphNode>} */
+      this.table = new Map([...(removed ?? []), ...step.nodes.map((n) => /** @type {[string, GraphNode]} */ ([n.id, n]))]);
       const listing = this.effective("listing") && linearOf(step);
       this.showListing(listing);
       this.renderTools(step);
@@ -423,6 +523,7 @@ export class App {
         hidden: this.views.hidden,
         commutative: new Set(this.meta.commutative ?? []),
       });
+      /** @type {DisplayGraph} */
       this.display = display;
       this.els.drawn.textContent = `${display.nodes.length} drawn · ${display.total} nodes`;
       if (listing) renderListing(this.els.listing, step, (op) => this.opColors.get(op), (id) => this.selectNode(id, false), this.selected);
@@ -439,7 +540,7 @@ export class App {
       if (token === this.token) this.status(err.message, true);
       return;
     }
-    this.selectNode(this.table.has(this.selected) ? this.selected : null, false);
+    this.selectNode(this.table.has(/** @type {string} */ (this.selected)) ? this.selected : null, false);
     panel.update({ ...view, step });
     if (!variantError) this.status("");
     // Report the view as drawn once the browser has painted it (tests and bench/ui.py wait for this).
@@ -452,22 +553,31 @@ export class App {
   }
 
   // The listing replaces the graph, and with it the graph's legend (which would cover its lines).
+  /** @param {unknown} on */
   showListing(on) {
     this.els.listing.hidden = !on;
     this.els.graph.hidden = Boolean(on);
-    this.els.graph.parentElement.classList.toggle("uv-listing-on", Boolean(on));
+    /** @type {HTMLElement} */ (this.els.graph.parentElement).classList.toggle("uv-listing-on", Boolean(on));
   }
 
   // The nodes a step removed come from the step's own table when it has them, else from the step before.
+  /**
+   * @param {[string, number, number]} at the trace, context and pass
+   * @param {number} k
+   * @param {StepView} step
+   * @returns {Promise<Map<string, GraphNode>>}
+   */
   async removedNodes(at, k, step) {
     const have = new Map(step.nodes.map((n) => [n.id, n]));
-    if (step.removed.every((id) => have.has(id))) return new Map(step.removed.map((id) => [id, have.get(id)]));
+    if (step.removed.every((id) => have.has(id))) return new Map(step.removed.map((id) => [id, /** @type {GraphNode} */ (have.get(id))]));
     const before = await this.stepData(...at, k - 1);
     const prev = new Map(before.nodes.map((n) => [n.id, n]));
-    return new Map(step.removed.filter((id) => have.has(id) || prev.has(id)).map((id) => [id, have.get(id) ?? prev.get(id)]));
+    return new Map(step.removed.filter((id) => have.has(id) || prev.has(id)).map((id) => [id, /** @type {GraphNode} */ (have.get(id) ?? prev.get(id))]));
   }
 
+  /** @param {StepView} step */
   renderTools(step) {
+    /** @type {(name: string, value: boolean) => void} */
     const on = (name, value) => this.toggles[name].classList.toggle("uv-on", value);
     on("removed", this.showRemoved);
     on("index", this.effective("index"));
@@ -477,6 +587,11 @@ export class App {
     this.toggles.listing.hidden = !linearOf(step);
   }
 
+  /**
+   * @param {TraceDetail} trace
+   * @param {ContextInfo} ctx
+   * @param {PassInfo | undefined} pass
+   */
   renderChrome(trace, ctx, pass) {
     const s = this.state;
     fill(
@@ -491,7 +606,7 @@ export class App {
     const folded = pass?.folded.length ?? 0;
     this.els.stepLabel.textContent = `step ${s.k} / ${steps}`;
     this.els.stepLabel.title = folded ? `${folded} of these steps change nothing drawn (the rewriter met a node an earlier step had rewritten): ← → skip them` : "";
-    this.els.stepLabel.dataset.folded = folded;
+    this.els.stepLabel.dataset.folded = String(folded);
     if (folded) this.els.stepLabel.append(h("span", { class: "uv-folded" }, ` · ${folded} folded`));
     Object.assign(this.els.slider, { max: steps, value: s.k, disabled: !steps });
     fill(
@@ -501,10 +616,14 @@ export class App {
     for (const [id, body] of this.els.tabBodies) body.hidden = id !== s.tab;
   }
 
+  /**
+   * @param {string | null} ref
+   * @param {boolean} reveal
+   */
   selectNode(ref, reveal) {
     this.selected = ref;
     this.view.select(ref, reveal);
-    for (const line of this.els.listing.querySelectorAll(".uv-line")) line.classList.toggle("uv-selected", line.dataset.ref === ref);
+    for (const line of /** @type {NodeListOf<HTMLElement>} */ (this.els.listing.querySelectorAll(".uv-line"))) line.classList.toggle("uv-selected", line.dataset.ref === ref);
     const drawn = ref == null ? null : this.view.nodes.find((n) => n.refs.includes(ref));
     renderInspector(this.els.inspector, {
       node: ref && this.table?.get(ref),
@@ -517,6 +636,7 @@ export class App {
   }
 
   // The graph of the step shown (or the part of it under node `id`) as Python, in an overlay.
+  /** @param {string | null} [id] */
   async showPython(id = null) {
     const { pi, k } = this.state;
     try {
@@ -528,6 +648,10 @@ export class App {
   }
 
   // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in.
+  /**
+   * @param {GraphNode} node
+   * @returns {{label: string, open: () => void} | null}
+   */
   functionOf(node) {
     const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
     if (fn?.op !== "Function" || !fn.arg) return null;
@@ -537,6 +661,10 @@ export class App {
 
   // The search box: every drawn node whose op, title, index text or id holds the text is marked; the first (or
   // the next, with Enter) is brought into view.
+  /**
+   * @param {string} query
+   * @param {boolean} [reveal]
+   */
   search(query, reveal = true) {
     this.query = query.trim().toLowerCase();
     const nodes = this.view.nodes;
@@ -547,6 +675,7 @@ export class App {
     this.showHits();
   }
 
+  /** @param {number} delta */
   nextHit(delta) {
     if (!this.hits.length) return;
     this.hit = (this.hit + delta + this.hits.length) % this.hits.length;
@@ -559,6 +688,7 @@ export class App {
   }
 
   // The next step that is not folded (one that changes what is drawn), `delta` away; nothing happens at either end.
+  /** @param {number} delta */
   async stepBy(delta) {
     const { tid, pi } = this.state;
     const pass = this.pass;
@@ -571,6 +701,7 @@ export class App {
   }
 
   // Step k of the current pass (clamped to its steps).
+  /** @param {number} k */
   stepTo(k) {
     const pass = this.pass;
     if (!pass) return;
@@ -578,14 +709,16 @@ export class App {
     if (k !== this.state.k) this.go({ k });
   }
 
+  /** @param {number} delta */
   movePass(delta) {
     const passes = this.shown?.context.passes ?? [];
     const pi = Math.min(Math.max(0, this.state.pi + delta), passes.length - 1);
     if (pi !== this.state.pi) this.go({ pi, k: 0 });
   }
 
+  /** @param {KeyboardEvent} e */
   onKey(e) {
-    if (e.target.closest("input, select, textarea, [contenteditable]") || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (/** @type {Element} */ (e.target).closest("input, select, textarea, [contenteditable]") || e.altKey || e.ctrlKey || e.metaKey) return;
     if (this.overlay.open) {
       if (e.key === "Escape" || e.key === "?") {
         e.preventDefault();
@@ -593,6 +726,7 @@ export class App {
       }
       return;
     }
+    /** @type {Record<string, () => unknown>} */
     const actions = {
       ArrowLeft: () => this.stepBy(-1),
       ArrowRight: () => this.stepBy(1),
@@ -607,7 +741,7 @@ export class App {
       g: () => linearOf(this.step ?? { nodes: [] }) && this.flip("listing"),
       i: () => this.flip("index"),
       c: () => this.flip("lanes"),
-      l: () => this.els.legend.querySelector(".uv-legend-toggle").click(),
+      l: () => /** @type {HTMLElement} */ (this.els.legend.querySelector(".uv-legend-toggle")).click(),
     };
     if (!actions[e.key]) return;
     e.preventDefault();

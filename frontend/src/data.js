@@ -25,8 +25,13 @@
 //
 // httpSource(base, token) implements it over HTTP, sending the server's token (pageToken()) as a header on every
 // request, the event stream included; the Jupyter widget implements the same methods over its comm.
+/** @import { BeamEvent, DataSource } from "../types/api" */
 
 export class DataError extends Error {
+  /**
+   * @param {number} status the HTTP status (0: no answer)
+   * @param {unknown} detail FastAPI's detail
+   */
   constructor(status, detail) {
     super(describe(detail));
     this.name = "DataError";
@@ -36,6 +41,7 @@ export class DataError extends Error {
 }
 
 // FastAPI's detail is a string, or for request validation a list of {loc, msg}.
+/** @param {unknown} detail */
 function describe(detail) {
   if (typeof detail === "string") return detail;
   if (Array.isArray(detail)) return detail.map((d) => (d.loc ? `${d.loc.join(".")}: ${d.msg}` : d.msg ?? JSON.stringify(d))).join("; ");
@@ -72,9 +78,14 @@ export function pageToken(storage = globalThis.localStorage, where = globalThis.
 
 // The events of a server-sent event stream's body, each `data:` field (its lines joined) once a blank line ends it;
 // comments (`:`) and the other fields are skipped.
+/**
+ * @param {ReadableStream<BufferSource>} body
+ * @returns {AsyncGenerator<string, void>}
+ */
 export async function* sseData(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let rest = "";
+  /** @type {string[]} */
   let data = [];
   for (;;) {
     const { value, done } = await reader.read();
@@ -94,9 +105,20 @@ export async function* sseData(body) {
   }
 }
 
+/**
+ * @param {string} [base] the server's address ("": this page's)
+ * @param {string | null} [token]
+ * @returns {DataSource}
+ */
 export function httpSource(base = "", token = null) {
+  /** @param {...(string | number)} parts */
   const url = (...parts) => `${base}/api/${parts.map((p) => encodeURIComponent(p)).join("/")}`;
+  /** @param {Record<string, string>} [headers] */
   const auth = (headers = {}) => (token ? { ...headers, Authorization: `token ${token}` } : headers);
+  /**
+   * @param {string} href
+   * @param {RequestInit & {headers?: Record<string, string>}} [init]
+   */
   const call = async (href, init = {}) => {
     let res;
     try {
@@ -108,11 +130,14 @@ export function httpSource(base = "", token = null) {
     if (!res.ok) throw new DataError(res.status, body?.detail ?? `${res.status} ${res.statusText}`);
     return body;
   };
+  /** @type {(tid: string, ci: number) => (string | number)[]} */
   const ctx = (tid, ci) => ["traces", tid, "contexts", ci];
+  /** @type {(href: string, body: unknown) => Promise<any>} */
   const post = (href, body) => call(href, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  /** @type {(href: string, params: Record<string, string | number | null>) => string} */
   const query = (href, params) => {
     const given = Object.entries(params).filter(([, v]) => v != null);
-    return given.length ? `${href}?${new URLSearchParams(given)}` : href;
+    return given.length ? `${href}?${new URLSearchParams(/** @type {[string, string][]} */ (given))}` : href;
   };
   return {
     meta: () => call(url("meta")),
@@ -138,6 +163,7 @@ export function httpSource(base = "", token = null) {
         over = true;
         abort.abort();
       };
+      /** @param {string} detail */
       const fail = (detail) => {
         if (over) return;
         close();
@@ -151,7 +177,8 @@ export function httpSource(base = "", token = null) {
               const body = await res.json().catch(() => null);
               return fail(describe(body?.detail ?? `${res.status} ${res.statusText}`));
             }
-            for await (const data of sseData(res.body)) {
+            for await (const data of sseData(/** @type {ReadableStream<Uint8Array<ArrayBuffer>>} */ (res.body))) { // an ok answer has a body
+              /** @type {BeamEvent & {seq: number}} */
               const event = JSON.parse(data);
               if (over) return;
               if (event.seq <= seen) continue; // a reconnected stream replays the job from its start

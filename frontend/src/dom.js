@@ -1,5 +1,15 @@
 // A small element builder: h("div", {class: "x", onclick}, child, ...). Children may be nodes,
 // strings or (nested) arrays; null and false are skipped.
+/** @typedef {Node | string | number | false | null | undefined | Child[]} Child */
+/** @typedef {Record<string, any>} Attrs an attribute's value (null or false: none), an on... listener, a dataset */
+
+/**
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
+ * @param {Attrs} [attrs]
+ * @param {...Child} children
+ * @returns {HTMLElementTagNameMap[K]}
+ */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -14,6 +24,10 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/**
+ * @param {Element | DocumentFragment} el
+ * @param {Child[]} children
+ */
 function append(el, children) {
   for (const child of children) {
     if (child == null || child === false) continue;
@@ -24,18 +38,25 @@ function append(el, children) {
 
 // Replaces the children of `el`. Focus inside it stays inside the app: on the new form control of the same
 // class, else on the app itself, whose keys (arrows to step) keep working.
+/**
+ * @template {Element} E
+ * @param {E} el
+ * @param {...Child} children
+ * @returns {E}
+ */
 export function fill(el, ...children) {
   const focused = el.contains(document.activeElement) ? document.activeElement : null;
   el.replaceChildren();
   append(el, children);
   if (focused) {
     const again = focused.matches("input, select") && el.querySelector(`.${focused.classList[0]}`);
-    (again || el.closest("[tabindex]"))?.focus({ preventScroll: true });
+    /** @type {HTMLElement | null} */ (again || el.closest("[tabindex]"))?.focus({ preventScroll: true });
   }
   return el;
 }
 
 // Black or white, whichever reads better on the background colour `hex` (#rrggbb).
+/** @param {string} hex */
 export function textOn(hex) {
   const n = parseInt(hex.slice(1), 16);
   const [r, g, b] = [(n >> 16) & 255, (n >> 8) & 255, n & 255].map((c) => {
@@ -46,6 +67,7 @@ export function textOn(hex) {
 }
 
 // A 16px stroke-and-fill icon from SVG path data.
+/** @param {string} d */
 export function icon(d) {
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");

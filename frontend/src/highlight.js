@@ -1,6 +1,7 @@
 // Syntax highlighting to HTML (every piece of input is escaped): C-family kernel sources, the Python of
 // rewrite rules, unified diffs and Linear listings. Tokens become <span class="uv-tok-KIND">.
 
+/** @param {string} text */
 const words = (text) => new Set(text.split(/\s+/));
 const C_KEYWORDS = words(`if else for while do return break continue switch case default goto sizeof typedef
   struct union enum const restrict volatile static inline extern register __restrict__ __kernel kernel __global
@@ -16,6 +17,8 @@ const WORD = String.raw`(?<word>[A-Za-z_]\w*)`;
 const DQ = String.raw`"(?:\\.|[^"\\\n])*"`;
 const SQ = String.raw`'(?:\\.|[^'\\\n])*'`;
 
+/** @typedef {"c" | "python"} Lang */
+/** @type {Record<Lang, {token: RegExp, word: (w: string, next: string | undefined) => string | null}>} */
 const LANGS = {
   c: {
     token: new RegExp(
@@ -33,12 +36,18 @@ const LANGS = {
   },
 };
 
+/** @param {string} text */
 export function escapeHtml(text) {
-  return text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  return text.replace(/[&<>"]/g, (c) => /** @type {Record<string, string>} */ ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
 }
 
+/** @type {(kind: string, text: string) => string} */
 const span = (kind, text) => `<span class="uv-tok-${kind}">${escapeHtml(text)}</span>`;
 
+/**
+ * @param {string} code
+ * @param {Lang} lang
+ */
 export function highlight(code, lang) {
   const { token, word } = LANGS[lang];
   let html = "";
@@ -46,24 +55,31 @@ export function highlight(code, lang) {
   for (const m of code.matchAll(token)) {
     html += escapeHtml(code.slice(last, m.index));
     last = m.index + m[0].length;
-    const { comment, pre, str, num } = m.groups;
+    const { comment, pre, str, num } = /** @type {Record<string, string | undefined>} */ (m.groups); // every token has groups
     const kind = comment ? "comment" : pre ? "pre" : str ? "str" : num ? "num" : word(m[0], code.slice(last).match(/^\s*(.)/)?.[1]);
     html += kind ? span(kind, m[0]) : escapeHtml(m[0]);
   }
   return html + escapeHtml(code.slice(last));
 }
 
+/** @param {string} diff */
 export function highlightDiff(diff) {
+  let inHunks = false; // "---" and "+++" name the files only before the first hunk; in one, they are lines ("--i;")
   return diff
     .split("\n")
     .map((line) => {
-      const kind = /^(\+\+\+|---)/.test(line) ? "file" : line[0] === "+" ? "add" : line[0] === "-" ? "del" : line.startsWith("@@") ? "hunk" : null;
+      if (line.startsWith("@@")) inHunks = true;
+      const kind = !inHunks && /^(\+\+\+|---)/.test(line) ? "file" : line[0] === "+" ? "add" : line[0] === "-" ? "del" : line.startsWith("@@") ? "hunk" : null;
       return kind ? span(`diff-${kind}`, line) : escapeHtml(line);
     })
     .join("\n");
 }
 
 // Linear listings ("12  Add  index  %11 %10"): the op coloured by its SPEC group, operands %n marked.
+/**
+ * @param {string} text
+ * @param {(op: string) => string | undefined} opColor
+ */
 export function highlightListing(text, opColor) {
   return text
     .split("\n")

@@ -2,10 +2,11 @@
 // the bundle (script.uopviz-bundle, text), the answers (script.uopviz-data) and the view to open
 // (script.uopviz-view, JSON). It imports the bundle from a Blob URL, so one HTML file (or a notebook's saved
 // output) holds everything, and several views on one page each load their own.
-(async (script) => {
-  const box = script.parentElement;
-  const root = box.querySelector(".uopviz-root");
-  const text = (cls) => box.querySelector(`script.${cls}`).textContent;
+(async (/** @type {HTMLScriptElement} */ script) => {
+  const box = /** @type {HTMLElement} */ (script.parentElement);
+  const root = /** @type {HTMLElement} */ (box.querySelector(".uopviz-root"));
+  /** @param {string} cls */
+  const text = (cls) => /** @type {HTMLScriptElement} */ (box.querySelector(`script.${cls}`)).textContent;
   const url = URL.createObjectURL(new Blob([text("uopviz-bundle")], { type: "text/javascript" }));
   try {
     const { mount, staticSource } = await import(url);
@@ -15,4 +16,4 @@
   } finally {
     URL.revokeObjectURL(url);
   }
-})(document.currentScript);
+})(/** @type {HTMLScriptElement} */ (document.currentScript)); // a classic script, run as it is parsed

@@ -7,6 +7,8 @@ import WORKER_SOURCE from "uopviz:worker-source";
 import { App } from "./app.js";
 import { PANELS } from "./panels/registry.js";
 import { createWidget } from "./widget.js";
+/** @import { DataSource } from "../types/api" */
+/** @import { PanelDef, ViewState } from "../types/ui" */
 
 export { DataError, httpSource, pageToken } from "./data.js";
 export { PANELS } from "./panels/registry.js";
@@ -21,6 +23,20 @@ export default createWidget(mount);
 //   options.initial: the view state to start from ({tid, ci, pi, k, opts, tab}, any of them).
 //   options.onState(state): told the view state after every change.
 // The layout worker is made from the bundle itself (a Blob URL), so the UI needs no file beside it.
+/**
+ * @typedef {object} MountOptions
+ * @property {boolean} [hash]
+ * @property {PanelDef[]} [panels]
+ * @property {boolean} [readOnly]
+ * @property {Partial<ViewState>} [initial]
+ * @property {(state: ViewState) => void} [onState]
+ */
+/**
+ * @param {HTMLElement} el
+ * @param {DataSource} source
+ * @param {MountOptions} [options]
+ * @returns {{destroy(): void, go(patch: Partial<ViewState>): void}}
+ */
 export function mount(el, source, options = {}) {
   const workerUrl = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }));
   const app = new App(el, source, {

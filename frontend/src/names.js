@@ -4,6 +4,11 @@
 // before an underscore, never inside an axis.
 import { h } from "./dom.js";
 
+/**
+ * @param {string} name
+ * @param {Map<string, string>} axisColors AxisType letter -> colour
+ * @param {string} [label]
+ */
 export function kernelName(name, axisColors, label = name) {
   const suffix = label.startsWith(name) ? label.slice(name.length) : "";
   const [prefix, ...parts] = name.split("_");

@@ -1,8 +1,10 @@
 // Overlays over the app: the keyboard help ("?") and a block of text to read or copy (a graph as Python). Esc or a
 // click outside closes them; the app keeps the keys while one is open.
 import { fill, h } from "./dom.js";
+/** @import { Child } from "./dom.js" */
 
 // [keys, what they do]: the app's shortcuts, listed by the help overlay.
+/** @type {[string[], string][]} */
 export const KEYS = [
   [["←", "→"], "previous / next step (folded steps are skipped)"],
   [["↑", "↓"], "previous / next pass"],
@@ -19,8 +21,9 @@ export const KEYS = [
 ];
 
 export class Overlay {
+  /** @param {HTMLElement} root */
   constructor(root) {
-    this.el = h("div", { class: "uv-overlay", hidden: true, role: "dialog", onclick: (e) => e.target === this.el && this.close() });
+    this.el = h("div", { class: "uv-overlay", hidden: true, role: "dialog", onclick: (/** @type {MouseEvent} */ e) => e.target === this.el && this.close() });
     root.append(this.el);
   }
 
@@ -33,6 +36,10 @@ export class Overlay {
     fill(this.el);
   }
 
+  /**
+   * @param {string} title
+   * @param {...Child} body
+   */
   show(title, ...body) {
     fill(this.el, h("div", { class: "uv-overlay-box" }, h("div", { class: "uv-overlay-head" }, h("b", {}, title), h("button", { class: "uv-close", title: "close (Esc)", onclick: () => this.close() }, "×")), body));
     this.el.hidden = false;
@@ -50,6 +57,10 @@ export class Overlay {
   }
 
   // A text to read and copy (e.g. Python that rebuilds a graph).
+  /**
+   * @param {string} title
+   * @param {string} text
+   */
   text(title, text) {
     const pre = h("pre", { class: "uv-code uv-overlay-text" }, text);
     const copy = h("button", { class: "uv-button uv-copy", onclick: () => navigator.clipboard?.writeText(text).then(() => (copy.textContent = "copied"), () => (copy.textContent = "select the text to copy it")) }, "copy");

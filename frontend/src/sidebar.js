@@ -4,7 +4,11 @@
 import { fill, h } from "./dom.js";
 import { kernelName } from "./names.js";
 import { formatOpts } from "./opts.js";
+/** @import { ContextInfo, Opt, OptsOrigin, TraceDetail, TraceSummary } from "../types/api" */
+/** @import { ViewState } from "../types/ui" */
+/** @typedef {TraceSummary & {origin: OptsOrigin}} OptsTrace a kernel lowered again with opts */
 
+/** @param {number} ns */
 export function formatNs(ns) {
   if (ns < 1e6) return `${(ns / 1e3).toFixed(ns < 1e4 ? 1 : 0)} µs`;
   if (ns < 1e9) return `${(ns / 1e6).toFixed(ns < 1e7 ? 1 : 0)} ms`;
@@ -12,21 +16,35 @@ export function formatNs(ns) {
 }
 
 // The innermost frame of the code that made a context: "model.py:12".
+/** @param {Pick<ContextInfo, "stack">} c */
 export const madeAt = (c) => (c.stack?.length ? `${c.stack[c.stack.length - 1].file.split("/").pop()}:${c.stack[c.stack.length - 1].line}` : null);
 
 export class Sidebar {
-  // describe(opts): the text of a list of opts.
+  /**
+   * @param {HTMLElement} el
+   * @param {Map<string, string>} axisColors
+   * @param {(patch: Partial<ViewState>, push?: boolean) => void} go
+   * @param {(opts: Opt[]) => string} describe the text of a list of opts
+   */
   constructor(el, axisColors, go, describe) {
     this.el = el;
     this.axisColors = axisColors;
     this.go = go;
     this.describe = describe;
+    /** @type {OptsTrace[]} */
+    this.variants = [];
   }
 
   // traces: every trace (opts traces are listed under their kernel); trace: the open one; shown: the context whose
   // passes are drawn (the open context, or its variant with the view's opts).
+  /**
+   * @param {TraceSummary[]} traces
+   * @param {TraceDetail} trace
+   * @param {ContextInfo} shown
+   * @param {ViewState} state
+   */
   render(traces, trace, shown, state) {
-    this.variants = traces.filter((t) => t.origin);
+    this.variants = /** @type {OptsTrace[]} */ (traces.filter((t) => t.origin));
     fill(
       this.el,
       h("div", { class: "uv-side-head" }, "Traces"),
@@ -49,6 +67,7 @@ export class Sidebar {
   }
 
   // Scrolls the sidebar (and nothing around it, such as a notebook) so that `row` is in sight.
+  /** @param {HTMLElement | null} row */
   reveal(row) {
     if (!row) return;
     const { scrollTop, clientHeight } = this.el;
@@ -57,6 +76,11 @@ export class Sidebar {
     else if (bottom > scrollTop + clientHeight) this.el.scrollTop = bottom - clientHeight + 40;
   }
 
+  /**
+   * @param {TraceDetail} trace
+   * @param {ContextInfo} shown
+   * @param {ViewState} state
+   */
   contexts(trace, shown, state) {
     return h(
       "div",
@@ -85,6 +109,10 @@ export class Sidebar {
   }
 
   // The kernel's lowerings with other opts (made in the Kernel tab): a click shows that one.
+  /**
+   * @param {OptsTrace[]} variants
+   * @param {ViewState} state
+   */
   variantRows(variants, state) {
     const current = state.opts ? formatOpts(state.opts) : null;
     return h(
@@ -107,8 +135,14 @@ export class Sidebar {
     );
   }
 
+  /**
+   * @param {ContextInfo} ctx
+   * @param {ViewState} state
+   */
   passes(ctx, state) {
+    /** @type {HTMLElement[]} */
     const rows = [];
+    /** @type {string | null | undefined} */
     let stage;
     for (const p of ctx.passes) {
       if (p.depth === 0 && p.stage !== stage) {

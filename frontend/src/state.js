@@ -5,11 +5,15 @@
 // Without o the kernel is shown as compiled (with the opts the compiler chose); with it, lowered again with
 // exactly the opts listed (written as opts.js formatOpts does; "-": none).
 import { formatOpts, parseOpts } from "./opts.js";
+/** @import { Meta } from "../types/api" */
+/** @import { ViewState } from "../types/ui" */
 
+/** @returns {ViewState} */
 export function emptyState() {
   return { tid: null, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite", search: null };
 }
 
+/** @param {ViewState} s */
 export function formatHash(s) {
   if (s.tid == null) return "";
   let hash = `#/t/${encodeURIComponent(s.tid)}/c/${s.ci}/p/${s.pi}/s/${s.k}`;
@@ -20,13 +24,25 @@ export function formatHash(s) {
 }
 
 // meta: the data source's (its opts read the o part); tabs: the ids of the panels there are.
+/**
+ * @param {string} hash
+ * @param {Meta} meta
+ * @param {string[]} tabs
+ * @returns {ViewState}
+ */
 export function parseHash(hash, meta, tabs) {
   const s = emptyState();
   const parts = hash.replace(/^#\/?/, "").split("/");
   for (let i = 0; i + 1 < parts.length; i += 2) {
-    const [key, value] = [parts[i], decodeURIComponent(parts[i + 1])];
+    const key = parts[i];
+    let value;
+    try {
+      value = decodeURIComponent(parts[i + 1]);
+    } catch {
+      continue; // a malformed %-escape (a hand-edited link): the part is left out, not the whole view
+    }
     if (key === "t") s.tid = value;
-    else if (key in NUMBERS && /^\d+$/.test(value)) s[NUMBERS[key]] = Number(value);
+    else if (Object.hasOwn(NUMBERS, key) && /^\d+$/.test(value)) s[NUMBERS[key]] = Number(value);
     else if (key === "v" && tabs.includes(value)) s.tab = value;
     else if (key === "o") {
       try {
@@ -39,4 +55,5 @@ export function parseHash(hash, meta, tabs) {
   return s;
 }
 
+/** @type {Record<string, "ci" | "pi" | "k" | "search">} */
 const NUMBERS = { c: "ci", p: "pi", s: "k", b: "search" };

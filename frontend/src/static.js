@@ -4,18 +4,29 @@
 // lists its nodes by id, each node once in the table "nodes". Asking for anything else (an opt, a search)
 // rejects: a static view is read-only.
 import { DataError } from "./data.js";
+/** @import { DataSource } from "../types/api" */
 
 // The request keys the export writes (uopviz/widget/export.py spells the same).
+/** @param {...(string | number | null)} parts */
 const key = (...parts) => parts.map((p) => (p == null ? "*" : String(p))).join("/");
 
+/**
+ * @param {string} base64
+ * @returns {Promise<Record<string, any>>}
+ */
 async function unzip(base64) {
   const bytes = Uint8Array.from(atob(base64.trim()), (c) => c.charCodeAt(0));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
   return JSON.parse(await new Response(stream).text());
 }
 
+/**
+ * @param {string} base64 the export's answers: gzipped JSON, in base64
+ * @returns {Promise<DataSource>}
+ */
 export async function staticSource(base64) {
   const answers = await unzip(base64);
+  /** @param {string} k */
   const get = async (k) => {
     if (!(k in answers)) throw new DataError(404, `this static view holds no ${k.split("/")[0]} ${k.split("/").slice(1).join("/")}`);
     return answers[k];
@@ -29,7 +40,7 @@ export async function staticSource(base64) {
     trace: (tid) => get(key("trace", tid)),
     step: async (tid, ci, pi, k) => {
       const step = await get(key("step", tid, ci, pi, k));
-      return { ...step, nodes: step.nodes.map((id) => answers.nodes[id]) };
+      return { ...step, nodes: step.nodes.map((/** @type {string} */ id) => answers.nodes[id]) };
     },
     kernel: (tid, ci) => get(key("kernel", tid, ci)),
     searches: (kernelHash = null) => get(key("searches", kernelHash)), // one page: the export holds them all

@@ -2,6 +2,14 @@
 // became when one more opt was applied. Kernel sources are at most a few thousand lines, so the quadratic table is
 // small; lines the texts share at both ends are set aside first.
 
+/** @typedef {[" " | "-" | "+", string]} Op a line of the edit script: [kind, line] */
+
+/**
+ * @param {string} before
+ * @param {string} after
+ * @param {[string, string]} [names]
+ * @param {number} [context]
+ */
 export function unifiedDiff(before, after, names = ["before", "after"], context = 3) {
   const a = before.split("\n");
   const b = after.split("\n");
@@ -9,12 +17,17 @@ export function unifiedDiff(before, after, names = ["before", "after"], context 
   while (head < a.length && head < b.length && a[head] === b[head]) head++;
   let tail = 0;
   while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
-  const ops = [...a.slice(0, head).map((t) => [" ", t]), ...middle(a.slice(head, a.length - tail), b.slice(head, b.length - tail)), ...a.slice(a.length - tail).map((t) => [" ", t])];
+  /** @type {Op[]} */
+  const ops = [...a.slice(0, head).map((t) => /** @type {Op} */ ([" ", t])), ...middle(a.slice(head, a.length - tail), b.slice(head, b.length - tail)), ...a.slice(a.length - tail).map((t) => /** @type {Op} */ ([" ", t]))];
   if (!ops.some(([k]) => k !== " ")) return "";
   return [`--- ${names[0]}`, `+++ ${names[1]}`, ...hunks(ops, context)].join("\n");
 }
 
 // The edit script of two line lists: [kind, line] with kind " " (both), "-" (before only) or "+" (after only).
+/**
+ * @param {string[]} a
+ * @param {string[]} b
+ */
 function middle(a, b) {
   const [n, m] = [a.length, b.length];
   const lcs = new Uint32Array((n + 1) * (m + 1)); // lcs[i*(m+1)+j]: common lines of a[i:] and b[j:]
@@ -23,6 +36,7 @@ function middle(a, b) {
       lcs[i * (m + 1) + j] = a[i] === b[j] ? lcs[(i + 1) * (m + 1) + j + 1] + 1 : Math.max(lcs[(i + 1) * (m + 1) + j], lcs[i * (m + 1) + j + 1]);
     }
   }
+  /** @type {Op[]} */
   const out = [];
   let [i, j] = [0, 0];
   while (i < n && j < m) {
@@ -37,10 +51,15 @@ function middle(a, b) {
   return out;
 }
 
-// The changed lines with `context` lines around them, in "@@ -l,s +l,s @@" hunks (changes closer than twice the
-// context share one).
+// The changed lines with `context` lines around them, in "@@ -l,s +l,s @@" hunks (changes at most twice the context
+// apart share one, as diff -u joins hunks whose context would meet).
+/**
+ * @param {Op[]} ops
+ * @param {number} context
+ */
 function hunks(ops, context) {
   const changed = ops.map(([k]) => k !== " ");
+  /** @type {string[]} */
   const out = [];
   let i = 0;
   while (i < ops.length) {
@@ -49,7 +68,7 @@ function hunks(ops, context) {
       continue;
     }
     let last = i;
-    for (let j = i + 1; j < ops.length && j - last <= 2 * context; j++) if (changed[j]) last = j;
+    for (let j = i + 1; j < ops.length && j - last <= 2 * context + 1; j++) if (changed[j]) last = j;
     const start = Math.max(0, i - context);
     const end = Math.min(ops.length, last + context + 1);
     const [aStart, bStart] = positions(ops, start);
@@ -63,6 +82,10 @@ function hunks(ops, context) {
 }
 
 // The line numbers (0-based) in before and after at which ops[index] stands.
+/**
+ * @param {Op[]} ops
+ * @param {number} index
+ */
 function positions(ops, index) {
   let [a, b] = [0, 0];
   for (const [k] of ops.slice(0, index)) {

@@ -6,20 +6,34 @@
 // {events: id, items: [...]}, and {unfollow: id} stops them.
 import { DataError } from "./data.js";
 import { renderBeamLive } from "./panels/beam-live.js";
+/** @import { DataSource } from "../types/api" */
+/** @import { ViewState, WidgetModel } from "../types/ui" */
+/** @typedef {"tid" | "ci" | "pi" | "k" | "opts" | "tab"} TraitKey */
 
+/** @type {Record<TraitKey, string>} */
 const TRAITS = { tid: "trace", ci: "context", pi: "pass_index", k: "step", opts: "opts", tab: "tab" };
+/** @type {Record<string, string | number>} */
 const NONE = { tid: "", ci: -1 }; // how the traitlets spell "none chosen yet" (opts: null, the kernel as compiled)
+/** @type {(key: string, value: unknown) => unknown} */
 const toTrait = (key, value) => value ?? NONE[key] ?? null;
+/** @type {(key: string, value: unknown) => unknown} */
 const fromTrait = (key, value) => (value === NONE[key] ? null : value);
 const METHODS = ["meta", "traces", "trace", "step", "python", "kernel", "timeKernel", "machineCode", "applyOpts", "searches", "search", "results", "startBeam"];
 
+/**
+ * @param {WidgetModel} model
+ * @returns {DataSource & {close(): void}}
+ */
 export function commSource(model) {
   let next = 0;
+  /** @type {Map<number, {resolve: (value: any) => void, reject: (reason: unknown) => void}>} */
   const pending = new Map(); // request id -> {resolve, reject}
+  /** @type {Map<number, (event: any) => void>} */
   const followers = new Map(); // follow id -> onEvent
+  /** @param {any} msg */
   const onMessage = (msg) => {
     if (msg.response != null && pending.has(msg.response)) {
-      const { resolve, reject } = pending.get(msg.response);
+      const { resolve, reject } = /** @type {{resolve: (value: any) => void, reject: (reason: unknown) => void}} */ (pending.get(msg.response));
       pending.delete(msg.response);
       if (msg.error) reject(new DataError(msg.error.status, msg.error.detail));
       else resolve(msg.ok);
@@ -28,13 +42,14 @@ export function commSource(model) {
     }
   };
   model.on("msg:custom", onMessage);
+  /** @type {(method: string) => (...args: unknown[]) => Promise<any>} */
   const call = (method) => (...args) =>
     new Promise((resolve, reject) => {
       const id = next++;
       pending.set(id, { resolve, reject });
       model.send({ request: id, method, args });
     });
-  const source = Object.fromEntries(METHODS.map((m) => [m, call(m)]));
+  const source = /** @type {DataSource & {close(): void}} */ (/** @type {unknown} */ (Object.fromEntries(METHODS.map((m) => [m, call(m)])))); // beamEvents and close follow
   source.beamEvents = (job, onEvent) => {
     const id = next++;
     let over = false;
@@ -60,14 +75,20 @@ export function commSource(model) {
   return source;
 }
 
+/**
+ * @param {WidgetModel} model
+ * @returns {Partial<ViewState>}
+ */
 function stateOf(model) {
   return Object.fromEntries(Object.entries(TRAITS).map(([key, trait]) => [key, fromTrait(key, model.get(trait))]));
 }
 
 // The anywidget module's default export, over the bundle's mount() (passed in: main.js imports this file). A
 // widget whose `view` traitlet is "beam" is a BEAM search run from a cell (panels/beam-live.js); else the app.
+/** @param {typeof import("./main.js").mount} mount */
 export function createWidget(mount) {
   return {
+    /** @param {{model: WidgetModel, el: HTMLElement}} host */
     render({ model, el }) {
       if (model.get("view") === "beam") return renderBeamLive(el, model);
       const source = commSource(model);
@@ -78,7 +99,7 @@ export function createWidget(mount) {
         hash: false,
         initial: stateOf(model),
         onState: (s) => {
-          const changed = Object.entries(TRAITS).filter(([key, trait]) => JSON.stringify(model.get(trait)) !== JSON.stringify(toTrait(key, s[key])));
+          const changed = /** @type {[TraitKey, string][]} */ (Object.entries(TRAITS)).filter(([key, trait]) => JSON.stringify(model.get(trait)) !== JSON.stringify(toTrait(key, s[key])));
           if (!changed.length) return;
           applying = true;
           for (const [key, trait] of changed) model.set(trait, toTrait(key, s[key]));

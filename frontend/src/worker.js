@@ -7,6 +7,7 @@
 // tens of milliseconds where dagre takes seconds to minutes.
 import dagre from "@dagrejs/dagre";
 import { quickLayout } from "./graph/quick-layout.js";
+/** @import { Layout, LayoutGraph } from "../types/layout" */
 
 // Network-simplex ranking gives the tidiest layers but grows much faster than linear; tight-tree is close.
 const SIMPLEX_MAX_NODES = 300;
@@ -14,6 +15,10 @@ const DAGRE_MAX_NODES = 700;
 const DAGRE_MAX_EDGES = 1000;
 const SPACING = { nodesep: 14, ranksep: 32, margin: 24 };
 
+/**
+ * @param {LayoutGraph} graph
+ * @returns {Layout}
+ */
 function dagreLayout({ nodes, edges }) {
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({
@@ -28,6 +33,7 @@ function dagreLayout({ nodes, edges }) {
   for (const n of nodes) g.setNode(n.id, { width: n.width, height: n.height });
   for (const e of edges) g.setEdge(e.v, e.w, {}, e.name);
   dagre.layout(g);
+  /** @param {number} x */
   const round = (x) => Math.round(x * 10) / 10;
   return {
     width: g.graph().width,
@@ -36,10 +42,11 @@ function dagreLayout({ nodes, edges }) {
       const { x, y } = g.node(n.id);
       return [round(x), round(y)];
     }),
-    edges: edges.map((e) => g.edge(e.v, e.w, e.name).points.flatMap((p) => [round(p.x), round(p.y)])),
+    edges: edges.map((e) => g.edge(e.v, e.w, e.name).points.flatMap((/** @type {{x: number, y: number}} */ p) => [round(p.x), round(p.y)])),
   };
 }
 
+/** @param {MessageEvent<{id: number, graph: LayoutGraph}>} event */
 self.onmessage = ({ data: { id, graph } }) => {
   try {
     const big = graph.nodes.length > DAGRE_MAX_NODES || graph.edges.length > DAGRE_MAX_EDGES;

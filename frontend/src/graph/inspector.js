@@ -4,13 +4,29 @@
 // `python(id)` (when given) shows the graph under the node as Python.
 import { fill, h } from "../dom.js";
 import { argText } from "./display.js";
+/** @import { GraphNode } from "../../types/api" */
+/** @import { DisplayNode } from "../../types/ui" */
 
+/**
+ * @typedef {object} InspectorArgs
+ * @property {GraphNode | "" | null | undefined} node the selected node
+ * @property {DisplayNode | null | undefined} drawn the drawn node that stands for it
+ * @property {Map<string, GraphNode>} table
+ * @property {(id: string | null) => void} select
+ * @property {(node: GraphNode) => {label: string, open: () => void} | null} [opener]
+ * @property {((id: string) => void) | null} [python]
+ */
+/**
+ * @param {HTMLElement} el
+ * @param {InspectorArgs} args
+ */
 export function renderInspector(el, { node, drawn, table, select, opener = () => null, python = null }) {
   if (!node) {
     el.hidden = true;
     return;
   }
   el.hidden = false;
+  /** @param {string} id */
   const link = (id) => {
     const n = table.get(id);
     return h("button", { class: "uv-chip", title: id, onclick: () => select(id) }, n ? `${n.op}${argText(n, table)}` : id.slice(0, 8));
@@ -35,7 +51,7 @@ export function renderInspector(el, { node, drawn, table, select, opener = () =>
       h("dt", {}, "arg"),
       h("dd", {}, h("span", { class: "uv-arg" }, node.arg || "—")),
       drawn?.expr && [h("dt", {}, "index"), h("dd", {}, h("span", { class: "uv-arg uv-expr" }, drawn.expr))],
-      copies > 0 && [h("dt", {}, "copies"), h("dd", {}, `drawn as one of ${copies} nodes alike but for their constants: `, drawn.refs.slice(0, 16).map(link), copies > 16 && "…")],
+      copies > 0 && [h("dt", {}, "copies"), h("dd", {}, `drawn as one of ${copies} nodes alike but for their constants: `, /** @type {DisplayNode} */ (drawn).refs.slice(0, 16).map(link), copies > 16 && "…")],
       h("dt", {}, "src"),
       h("dd", {}, node.src.length ? node.src.map(link) : "—"),
       h("dt", {}, "users"),

@@ -1,7 +1,13 @@
 // The legend under the graph: AxisType colours (Range fills), op-group colours, and how steps are marked. It folds to
 // one button, so that on a small screen it covers nothing (`toggle` opens and closes it).
 import { h } from "../dom.js";
+/** @import { Meta } from "../../types/api" */
 
+/**
+ * @param {Meta} meta
+ * @param {boolean} open
+ * @param {() => void} toggle
+ */
 export function legend(meta, open, toggle) {
   const body = h(
     "div",

@@ -3,23 +3,35 @@
 // a line selecting its node. A linear program is read top to bottom, which its graph (every instruction a source of
 // the Linear node) cannot show.
 import { fill, h } from "../dom.js";
+/** @import { GraphNode, StepView } from "../../types/api" */
 
 // The Linear node of a step's graph (the root, or the Program's first source), or null.
+/**
+ * @param {{nodes: GraphNode[], root?: string}} step
+ * @returns {{linear: GraphNode, table: Map<string, GraphNode>} | null}
+ */
 export function linearOf(step) {
   const table = new Map(step.nodes.map((n) => [n.id, n]));
-  const root = table.get(step.root);
+  const root = table.get(/** @type {string} */ (step.root)); // (none: no root, no Linear)
   const linear = root?.op === "Program" ? table.get(root.src[0]) : root;
   return linear?.op === "Linear" ? { linear, table } : null;
 }
 
 // Draws the listing into `el`; opColor(op) is an op's group colour, select(id) selects a node.
+/**
+ * @param {HTMLElement} el
+ * @param {StepView} step a step whose graph is a Linear program (linearOf)
+ * @param {(op: string) => string | undefined} opColor
+ * @param {(id: string) => void} select
+ * @param {string | null} selected
+ */
 export function renderListing(el, step, opColor, select, selected) {
-  const { linear, table } = linearOf(step);
+  const { linear, table } = /** @type {NonNullable<ReturnType<typeof linearOf>>} */ (linearOf(step));
   const number = new Map(linear.src.map((id, i) => [id, i]));
   const width = String(linear.src.length - 1).length;
-  const marks = new Map([...step.added.map((id) => [id, "added"]), ...(step.rebuilt ?? []).map(([, id]) => [id, "rebuilt"])]);
+  const marks = new Map(/** @type {[string, string][]} */ ([...step.added.map((id) => [id, "added"]), ...(step.rebuilt ?? []).map(([, id]) => [id, "rebuilt"])]));
   const lines = linear.src.map((id, i) => {
-    const n = table.get(id);
+    const n = /** @type {GraphNode} */ (table.get(id));
     const operands = n.src.map((s) => (number.has(s) ? `%${number.get(s)}` : (table.get(s)?.op ?? "?")));
     const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
     const mark = marks.get(id);

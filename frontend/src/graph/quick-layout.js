@@ -6,19 +6,28 @@
 // Input and output are those of the worker's dagre layout: nodes [{id, width, height}], edges [{v, w}]
 // (v drawn above w) in; {width, height, nodes: [[x, y]], edges: [[x0, y0, x1, y1, ...]]} out.
 
+/** @import { Layout, LayoutGraph, LayoutSpacing } from "../../types/layout" */
+
 const SWEEPS = 4;
 const PLACEMENTS = 6;
 
+/**
+ * @param {LayoutGraph} graph
+ * @param {LayoutSpacing} spacing
+ * @returns {Layout}
+ */
 export function quickLayout({ nodes, edges }, { nodesep, ranksep, margin }) {
   const n = nodes.length;
   const index = new Map(nodes.map((node, i) => [node.id, i]));
-  const ends = edges.map((e) => [index.get(e.v), index.get(e.w)]);
+  const ends = edges.map((e) => /** @type {[number, number]} */ ([index.get(e.v), index.get(e.w)])); // an edge joins two of the nodes
   const rank = ranks(n, ends);
 
   // Vertices: the nodes, then one dummy per rank crossed by a long edge; each edge becomes a chain of links.
   const width = nodes.map((node) => node.width);
   const vrank = [...rank];
+  /** @type {number[][]} */
   const up = Array.from({ length: n }, () => []);
+  /** @type {number[][]} */
   const down = Array.from({ length: n }, () => []);
   const chains = ends.map(([v, w]) => {
     const chain = [v];
@@ -41,8 +50,10 @@ export function quickLayout({ nodes, edges }, { nodesep, ranksep, margin }) {
   const x = place(layers, up, down, width, nodesep);
 
   // y: each rank as tall as its tallest node, centred in it.
+  /** @type {number[]} */
   const rankHeight = [];
   rank.forEach((r, i) => (rankHeight[r] = Math.max(rankHeight[r] ?? 0, nodes[i].height)));
+  /** @type {number[]} */
   const rankY = [];
   let y = margin;
   for (let r = 0; r < layers.length; r++) {
@@ -51,7 +62,9 @@ export function quickLayout({ nodes, edges }, { nodesep, ranksep, margin }) {
   }
   const minX = Math.min(...x.map((cx, i) => cx - width[i] / 2));
   const shift = margin - minX;
+  /** @param {number} v */
   const round = (v) => Math.round(v * 10) / 10;
+  /** @param {number} i @returns {[number, number]} */
   const at = (i) => [round(x[i] + shift), round(rankY[vrank[i]])];
   return {
     width: Math.max(...x.map((cx, i) => cx + width[i] / 2)) + shift + margin,
@@ -67,7 +80,12 @@ export function quickLayout({ nodes, edges }, { nodesep, ranksep, margin }) {
 }
 
 // Longest-path ranks (sources at 0), then from the sinks back: each node as low as its highest user allows.
+/**
+ * @param {number} n
+ * @param {[number, number][]} ends
+ */
 function ranks(n, ends) {
+  /** @type {number[][]} */
   const succ = Array.from({ length: n }, () => []);
   const indeg = new Array(n).fill(0);
   for (const [v, w] of ends) {
@@ -89,14 +107,21 @@ function ranks(n, ends) {
 
 // The vertices of each rank in order: first as a depth-first walk from the sinks through their sources meets
 // them (so each subtree stays together), then by the barycentre of their neighbours, sweeping down and up.
+/**
+ * @param {number[]} vrank
+ * @param {number[][]} up
+ * @param {number[][]} down
+ */
 function order(vrank, up, down) {
+  /** @type {number[][]} */
   const layers = [];
   for (let r = 0; r <= Math.max(...vrank); r++) layers.push([]);
   const seen = new Uint8Array(vrank.length);
+  /** @param {number} root */
   const visit = (root) => {
     const stack = [root];
     while (stack.length) {
-      const v = stack.pop();
+      const v = /** @type {number} */ (stack.pop());
       if (seen[v]) continue;
       seen[v] = 1;
       layers[vrank[v]].push(v);
@@ -107,6 +132,7 @@ function order(vrank, up, down) {
   for (let v = 0; v < vrank.length; v++) visit(v);
 
   const pos = new Float64Array(vrank.length);
+  /** @param {number[]} layer */
   const number = (layer) => layer.forEach((v, i) => (pos[v] = i));
   layers.forEach(number);
   for (let sweep = 0; sweep < SWEEPS; sweep++) {
@@ -117,7 +143,7 @@ function order(vrank, up, down) {
         const nb = downward ? up[v] : down[v];
         return [v, nb.length ? nb.reduce((s, u) => s + pos[u], 0) / nb.length : pos[v]];
       }));
-      layer.sort((a, b) => key.get(a) - key.get(b) || pos[a] - pos[b]);
+      layer.sort((a, b) => /** @type {number} */ (key.get(a)) - /** @type {number} */ (key.get(b)) || pos[a] - pos[b]);
       number(layer);
     }
   }
@@ -126,6 +152,13 @@ function order(vrank, up, down) {
 
 // x of every vertex: each rank packed, then moved toward its neighbours' mean x, alternately above and below,
 // as close as the order and the spacing allow (least squares, solved exactly per rank).
+/**
+ * @param {number[][]} layers
+ * @param {number[][]} up
+ * @param {number[][]} down
+ * @param {number[]} width
+ * @param {number} nodesep
+ */
 function place(layers, up, down, width, nodesep) {
   const x = new Float64Array(width.length);
   for (const layer of layers) {
@@ -151,20 +184,27 @@ function place(layers, up, down, width, nodesep) {
 
 // argmin Σ (x_i − want_i)² subject to x_{i+1} − x_i ≥ gap_{i+1}: with offsets c_i = Σ gap, y = x − c must be
 // non-decreasing, which is isotonic regression of want − c (pool adjacent violators).
+/**
+ * @param {number[]} want
+ * @param {number[]} gap
+ */
 function fitInOrder(want, gap) {
+  /** @type {number[]} */
   const offset = [];
   let c = 0;
   for (let i = 0; i < want.length; i++) offset.push((c += gap[i]));
+  /** @type {[number, number][]} */
   const blocks = []; // [mean, count]
   for (let i = 0; i < want.length; i++) {
     blocks.push([want[i] - offset[i], 1]);
     while (blocks.length > 1 && blocks[blocks.length - 2][0] > blocks[blocks.length - 1][0]) {
-      const [m2, n2] = blocks.pop();
+      const [m2, n2] = /** @type {[number, number]} */ (blocks.pop());
       const last = blocks[blocks.length - 1];
       last[0] = (last[0] * last[1] + m2 * n2) / (last[1] + n2);
       last[1] += n2;
     }
   }
+  /** @type {number[]} */
   const out = [];
   for (const [mean, count] of blocks) for (let k = 0; k < count; k++) out.push(mean + offset[out.length]);
   return out;

@@ -8,6 +8,12 @@
 
 import { select } from "d3-selection";
 import { zoom, zoomIdentity } from "d3-zoom";
+/** @import { ZoomBehavior, ZoomTransform } from "d3-zoom" */
+/** @import { DisplayEdge, DisplayGraph, DisplayNode, Layout } from "../../types/ui" */
+/** @typedef {[number, number, number, number]} Box [x0, y0, x1, y1] */
+/** @typedef {DisplayNode & {x: number, y: number, box: Box}} PlacedNode a drawn node where the layout put it */
+/** @typedef {DisplayEdge & {points: number[], box: Box}} PlacedEdge */
+/** @typedef {{top: number, bottom: number}} Insets */
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const SLICE = 250; // nodes (and as many edges) added per frame
@@ -18,14 +24,23 @@ const MAX_SCALE = 1.25; // a small graph is not blown up past this
 const FOCUS_PAD = 48; // room around what a step changed when it is framed
 const MINIMAP = { width: 200, height: 130, share: 0.24 }; // at most this big, and this share of the view's width
 
+/**
+ * @param {string} tag
+ * @param {Record<string, string | number>} attrs
+ */
 const svgEl = (tag, attrs) => {
   const el = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, /** @type {string} */ (v)); // numbers as their text
   return el;
 };
 
 export class GraphView {
   // insets(): {top, bottom}, the pixels of the view that the tools above and the legend below cover.
+  /**
+   * @param {HTMLElement} container
+   * @param {(ref: string | null) => void} onSelect
+   * @param {() => Insets} [insets]
+   */
   constructor(container, onSelect, insets = () => ({ top: 44, bottom: 12 })) {
     this.insets = insets;
     this.svg = select(container).append("svg").attr("class", "uv-graph-svg");
@@ -45,10 +60,11 @@ export class GraphView {
         .attr("d", "M0,0 L10,5 L0,10 z");
     }
     this.viewport = this.svg.append("g");
-    this.edgeLayer = this.viewport.append("g").attr("class", "uv-edges").node();
-    this.nodeLayer = this.viewport.append("g").attr("class", "uv-nodes").node();
+    this.edgeLayer = /** @type {SVGGElement} */ (this.viewport.append("g").attr("class", "uv-edges").node());
+    this.nodeLayer = /** @type {SVGGElement} */ (this.viewport.append("g").attr("class", "uv-nodes").node());
+    /** @type {ZoomTransform} */
     this.transform = zoomIdentity;
-    this.zoom = zoom()
+    this.zoom = /** @type {ZoomBehavior<SVGSVGElement, unknown>} */ (zoom())
       .scaleExtent([0.02, 4])
       .on("zoom", (event) => {
         if (event.sourceEvent) this.userMoved = true; // a person panned or zoomed: keep their view
@@ -62,16 +78,24 @@ export class GraphView {
       onSelect(el ? this.nodes[Number(el.dataset.index)].ref : null);
     });
     this.minimap = new Minimap(container, (x, y) => this.centreAt(x, y, this.transform.k));
+    /** @type {PlacedNode[]} */
     this.nodes = [];
+    /** @type {PlacedEdge[]} */
     this.edges = [];
+    /** @type {Map<number, SVGElement>} */
     this.nodeEls = new Map(); // index -> element, for the nodes now in the DOM
+    /** @type {Map<number, SVGElement>} */
     this.edgeEls = new Map();
     this.size = { width: 0, height: 0 };
+    /** @type {string | null} */
     this.selected = null;
+    /** @type {Set<number>} */
     this.found = new Set(); // indices of the nodes a search found
     this.userMoved = false;
     this.fillPending = false;
+    /** @type {((complete: boolean) => void)[]} */
     this.waiters = [];
+    /** @type {PlacedNode[]} */
     this.focus = [];
     // A view made wider or narrower (a panel dragged, the window resized) keeps what it shows in the middle; one
     // the person has not moved is framed anew for its new size.
@@ -103,15 +127,22 @@ export class GraphView {
   // Draws `display` at the positions of `layout`. fit: a new pass, framed anew; within a pass each step is
   // framed the same way until the person pans or zooms, and from then on their view is kept unless what the
   // step changed is out of sight. Resolves once the view is drawn: true, or false when a newer draw came first.
+  /**
+   * @param {DisplayGraph} display
+   * @param {Layout} layout
+   * @param {boolean} fit
+   * @returns {Promise<boolean>}
+   */
   draw(display, layout, fit) {
     this.settle(false);
     this.size = { width: layout.width, height: layout.height };
     this.nodes = display.nodes.map((n, i) => {
       const [x, y] = layout.nodes[i];
-      return { ...n, x, y, box: [x - n.width / 2, y - n.height / 2, x + n.width / 2, y + n.height / 2] };
+      return { ...n, x, y, box: /** @type {Box} */ ([x - n.width / 2, y - n.height / 2, x + n.width / 2, y + n.height / 2]) };
     });
     this.edges = display.edges.flatMap((e, i) => (e.hidden ? [] : [{ ...e, points: layout.edges[i], box: bounds(layout.edges[i]) }]));
-    this.special = (n) => (n.refs.includes(display.replacement) ? "uv-replacement" : n.refs.includes(display.match) ? "uv-match" : null);
+    /** @type {(n: DisplayNode) => string | null} the class of the step's replacement and match */
+    this.special = (n) => (n.refs.includes(/** @type {string} */ (display.replacement)) ? "uv-replacement" : n.refs.includes(/** @type {string} */ (display.match)) ? "uv-match" : null);
     this.found = new Set();
     this.nodeEls.clear();
     this.edgeEls.clear();
@@ -126,6 +157,7 @@ export class GraphView {
     else if (focus.length && !focus.some((n) => meets(n.box, this.viewRect(0)))) this.centre(focus[0], Math.max(this.transform.k, READABLE));
     this.minimap.draw(this.nodes, this.size, this.viewSize().width);
     this.minimap.view(this.viewRect(0), this.size);
+    /** @type {Promise<boolean>} */
     const done = new Promise((resolve) => this.waiters.push(resolve));
     this.scheduleFill();
     return done.then((complete) => {
@@ -134,6 +166,7 @@ export class GraphView {
         const [top, height] = this.free();
         const { width } = this.viewSize();
         const t = this.transform;
+        /** @param {PlacedNode} n */
         const inView = (n) => { const [x, y] = [n.x * t.k + t.x, n.y * t.k + t.y]; return x >= 0 && x <= width && y >= top && y <= top + height; };
         this.svg.attr("data-key", display.key).attr("data-nodes", this.nodes.length).attr("data-scale", t.k.toFixed(3)).attr("data-focus", focus.length ? String(inView(focus[0])) : "none");
       }
@@ -143,10 +176,12 @@ export class GraphView {
 
   // What a step changed, the replacement first: the nodes to frame.
   focusOf() {
+    /** @param {PlacedNode} n */
     const rank = (n) => (this.special(n) === "uv-replacement" ? 0 : this.special(n) === "uv-match" ? 1 : n.status === "added" ? 2 : n.status === "removed" ? 3 : 4);
     return this.nodes.filter((n) => rank(n) < 4).sort((a, b) => rank(a) - rank(b));
   }
 
+  /** @param {boolean} complete */
   settle(complete) {
     for (const resolve of this.waiters.splice(0)) resolve(complete);
   }
@@ -163,10 +198,10 @@ export class GraphView {
   // One frame's work: drop elements far outside the view, add up to SLICE of those near it that are missing.
   fill() {
     const far = this.viewRect(FAR);
-    for (const [els, items] of [
+    for (const [els, items] of /** @type {[Map<number, SVGElement>, {box: Box}[]][]} */ ([
       [this.nodeEls, this.nodes],
       [this.edgeEls, this.edges],
-    ]) {
+    ])) {
       for (const [i, el] of els) {
         if (!meets(items[i].box, far)) {
           el.remove();
@@ -175,13 +210,23 @@ export class GraphView {
       }
     }
     const near = this.viewRect(NEAR);
-    const more = this.add(this.edges, this.edgeEls, this.edgeLayer, near, (e) => edgeElement(e)) | this.add(this.nodes, this.nodeEls, this.nodeLayer, near, (n, i) => this.nodeElement(n, i));
+    const moreEdges = this.add(this.edges, this.edgeEls, this.edgeLayer, near, (e) => edgeElement(e));
+    const moreNodes = this.add(this.nodes, this.nodeEls, this.nodeLayer, near, (n, i) => this.nodeElement(n, i));
+    const more = moreEdges || moreNodes;
     this.minimap.view(this.viewRect(0), this.size);
     if (more) this.scheduleFill();
     else this.settle(true);
   }
 
   // Adds up to SLICE missing elements of `items` that meet `rect`; says whether more remain.
+  /**
+   * @template {{box: Box}} T
+   * @param {T[]} items
+   * @param {Map<number, SVGElement>} els
+   * @param {SVGGElement} layer
+   * @param {Box} rect
+   * @param {(item: T, index: number) => SVGElement} make
+   */
   add(items, els, layer, rect, make) {
     const fragment = document.createDocumentFragment();
     let budget = SLICE;
@@ -197,6 +242,10 @@ export class GraphView {
   }
 
   // The view in graph coordinates, grown by `margin` views on every side: [x0, y0, x1, y1].
+  /**
+   * @param {number} margin
+   * @returns {Box}
+   */
   viewRect(margin) {
     const { width, height } = this.viewSize();
     const t = this.transform;
@@ -206,11 +255,15 @@ export class GraphView {
   }
 
   viewSize() {
-    return this.svg.node().getBoundingClientRect();
+    return /** @type {SVGSVGElement} */ (this.svg.node()).getBoundingClientRect();
   }
 
+  /**
+   * @param {PlacedNode} d
+   * @param {number} index
+   */
   nodeElement(d, index) {
-    const cls = ["uv-node", d.hub && "uv-hub", d.status && `uv-${d.status}`, this.special(d), d.refs.includes(this.selected) && "uv-selected", this.found.has(index) && "uv-found", d.refs.length > 1 && "uv-many"];
+    const cls = ["uv-node", d.hub && "uv-hub", d.status && `uv-${d.status}`, this.special(d), d.refs.includes(/** @type {string} */ (this.selected)) && "uv-selected", this.found.has(index) && "uv-found", d.refs.length > 1 && "uv-many"];
     const g = svgEl("g", {
       class: cls.filter(Boolean).join(" "),
       transform: `translate(${d.box[0]},${d.box[1]})`,
@@ -237,11 +290,13 @@ export class GraphView {
 
   // The first view of a step: all of the graph where that reads well; else what the step changed, framed as
   // close as reads well (the replacement in the middle when all of it does not fit); else the root.
+  /** @param {PlacedNode[]} focus */
   frame(focus) {
     if (!this.viewSize().width || !this.size.width) return;
     if (this.fitScale(this.size.width, this.size.height) >= READABLE) return this.fit();
     if (!focus.length) return this.root && this.centre(this.root, READABLE, 0.85);
-    const box = focus.reduce((b, n) => [Math.min(b[0], n.box[0]), Math.min(b[1], n.box[1]), Math.max(b[2], n.box[2]), Math.max(b[3], n.box[3])], [Infinity, Infinity, -Infinity, -Infinity]);
+    /** @type {Box} */
+    const box = focus.reduce((/** @type {Box} */ b, n) => [Math.min(b[0], n.box[0]), Math.min(b[1], n.box[1]), Math.max(b[2], n.box[2]), Math.max(b[3], n.box[3])], /** @type {Box} */ ([Infinity, Infinity, -Infinity, -Infinity]));
     const scale = Math.min(MAX_SCALE, this.fitScale(box[2] - box[0] + 2 * FOCUS_PAD, box[3] - box[1] + 2 * FOCUS_PAD));
     // the whole graph rewritten (its root replaced): the root low in the view, the graph above it
     if (scale < READABLE) return this.centre(focus[0], READABLE, focus[0] === this.root ? 0.85 : 0.5);
@@ -258,12 +313,17 @@ export class GraphView {
   }
 
   // The scale at which a w x h part of the graph fills the free part of the view.
+  /**
+   * @param {number} w
+   * @param {number} h
+   */
   fitScale(w, h) {
     const { width } = this.viewSize();
     return Math.min(width / w, this.free()[1] / h) * 0.96;
   }
 
   // The free band of the view: [top, height].
+  /** @returns {[number, number]} */
   free() {
     const { height } = this.viewSize();
     const { top, bottom } = this.insets();
@@ -271,10 +331,21 @@ export class GraphView {
   }
 
   // Puts `node` in the middle of the free band (or at fraction `at` of its height).
+  /**
+   * @param {{x: number, y: number}} node
+   * @param {number} [scale]
+   * @param {number} [at]
+   */
   centre(node, scale = this.transform.k, at = 0.5) {
     this.centreAt(node.x, node.y, scale, at);
   }
 
+  /**
+   * @param {number} x
+   * @param {number} y
+   * @param {number} scale
+   * @param {number} [at]
+   */
   centreAt(x, y, scale, at = 0.5) {
     const { width } = this.viewSize();
     const [top, height] = this.free();
@@ -282,6 +353,10 @@ export class GraphView {
   }
 
   // Marks every node that stands for node `ref` as selected and, when asked, brings the first one into view.
+  /**
+   * @param {string | null} ref
+   * @param {boolean} reveal
+   */
   select(ref, reveal) {
     this.selected = ref;
     for (const [i, el] of this.nodeEls) el.classList.toggle("uv-selected", ref != null && this.nodes[i].refs.includes(ref));
@@ -290,6 +365,7 @@ export class GraphView {
   }
 
   // Marks the drawn nodes of these indices as found by a search.
+  /** @param {number[]} matches */
   search(matches) {
     this.found = new Set(matches);
     for (const [i, el] of this.nodeEls) el.classList.toggle("uv-found", this.found.has(i));
@@ -297,6 +373,7 @@ export class GraphView {
   }
 
   // Brings drawn node `index` to the middle of the view at a readable scale.
+  /** @param {number} index */
   reveal(index) {
     const n = this.nodes[index];
     if (n) this.centre(n, Math.max(this.transform.k, READABLE));
@@ -305,29 +382,46 @@ export class GraphView {
 
 // The whole graph in a corner: nodes as their colours, the view as a frame, search hits as white dots.
 class Minimap {
+  /**
+   * @param {HTMLElement} container
+   * @param {(x: number, y: number) => void} moveTo
+   */
   constructor(container, moveTo) {
     this.canvas = document.createElement("canvas");
     this.canvas.className = "uv-minimap";
     this.canvas.hidden = true;
     this.canvas.title = "the whole graph: click or drag to move the view";
     container.append(this.canvas);
-    this.ctx = this.canvas.getContext("2d");
+    this.ctx = /** @type {CanvasRenderingContext2D} */ (this.canvas.getContext("2d"));
+    /** @type {ImageData | null} */
     this.base = null; // the drawn nodes, kept to repaint under the view frame
+    /** @type {{x: number, y: number}[]} */
+    this.hits = [];
+    /** @type {[Box, {width: number, height: number}] | null} */
+    this.last = null;
     this.moveTo = moveTo;
     this.scale = 1;
+    /** @param {PointerEvent} e */
     const go = (e) => this.moveTo(e.offsetX / this.scale, e.offsetY / this.scale);
     this.canvas.addEventListener("pointerdown", (e) => {
       this.canvas.setPointerCapture(e.pointerId);
       go(e);
+      /** @param {PointerEvent} m */
       const move = (m) => go(m);
       this.canvas.addEventListener("pointermove", move);
       this.canvas.addEventListener("pointerup", () => this.canvas.removeEventListener("pointermove", move), { once: true });
     });
   }
 
+  /**
+   * @param {PlacedNode[]} nodes
+   * @param {{width: number, height: number}} size
+   * @param {number} viewWidth
+   */
   draw(nodes, size, viewWidth) {
     const most = Math.min(MINIMAP.width, viewWidth * MINIMAP.share);
-    this.scale = Math.min(most / size.width, (most * MINIMAP.height) / MINIMAP.width / size.height) || 1;
+    const scale = Math.min(most / size.width, (most * MINIMAP.height) / MINIMAP.width / size.height);
+    this.scale = Number.isFinite(scale) && scale > 0 ? scale : 1; // an empty graph (0 x 0) or no room in the view
     this.canvas.width = Math.max(1, Math.round(size.width * this.scale));
     this.canvas.height = Math.max(1, Math.round(size.height * this.scale));
     const ctx = this.ctx;
@@ -342,19 +436,27 @@ class Minimap {
     this.hits = [];
   }
 
+  /**
+   * @param {PlacedNode[]} nodes
+   * @param {Set<number>} found
+   */
   mark(nodes, found) {
     this.hits = [...found].map((i) => nodes[i]);
     if (this.last) this.view(...this.last);
   }
 
   // Repaints the view's frame; hidden while the view holds the whole graph.
+  /**
+   * @param {Box} rect
+   * @param {{width: number, height: number}} size
+   */
   view(rect, size) {
     this.last = [rect, size];
     const whole = rect[0] <= 0 && rect[1] <= 0 && rect[2] >= size.width && rect[3] >= size.height;
     this.canvas.hidden = whole || !this.base;
     if (this.canvas.hidden) return;
     const ctx = this.ctx;
-    ctx.putImageData(this.base, 0, 0);
+    ctx.putImageData(/** @type {ImageData} */ (this.base), 0, 0);
     ctx.fillStyle = "#fff";
     for (const n of this.hits ?? []) ctx.fillRect(n.x * this.scale - 2, n.y * this.scale - 2, 4, 4);
     ctx.strokeStyle = "#4fa3ff";
@@ -364,6 +466,7 @@ class Minimap {
   }
 }
 
+/** @param {PlacedEdge} edge */
 function edgeElement(edge) {
   const kind = edge.status ?? "plain";
   const path = svgEl("path", {
@@ -385,8 +488,13 @@ function edgeElement(edge) {
   return g;
 }
 
+/** @type {(a: Box, b: Box) => boolean} */
 const meets = (a, b) => a[2] >= b[0] && a[0] <= b[2] && a[3] >= b[1] && a[1] <= b[3];
 
+/**
+ * @param {number[]} p
+ * @returns {Box}
+ */
 function bounds(p) {
   let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
   for (let i = 0; i < p.length; i += 2) {
@@ -399,6 +507,7 @@ function bounds(p) {
 }
 
 // A smooth path through the edge's points [x0, y0, x1, y1, ...].
+/** @param {number[]} p */
 function curve(p) {
   let d = `M${p[0]},${p[1]}`;
   const n = p.length / 2;

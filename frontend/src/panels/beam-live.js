@@ -8,34 +8,55 @@ import { kernelName } from "../names.js";
 import { describeOpts } from "../opts.js";
 import { beamChart, formatSeconds } from "./beam-chart.js";
 import { pathTo, timed, whereLine } from "./beam.js";
+/** @import { BeamEvent, Meta, Opt } from "../../types/api" */
+/** @import { WidgetModel } from "../../types/ui" */
+/** @import { Candidate, TimedCandidate } from "./beam.js" */
+/** @typedef {BeamEvent & {seq: number, kernel: number}} LiveEvent an event of the kernel searched `kernel`-th */
+/** @typedef {{time_s: number | null, gflops: number | null, gbs: number | null, vs_unoptimized: number | null}} Total */
+/**
+ * The results (uopviz/search/report.py), once the searches are done.
+ * @typedef {{program: string, device: string, beam: number, kernels: {kernel: string, name: string, opts: Opt[]}[], total: Record<string, Total>}} Summary
+ */
 
+/** @type {[string, string][]} */
 const VARIANTS = [
   ["unoptimized", "unoptimized"],
   ["heuristic", "heuristic"],
   ["beam", "BEAM"],
 ];
 
+/**
+ * @param {HTMLElement} el
+ * @param {WidgetModel} model
+ */
 export function renderBeamLive(el, model) {
+  /** @type {Meta} */
   const meta = model.get("meta");
   const axisColors = new Map(meta.axis_types.map((t) => [t.letter, t.color]));
+  /** @type {Map<number, LiveEvent>} */
   const events = new Map(); // seq -> event
+  /** @type {number | null} */
   let picked = null; // the kernel whose chart is shown (null: the latest)
   let frame = 0;
   el.classList.add("uv-app", "uv-beam-live");
 
+  /** @param {LiveEvent[]} list */
   const take = (list) => {
     for (const e of list) events.set(e.seq, e);
     if (!frame) frame = requestAnimationFrame(() => ((frame = 0), render()));
   };
+  /** @param {{beam?: LiveEvent[]}} msg */
   const onMessage = (msg) => msg.beam && take(msg.beam);
   const onEvents = () => take(model.get("events"));
 
+  /** @param {number} i */
   function kernelView(i) {
     const mine = [...events.values()].filter((e) => e.kernel === i).sort((a, b) => a.seq - b.seq);
+    /** @type {Candidate[]} */
     const candidates = mine
       .filter((e) => e.event === "candidate")
       .map((e) => ({ id: e.id, parent: e.parent, round: e.round, opts: e.opts, median_s: e.time_s, error: e.error, duplicate: e.duplicate, samples: [], built_on: e.built_on, measured_on: e.measured_on }));
-    const best = candidates.filter(timed).reduce((b, c) => (b && b.median_s <= c.median_s ? b : c), null);
+    const best = candidates.filter(timed).reduce((b, c) => (b && b.median_s <= c.median_s ? b : c), /** @type {TimedCandidate | null} */ (null));
     const round = mine.filter((e) => e.event === "round").at(-1);
     const done = mine.find((e) => e.event === "done");
     const error = mine.find((e) => e.event === "error");
@@ -57,7 +78,9 @@ export function renderBeamLive(el, model) {
   }
 
   function render() {
+    /** @type {string[]} */
     const kernels = model.get("kernels");
+    /** @type {string} */
     const status = model.get("status");
     const reached = Math.max(0, ...[...events.values()].map((e) => e.kernel));
     const shown = picked ?? reached;
@@ -83,8 +106,10 @@ export function renderBeamLive(el, model) {
     );
   }
 
+  /** @param {Summary | null} doc */
   function resultsTable(doc) {
     if (!doc) return null;
+    /** @param {number | null} x */
     const num = (x) => (x == null ? "–" : x.toFixed(2));
     return [
       h("div", { class: "uv-label" }, `Results: ${doc.program} on ${doc.device}, BEAM width ${doc.beam}`),

@@ -7,25 +7,80 @@ import { kernelName } from "../names.js";
 import { describeOpt, describeOpts } from "../opts.js";
 import { beamChart, candidateKind, formatSeconds } from "./beam-chart.js";
 import { speedText } from "./kernel.js";
+/** @import { CandidateView, ContextInfo, DoneEvent, Opt, ResultView, SearchDetail, SearchStatus, SearchSummary, BeamEvent, DataSource, Meta, Work } from "../../types/api" */
+/** @import { PanelContext, PanelDef, PanelView, ViewState } from "../../types/ui" */
+/**
+ * A candidate as the tab knows it: one reported live has no program, compile time or machines yet.
+ * @typedef {Omit<CandidateView, "program_hash" | "uop_count" | "compile_s" | "built_on" | "measured_on">
+ *   & Partial<Pick<CandidateView, "program_hash" | "uop_count" | "compile_s" | "built_on" | "measured_on">>} Candidate
+ */
+/** @typedef {Candidate & {median_s: number}} TimedCandidate */
+/**
+ * The search shown: the database's account, with what a search followed live has reported since.
+ * @typedef {object} SearchShown
+ * @property {number} id
+ * @property {string} kernel_name
+ * @property {string | null} kernel_hash
+ * @property {string} device
+ * @property {number | null} width
+ * @property {string | null} error
+ * @property {SearchStatus} status
+ * @property {Candidate[]} candidates
+ * @property {number | null} best_id
+ * @property {number | null} best_s
+ * @property {number[]} winning_path
+ * @property {number | null} unoptimized_s
+ */
+/**
+ * A search this page follows live (its progress events so far).
+ * @typedef {object} Live
+ * @property {string} job
+ * @property {number} sid
+ * @property {Map<number, Candidate>} candidates
+ * @property {number} round
+ * @property {number} inRound candidates of the round so far
+ * @property {number} measured
+ * @property {"running" | "done" | "error"} state
+ * @property {string | null} message
+ * @property {DoneEvent | null} done
+ * @property {string | null} [executor]
+ * @property {() => void} close stops following it
+ */
 
+/** @type {Record<"width" | "rounds", [number, number]>} */
 const LIMITS = { width: [1, 16], rounds: [1, 16] }; // as the server checks them
 
 // The chain of candidates from the unoptimized kernel to `bestId`, each the parent of the next.
+/**
+ * @param {Pick<Candidate, "id" | "parent">[]} candidates
+ * @param {number | null | undefined} bestId
+ * @returns {number[]}
+ */
 export function pathTo(candidates, bestId) {
   const byId = new Map(candidates.map((c) => [c.id, c]));
+  /** @type {number[]} */
   const path = [];
-  for (let c = byId.get(bestId); c && !path.includes(c.id); c = byId.get(c.parent)) path.unshift(c.id);
+  for (let c = byId.get(/** @type {number} */ (bestId)); c && !path.includes(c.id); c = byId.get(/** @type {number} */ (c.parent))) path.unshift(c.id);
   return path;
 }
 
+/**
+ * @param {Candidate} c
+ * @returns {c is TimedCandidate}
+ */
 export const timed = (c) => c.error == null && c.median_s != null;
 
 // Where a live search runs (its start event's executor, e.g. a Ray cluster) and on how many machines it has timed.
+/**
+ * @param {string | null | undefined} executor
+ * @param {Pick<Candidate, "measured_on">[]} candidates
+ */
 export function whereLine(executor, candidates) {
   const machines = new Set(candidates.map((c) => c.measured_on).filter((m) => m != null)).size;
   return executor ? ` · ${executor}${machines > 1 ? `, timed on ${machines} machines` : ""}` : "";
 }
 
+/** @type {Record<string, string>} */
 const KIND_TITLES = {
   unoptimized: "the kernel without opts",
   heuristic: "the hand-written heuristic's opts, all at once",
@@ -33,8 +88,10 @@ const KIND_TITLES = {
 };
 
 // The pill that names a candidate's kind (none for an ordinary step).
+/** @param {string} kind */
 const kindPill = (kind) => kind !== "step" && h("span", { class: `uv-beam-kind uv-beam-kind-${kind.replace(/\W/g, "")}`, title: KIND_TITLES[kind] }, kind);
 
+/** @param {number} t Unix time */
 function ago(t) {
   const s = Date.now() / 1000 - t;
   if (s < 60) return "just now";
@@ -43,6 +100,7 @@ function ago(t) {
   return new Date(t * 1000).toLocaleDateString();
 }
 
+/** @type {PanelDef} */
 export const beamPanel = {
   id: "beam",
   title: "BEAM",
@@ -50,6 +108,10 @@ export const beamPanel = {
 };
 
 class BeamPanel {
+  /**
+   * @param {HTMLElement} el
+   * @param {PanelContext} ctx
+   */
   constructor(el, ctx) {
     this.el = el;
     this.ctx = ctx;
@@ -59,20 +121,34 @@ class BeamPanel {
     this.go = ctx.go;
     this.form = { width: 2, rounds: 8 };
     this.all = false; // list every kernel's searches, not only this kernel's
+    /** @type {string | null} */
     this.key = null; // trace/context/all whose list is loaded
+    /** @type {number | null | undefined} */
     this.sid = undefined; // the search shown (the view state's)
+    /** @type {SearchSummary[] | null} */
     this.list = null; // the searches listed so far (pages of them, newest first)
+    /** @type {number | null} */
     this.next = null; // the cursor of the next page (null: no more)
+    /** @type {string | null} */
     this.moreError = null;
+    /** @type {ResultView[]} */
     this.results = [];
+    /** @type {string | null} */
     this.listError = null;
+    /** @type {SearchDetail | null} */
     this.detail = null;
+    /** @type {string | null} */
     this.detailError = null;
+    /** @type {Live | null} */
     this.live = null; // the search this page started or found running: its events so far
+    /** @type {number | null} */
     this.picked = null; // a candidate clicked in the chart
+    /** @type {string | null} */
     this.startError = null;
     this.starting = false;
     this.frame = 0;
+    /** @type {string | null} */
+    this.workHash = null; // the kernel whose work `work` is
   }
 
   destroy() {
@@ -81,8 +157,11 @@ class BeamPanel {
   }
 
   // Called whenever the app renders with this tab open; reloads only what the kernel or search changed.
+  /** @param {PanelView} view */
   update({ trace, context, state }) {
+    /** @type {string} */
     this.tid = trace.id;
+    /** @type {ContextInfo} */
     this.context = context;
     this.loadWork();
     const changed = this.listKey() !== this.key || state.search !== this.sid;
@@ -99,7 +178,9 @@ class BeamPanel {
   async loadWork() {
     const [tid, ci] = [this.tid, this.context.index];
     if (this.context.kind !== "kernel" || this.workKey === `${tid}/${ci}`) return;
+    /** @type {string | undefined} */
     this.workKey = `${tid}/${ci}`;
+    /** @type {Work | null} */
     this.work = null;
     try {
       const kernel = await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.source.kernel(tid, ci));
@@ -111,6 +192,10 @@ class BeamPanel {
   }
 
   // A time with GFLOP/s and GB/s when the search is of the kernel shown (whose work is known).
+  /**
+   * @param {{kernel_hash: string | null}} s a search
+   * @param {number | null} time
+   */
   speed(s, time) {
     if (time == null) return "–";
     return this.work && s.kernel_hash === this.workHash ? speedText(time, this.work) : formatSeconds(time);
@@ -144,7 +229,7 @@ class BeamPanel {
     try {
       const page = await this.source.searches(this.all ? null : this.kernelHash(), this.next);
       if (key !== this.key || list !== this.list) return;
-      [this.list, this.next, this.moreError] = [[...list, ...page.searches], page.next_before, null];
+      [this.list, this.next, this.moreError] = [[.../** @type {SearchSummary[]} */ (list), ...page.searches], page.next_before, null]; // (a list is shown)
     } catch (err) {
       if (key !== this.key || list !== this.list) return;
       this.moreError = err.message;
@@ -185,13 +270,21 @@ class BeamPanel {
     this.render();
   }
 
+  /**
+   * @param {string} job
+   * @param {number} sid
+   */
   follow(job, sid) {
     this.live?.close();
-    const live = { job, sid, candidates: new Map(), round: 0, inRound: 0, measured: 0, state: "running", message: null, done: null };
+    const live = /** @type {Live} */ ({ job, sid, candidates: new Map(), round: 0, inRound: 0, measured: 0, state: "running", message: null, done: null }); // close follows
     this.live = live;
     live.close = this.source.beamEvents(job, (event) => this.onEvent(live, event));
   }
 
+  /**
+   * @param {Live} live
+   * @param {BeamEvent} e
+   */
   onEvent(live, e) {
     if (live !== this.live) return;
     if (e.event === "start") live.executor = e.executor;
@@ -224,6 +317,7 @@ class BeamPanel {
   // The search shown: the database's account, with the candidates a search followed live has reported since.
   // While it runs, its best is the fastest verified candidate (ties go to the earlier one); once it has ended, the
   // database's winner, which the final check chose (a candidate's time in its round may have been luck).
+  /** @returns {SearchShown | null} */
   view() {
     const live = this.live?.sid === this.sid ? this.live : null;
     const d = this.detail;
@@ -231,9 +325,9 @@ class BeamPanel {
     const byId = new Map(live.candidates);
     for (const c of d?.candidates ?? []) byId.set(c.id, c); // the database's account has the samples
     const candidates = [...byId.values()].sort((a, b) => a.round - b.round || a.id - b.id);
-    const best = candidates.filter(timed).reduce((b, c) => (b && b.median_s <= c.median_s ? b : c), null);
+    const best = candidates.filter(timed).reduce((b, c) => (b && b.median_s <= c.median_s ? b : c), /** @type {TimedCandidate | null} */ (null));
     return {
-      ...(d ?? { id: this.sid, kernel_name: "", kernel_hash: this.kernelHash(), device: "", width: null, error: null }),
+      ...(d ?? { id: /** @type {number} */ (this.sid), kernel_name: "", kernel_hash: this.kernelHash(), device: "", width: null, error: null }),
       status: live.state === "running" ? "running" : (d?.status ?? "done"),
       candidates,
       best_id: best?.id ?? null,
@@ -258,6 +352,7 @@ class BeamPanel {
 
   renderForm() {
     const running = this.live?.state === "running";
+    /** @type {(key: "width" | "rounds", label: string, title: string) => HTMLElement} */
     const number = (key, label, title) =>
       h(
         "label",
@@ -269,7 +364,7 @@ class BeamPanel {
           min: LIMITS[key][0],
           max: LIMITS[key][1],
           value: this.form[key],
-          oninput: (e) => (this.form[key] = Number(e.target.value)),
+          oninput: (/** @type {{target: HTMLInputElement}} */ e) => (this.form[key] = Number(e.target.value)),
         }),
       );
     return [
@@ -277,7 +372,7 @@ class BeamPanel {
         "form",
         {
           class: "uv-beam-form",
-          onsubmit: (event) => {
+          onsubmit: (/** @type {SubmitEvent} */ event) => {
             event.preventDefault();
             this.start();
           },
@@ -298,7 +393,7 @@ class BeamPanel {
       return h("div", { class: "uv-beam-status uv-beam-progress" }, h("span", { class: "uv-beam-spinner" }), `round ${live.round} · ${live.measured}/${live.inRound} candidates measured · best ${formatSeconds(best)}${whereLine(live.executor, [...live.candidates.values()])}`);
     }
     if (live.state === "done") {
-      const d = live.done;
+      const d = /** @type {DoneEvent} */ (live.done); // set with the state
       return h("div", { class: "uv-beam-status uv-beam-outcome" }, "Done: ", kernelName(d.name, this.axisColors), ` in ${formatSeconds(d.time_s)} after ${d.rounds} rounds, ${d.candidates} candidates`);
     }
     return h("div", { class: "uv-beam-status uv-error" }, live.message);
@@ -308,7 +403,7 @@ class BeamPanel {
     if (this.detailError) return h("p", { class: "uv-error" }, this.detailError);
     const s = this.view();
     if (!s) return this.sid == null ? null : h("p", { class: "uv-hint" }, "Loading the search…");
-    const live = this.live?.sid === this.sid && this.live.state === "running" ? this.live : null;
+    const live = this.live?.sid === this.sid && this.live?.state === "running" ? this.live : null;
     const best = s.candidates.find((c) => c.id === s.best_id);
     const picked = s.candidates.find((c) => c.id === this.picked);
     return h(
@@ -336,7 +431,12 @@ class BeamPanel {
     );
   }
 
+  /**
+   * @param {SearchShown} s
+   * @param {Candidate} best
+   */
   renderWinner(s, best) {
+    /** @type {Map<number | null, Candidate>} */
     const byId = new Map(s.candidates.map((c) => [c.id, c]));
     const speedup = s.unoptimized_s && best.median_s ? s.unoptimized_s / best.median_s : null;
     return h(
@@ -352,7 +452,7 @@ class BeamPanel {
         "ol",
         { class: "uv-beam-path-list" },
         s.winning_path.map((id) => {
-          const c = byId.get(id);
+          const c = /** @type {Candidate} */ (byId.get(id)); // the path runs through candidates
           const parent = byId.get(c.parent);
           const kind = candidateKind(c, parent);
           const fresh = parent ? c.opts.length - parent.opts.length : c.opts.length; // the opts this step added
@@ -365,6 +465,13 @@ class BeamPanel {
   }
 
   // One candidate on a line: its kind, its full opts (those its step added outlined), its round and time.
+  /**
+   * @param {SearchShown} s
+   * @param {Candidate} c
+   * @param {string} kind
+   * @param {number} fresh opts the step added (the last ones)
+   * @param {string} cls
+   */
   candidateRow(s, c, kind, fresh, cls) {
     return h(
       "li",
@@ -379,6 +486,10 @@ class BeamPanel {
 
   // The heuristic's candidate (and its re-timing) when the winning path does not go through it, so that what
   // BEAM is compared with is always named with its full opts and speed.
+  /**
+   * @param {SearchShown} s
+   * @param {Map<number | null, Candidate>} byId (null: the unoptimized kernel's parent, none)
+   */
   renderHeuristic(s, byId) {
     const heur = s.candidates.filter((c) => candidateKind(c, byId.get(c.parent)) === "heuristic" && !s.winning_path.includes(c.id));
     if (!heur.length) return null;
@@ -391,6 +502,10 @@ class BeamPanel {
     );
   }
 
+  /**
+   * @param {Candidate} c
+   * @param {SearchShown} s
+   */
   renderCandidate(c, s) {
     const kind = candidateKind(c, s.candidates.find((p) => p.id === c.parent));
     const facts = [
@@ -413,6 +528,11 @@ class BeamPanel {
   }
 
   // Opts of the kernel shown can be opened in the Kernel tab (a search of another kernel's cannot).
+  /**
+   * @param {{kernel_hash: string | null}} s
+   * @param {Opt[]} opts
+   * @param {string} label
+   */
   openButton(s, opts, label) {
     if (this.kernelHash() == null || s.kernel_hash !== this.kernelHash()) return null;
     return h("button", { class: "uv-button uv-beam-open", title: describeOpts(this.meta, opts), onclick: () => this.ctx.openOpts(opts, { tab: "kernel" }) }, label);
@@ -428,7 +548,7 @@ class BeamPanel {
         h("input", {
           type: "checkbox",
           checked: this.all,
-          onchange: (e) => {
+          onchange: (/** @type {{target: HTMLInputElement}} */ e) => {
             this.all = e.target.checked;
             this.loadList();
             this.render();
@@ -447,7 +567,7 @@ class BeamPanel {
           { class: "uv-beam-result uv-hint" },
           `Tuned on ${r.target.device_name || r.target.device}: ${formatSeconds(r.median_s)} with `,
           h("span", { class: "uv-chip uv-opt-chip" }, describeOpts(this.meta, r.opts)),
-          r.search_id != null && [" (", h("a", { href: "#", onclick: (e) => (e.preventDefault(), this.go({ search: r.search_id }, true)) }, `search #${r.search_id}`), ")"],
+          r.search_id != null && [" (", h("a", { href: "#", onclick: (/** @type {MouseEvent} */ e) => (e.preventDefault(), this.go({ search: r.search_id }, true)) }, `search #${r.search_id}`), ")"],
         ),
       ),
       title,

@@ -10,7 +10,12 @@ import { kernelName } from "../names.js";
 import { choicesFor, describeOpt, formatOpts, makeOpt } from "../opts.js";
 import { unifiedDiff } from "../text-diff.js";
 import { formatSeconds } from "./beam-chart.js";
+/** @import { ContextInfo, Frame, KernelView, MachineCode, Opt, TimingView, Work } from "../../types/api" */
+/** @import { PanelContext, PanelDef, PanelView, Variant } from "../../types/ui" */
+/** @typedef {(KernelView | Variant) & {shown: {tid: string, ci: number}}} Shown a kernel view, and the trace and context of its lowering */
+/** @typedef {{loading?: boolean, machine?: MachineCode, diff?: string, note?: string, error?: string}} Extra */
 
+/** @type {PanelDef} */
 export const kernelPanel = {
   id: "kernel",
   title: "Kernel",
@@ -25,12 +30,21 @@ const LISTINGS = [
 ];
 
 // "0.067 s · 32.0 GFLOP/s · 0.19 GB/s"
+/**
+ * @param {number} time seconds
+ * @param {Work | null | undefined} work
+ */
 export function speedText(time, work) {
+  /** @type {(amount: number | null | undefined, unit: string) => string} */
   const rate = (amount, unit) => (amount != null && time > 0 ? ` · ${(amount / time / 1e9).toFixed(amount / time / 1e9 < 10 ? 2 : 1)} ${unit}` : "");
   return `${formatSeconds(time)}${rate(work?.flops, "GFLOP/s")}${rate(work?.bytes, "GB/s")}`;
 }
 
 class KernelPanel {
+  /**
+   * @param {HTMLElement} el
+   * @param {PanelContext} ctx
+   */
   constructor(el, ctx) {
     this.el = el;
     this.ctx = ctx;
@@ -38,15 +52,25 @@ class KernelPanel {
     this.opColors = new Map(ctx.meta.op_groups.flatMap((g) => g.ops.map((op) => [op, g.color])));
     this.form = { axis: 0, choice: 0, amount: 4, top: false, other: 1 };
     this.listing = "source";
+    /** @type {string | null} */
     this.error = null;
     this.busy = false;
+    /** @type {string | null} */
     this.key = null; // trace/context/opts of the kernel shown
+    /** @type {Map<string, Extra>} */
     this.extra = new Map(); // per kernel shown and listing: the diff or machine code, or the error getting it
+    /** @type {Map<string, {timing?: TimingView, error?: string, running?: boolean}>} */
     this.timings = new Map(); // per kernel shown: {timing} | {error} | {running}
+    /** @type {Shown | null} */
+    this.view = null;
+    this.custom = false;
+    /** @type {ContextInfo | null} */
+    this.context = null;
   }
 
   destroy() {}
 
+  /** @param {PanelView} view */
   async update({ trace, context, state }) {
     const { ci, opts } = state;
     const tid = trace.id;
@@ -57,28 +81,34 @@ class KernelPanel {
     this.key = key;
     if (context.kind !== "kernel") return this.showMessage(`${context.label} is a ${context.kind} context: pick a kernel to see its source and opts.`);
     if (!sameKernel) this.showMessage("Loading the kernel…");
+    /** @type {Shown | undefined} */
     let view;
     let error = null;
     try {
       view = { ...(await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.ctx.source.kernel(tid, ci))), shown: { tid, ci } };
       if (opts) {
         const variant = await this.ctx.variant(tid, ci, opts);
-        view = { ...variant, shown: { tid: variant.trace_id, ci: 0 } };
+        view = { ...variant, shown: { tid: /** @type {string} */ (variant.trace_id), ci: 0 } }; // the server keeps each lowering
       }
     } catch (err) {
       if (!view) return this.key === key && this.showMessage(err.message, true);
       error = `The opts in this view do not apply: ${err.message}`;
     }
-    if (this.key === key) this.show(view, opts !== null && !error, error);
+    if (this.key === key) this.show(/** @type {Shown} */ (view), opts !== null && !error, error); // (the kernel loaded)
   }
 
   // Apply and Undo (a list of opts) and Reset (null: the kernel as compiled): the graph goes to the step of the
   // last opt; an illegal list rejects with the reason.
+  /** @param {Opt[] | null} opts */
   apply(opts) {
     return this.ctx.openOpts(opts);
   }
 
   // A context that is not a kernel (the schedule), or a kernel that could not be loaded.
+  /**
+   * @param {string} text
+   * @param {boolean} [isError]
+   */
   showMessage(text, isError) {
     this.view = null;
     fill(this.el, h("p", { class: isError ? "uv-error" : "uv-hint" }, text));
@@ -87,6 +117,11 @@ class KernelPanel {
   // view: the kernel as compiled, or lowered again with chosen opts (custom), as the data source returned it;
   // view.opts are the opts behind it and view.axes its axes, which the next opt refers to; view.shown the trace and
   // context of its lowering (for timing and machine code).
+  /**
+   * @param {Shown} view
+   * @param {boolean} custom
+   * @param {string | null} [error]
+   */
   show(view, custom, error = null) {
     this.view = view;
     this.custom = custom;
@@ -96,18 +131,20 @@ class KernelPanel {
     this.loadListing();
   }
 
+  // (the methods below run while a kernel is shown: this.view is set)
   shownKey() {
-    return `${this.view.shown.tid}/${this.view.shown.ci}`;
+    return `${/** @type {Shown} */ (this.view).shown.tid}/${/** @type {Shown} */ (this.view).shown.ci}`;
   }
 
   render() {
-    const { view, form } = this;
+    const { view, form } = /** @type {this & {view: Shown}} */ (this);
     const { meta, readOnly } = this.ctx;
     const opts = view.opts;
     const choices = choicesFor(meta, view.device);
     if (form.choice >= choices.length) form.choice = 0;
     const choice = choices[form.choice];
     // On success the app shows the new kernel (show()); on failure the reason shows under the form.
+    /** @param {Opt[] | null} next */
     const submit = async (next) => {
       this.error = null;
       this.busy = true;
@@ -120,6 +157,7 @@ class KernelPanel {
       this.busy = false;
       if (this.view) this.render();
     };
+    /** @param {number} selected */
     const axisOptions = (selected) => view.axes.map((a, i) => h("option", { value: i, selected: i === selected }, `a${i} ${a.letter}${a.size}`));
     fill(
       this.el,
@@ -152,14 +190,14 @@ class KernelPanel {
           "form",
           {
             class: "uv-opt-form",
-            onsubmit: (event) => {
+            onsubmit: (/** @type {SubmitEvent} */ event) => {
               event.preventDefault();
               submit([...opts, makeOpt(choice, form)]);
             },
           },
           h(
             "select",
-            { class: "uv-opt-op", "aria-label": "opt", title: `the opts ${view.device ?? "this device"} can take`, onchange: (e) => ((form.choice = Number(e.target.value)), this.render()) },
+            { class: "uv-opt-op", "aria-label": "opt", title: `the opts ${view.device ?? "this device"} can take`, onchange: (/** @type {{target: HTMLSelectElement}} */ e) => ((form.choice = Number(e.target.value)), this.render()) },
             choices.map((c, i) => h("option", { value: i, selected: i === form.choice, title: c.doc }, c.label)),
           ),
           choice.axis && h("span", { class: "uv-dim" }, `a${form.axis}`),
@@ -171,11 +209,11 @@ class KernelPanel {
               value: form.amount,
               "aria-label": choice.amount,
               title: choice.doc,
-              oninput: (e) => (form.amount = Number(e.target.value)),
+              oninput: (/** @type {{target: HTMLInputElement}} */ e) => (form.amount = Number(e.target.value)),
             }),
           choice.top &&
-            h("label", { class: "uv-opt-top", title: "split as (k, n/k) instead of (n/k, k)" }, h("input", { type: "checkbox", checked: form.top, onchange: (e) => (form.top = e.target.checked) }), "top"),
-          choice.other_axis && ["with ", h("select", { class: "uv-opt-other", onchange: (e) => (form.other = Number(e.target.value)) }, axisOptions(form.other))],
+            h("label", { class: "uv-opt-top", title: "split as (k, n/k) instead of (n/k, k)" }, h("input", { type: "checkbox", checked: form.top, onchange: (/** @type {{target: HTMLInputElement}} */ e) => (form.top = e.target.checked) }), "top"),
+          choice.other_axis && ["with ", h("select", { class: "uv-opt-other", onchange: (/** @type {{target: HTMLSelectElement}} */ e) => (form.other = Number(e.target.value)) }, axisOptions(form.other))],
           h("button", { class: "uv-button uv-primary uv-opt-apply", type: "submit", disabled: this.busy }, "Apply"),
         ),
       this.error && h("div", { class: "uv-error uv-opt-error" }, this.error),
@@ -204,6 +242,7 @@ class KernelPanel {
     const stack = this.context?.stack ?? [];
     if (!stack.length) return null;
     const [inner, ...outer] = [...stack].reverse();
+    /** @param {Frame} f */
     const frame = (f) => h("div", { class: "uv-frame", title: f.file }, h("code", { class: "uv-location" }, `${f.file}:${f.line}`), h("span", { class: "uv-dim" }, ` in ${f.function}`), f.code && h("pre", { class: "uv-frame-code" }, f.code));
     return h(
       "div",
@@ -218,7 +257,7 @@ class KernelPanel {
     const got = this.timings.get(this.shownKey());
     const run = async () => {
       const key = this.shownKey();
-      const { tid, ci } = this.view.shown;
+      const { tid, ci } = /** @type {Shown} */ (this.view).shown;
       this.timings.set(key, { running: true });
       this.render();
       try {
@@ -231,8 +270,8 @@ class KernelPanel {
     return h(
       "div",
       { class: "uv-time-row" },
-      h("button", { class: "uv-button uv-time-it", disabled: Boolean(got?.running), title: `run this kernel on ${this.view.device ?? "its device"} as BEAM times a candidate: checked, then timed`, onclick: run }, got?.running ? "timing…" : "time it"),
-      got?.timing && h("span", { class: "uv-timing", title: `median of ${got.timing.samples.length} runs` }, speedText(got.timing.time_s, this.view.work)),
+      h("button", { class: "uv-button uv-time-it", disabled: Boolean(got?.running), title: `run this kernel on ${/** @type {Shown} */ (this.view).device ?? "its device"} as BEAM times a candidate: checked, then timed`, onclick: run }, got?.running ? "timing…" : "time it"),
+      got?.timing && h("span", { class: "uv-timing", title: `median of ${got.timing.samples.length} runs` }, speedText(got.timing.time_s, /** @type {Shown} */ (this.view).work)),
       got?.error && h("span", { class: "uv-error uv-timing-error" }, got.error),
     );
   }
@@ -247,7 +286,7 @@ class KernelPanel {
     try {
       if (this.listing === "machine") this.extra.set(key, { machine: await this.ctx.fetch(`machine/${this.shownKey()}`, () => this.ctx.source.machineCode(view.shown.tid, view.shown.ci)) });
       else if (view.opts.length) {
-        const prev = await this.ctx.variant(this.ctx.state().tid, this.ctx.state().ci, view.opts.slice(0, -1));
+        const prev = await this.ctx.variant(/** @type {string} */ (this.ctx.state().tid), /** @type {number} */ (this.ctx.state().ci), view.opts.slice(0, -1));
         this.extra.set(key, { diff: unifiedDiff(prev.source, view.source, ["without the last opt", `with ${describeOpt(this.ctx.meta, view.opts[view.opts.length - 1])}`]) });
       } else this.extra.set(key, { note: "No opts: there is no earlier kernel to compare with." });
     } catch (err) {
@@ -257,7 +296,7 @@ class KernelPanel {
   }
 
   code() {
-    const { view } = this;
+    const { view } = /** @type {this & {view: Shown}} */ (this);
     const pre = h("pre", { class: `uv-code uv-kernel-${this.listing}` });
     const extra = this.extra.get(`${this.listing}/${this.shownKey()}`);
     if (this.listing === "source") {
@@ -273,7 +312,7 @@ class KernelPanel {
       if (extra.diff) pre.innerHTML = highlightDiff(extra.diff);
       else pre.textContent = "The last opt leaves the source as it was.";
     } else {
-      const m = extra.machine;
+      const m = /** @type {MachineCode} */ (extra.machine);
       return [h("p", { class: "uv-hint uv-machine-note" }, m.note), m.text && h("pre", { class: "uv-code uv-kernel-machine" }, m.text)];
     }
     return pre;

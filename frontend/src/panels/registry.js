@@ -19,5 +19,7 @@ import { beamPanel } from "./beam.js";
 import { kernelPanel } from "./kernel.js";
 import { rewritePanel } from "./rewrite.js";
 import { tracePanel } from "./trace.js";
+/** @import { PanelDef } from "../../types/ui" */
 
+/** @type {PanelDef[]} */
 export const PANELS = [rewritePanel, kernelPanel, beamPanel, tracePanel];

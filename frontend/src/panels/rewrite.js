@@ -5,7 +5,10 @@
 import { fill, h, textOn } from "../dom.js";
 import { highlight } from "../highlight.js";
 import { formatNs } from "../sidebar.js";
+/** @import { PassInfo, RuleInfo, OptStep, Axis, StepView, Change } from "../../types/api" */
+/** @import { PanelContext, PanelDef } from "../../types/ui" */
 
+/** @type {PanelDef} */
 export const rewritePanel = {
   id: "rewrite",
   title: "Rewrite",
@@ -16,15 +19,25 @@ export const rewritePanel = {
 };
 
 const RULE_LINES = 8; // lines of a rule's source shown before the rest is folded
+/** @type {Record<string, [string, string]>} */
 const KINDS = { changed: ["~", "changed"], added: ["+", "added"], removed: ["−", "removed"] };
 
+/**
+ * @param {HTMLElement} el
+ * @param {PassInfo} pass
+ * @param {StepView} step
+ * @param {number} k
+ * @param {PanelContext} ctx
+ */
 function renderRewrite(el, pass, step, k, ctx) {
   const reveal = ctx.selectNode;
+  /** @type {(html: string, cls: string) => HTMLPreElement} */
   const code = (html, cls) => {
     const pre = h("pre", { class: `uv-code ${cls}` });
     pre.innerHTML = html;
     return pre;
   };
+  /** @type {(label: string, id: string | null) => HTMLElement | "" | null} */
   const nodeChip = (label, id) => id && h("button", { class: "uv-chip", title: id, onclick: () => reveal(id) }, `${label} ${id.slice(0, 8)}`);
   const folded = pass.folded.includes(k);
   const counts = { added: step.added.length, removed: step.removed.length, rebuilt: step.rebuilt.length };
@@ -55,8 +68,8 @@ function renderRewrite(el, pass, step, k, ctx) {
             nodeChip("→", step.replacement),
           ),
           folded && h("p", { class: "uv-hint uv-folded-hint" }, "Folded: this step changes nothing drawn. The rewriter met again a node that an earlier step of this pass had rewritten, and the graph shows that rewrite since that step. ← → skip such steps."),
-          pass.opt ? optBlock(pass.opt) : ruleBlock(step.rule, code),
-          pass.opt && h("details", { class: "uv-rule-source" }, h("summary", {}, "the code that applies it ", h("code", { class: "uv-location" }, step.rule.location)), code(highlight(step.rule.text, "python"), "uv-rule")),
+          pass.opt ? optBlock(pass.opt) : ruleBlock(/** @type {RuleInfo} */ (step.rule), code), // a step after the first has a rule
+          pass.opt && h("details", { class: "uv-rule-source" }, h("summary", {}, "the code that applies it ", h("code", { class: "uv-location" }, /** @type {RuleInfo} */ (step.rule).location)), code(highlight(/** @type {RuleInfo} */ (step.rule).text, "python"), "uv-rule")),
           !folded && diffBlock(step, reveal),
         ],
     profileBlock(pass),
@@ -64,6 +77,10 @@ function renderRewrite(el, pass, step, k, ctx) {
 }
 
 // The rule and its source; a long one (a whole-graph pass's function) folded after its first lines.
+/**
+ * @param {RuleInfo} rule
+ * @param {(html: string, cls: string) => HTMLPreElement} code
+ */
 function ruleBlock(rule, code) {
   const lines = rule.text.split("\n");
   const head = h("div", { class: "uv-label" }, "Rule ", h("code", { class: "uv-location" }, rule.location), h("span", { class: "uv-dim" }, ` · ${formatNs(rule.time_ns)}`));
@@ -72,7 +89,9 @@ function ruleBlock(rule, code) {
 }
 
 // An opt step: "SPLIT a1 (L1024) → L64 × u16", and the kernel's axes before and after.
+/** @param {OptStep} opt */
 function optBlock(opt) {
+  /** @param {Axis[]} list */
   const axes = (list) =>
     h(
       "span",
@@ -90,9 +109,14 @@ function optBlock(opt) {
 }
 
 // The step's diff by node identity: one row per node that changed, came or left; the rebuilt ancestors folded.
+/**
+ * @param {StepView} step
+ * @param {(id: string) => void} reveal
+ */
 function diffBlock(step, reveal) {
   const main = step.changes.filter((c) => c.kind !== "rebuilt");
   const rebuilt = step.changes.filter((c) => c.kind === "rebuilt");
+  /** @param {Change} c */
   const row = (c) =>
     h(
       "li",
@@ -116,6 +140,7 @@ function diffBlock(step, reveal) {
 }
 
 // The pass's rules by the time spent in them.
+/** @param {PassInfo} pass */
 function profileBlock(pass) {
   if (!pass.rules.length) return null;
   return h(

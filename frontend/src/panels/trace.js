@@ -3,7 +3,10 @@
 import { fill, h } from "../dom.js";
 import { kernelName } from "../names.js";
 import { formatNs } from "../sidebar.js";
+/** @import { ContextInfo, Frame, TraceDetail } from "../../types/api" */
+/** @import { PanelContext, PanelDef, ViewState } from "../../types/ui" */
 
+/** @type {PanelDef} */
 export const tracePanel = {
   id: "trace",
   title: "Trace",
@@ -13,14 +16,22 @@ export const tracePanel = {
   }),
 };
 
+/**
+ * @param {HTMLElement} el
+ * @param {TraceDetail} trace
+ * @param {ViewState} state
+ * @param {PanelContext} ctx
+ */
 function renderTrace(el, trace, state, ctx) {
+  /** @param {ContextInfo} c */
   const where = (c) => c.stack[c.stack.length - 1];
+  /** @type {Map<string, {frame: Frame | null, contexts: ContextInfo[]}>} */
   const lines = new Map(); // "file:line" -> {frame, contexts}
   for (const c of trace.contexts) {
     const f = c.stack.length ? where(c) : null;
     const key = f ? `${f.file}:${f.line}` : "";
     if (!lines.has(key)) lines.set(key, { frame: f, contexts: [] });
-    lines.get(key).contexts.push(c);
+    /** @type {{contexts: ContextInfo[]}} */ (lines.get(key)).contexts.push(c);
   }
   const out = trace.output;
   fill(
