@@ -77,11 +77,9 @@ def _cpu(rt: CPURuntime, source: str, name: str) -> MachineCode:
 
 
 def _cl(rt: CLRuntime, source: str, name: str) -> MachineCode:
-    import pyopencl as cl
-
     try:
-        binary = cl.Program(rt.context, source).build().get_info(cl.program_info.BINARIES)[0]
-    except cl.Error as e:
+        binary = rt.binary(source, name)  # from the compile worker, under the compilers' time limit
+    except DeviceError as e:
         raise RecordError(f"kernel {name} does not build for CL: {e}") from None
     driver = rt.describe()["platform"]
     if _is_text(binary):

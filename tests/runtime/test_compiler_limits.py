@@ -1,12 +1,16 @@
 """Native compilers take only source as the renderer writes it, and a limited time (issue 28): a Source text that
 names a file (`#include "/etc/passwd"`, a FIFO, and the other spellings a compiler reads a file by) makes no
-compiler read it or hang, and a compiler past its limit, or interrupted, is killed with every process under it."""
+compiler read it or hang, and a compiler past its limit, or interrupted, is killed with every process under it:
+the C compiler, and OpenCL's and NVRTC's, which run in the compile worker (runtime/compile_worker.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,9 +23,11 @@ from tests.cuda.support import needs_nvrtc
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.dtype import DType, dtypes
 from uopviz.pipeline import kernels_of, lower, schedule, scheduler
+from uopviz.runtime import compile_worker
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CompileTimeoutError, CPURuntime
 from uopviz.runtime.cuda import cuda_target, nvrtc_compile
+from uopviz.runtime.device import CompileError
 from uopviz.runtime.source import UntrustedSourceError, check_source
 from uopviz.target import Target
 from uopviz.tensor import Tensor
@@ -220,3 +226,177 @@ def test_a_bad_time_limit_is_named(cache: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("UOPVIZ_COMPILE_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="UOPVIZ_COMPILE_TIMEOUT must be a positive number of seconds"):
         CPURuntime().library(KERNEL, "one")
+
+
+# ---- the in-process compilers (OpenCL, NVRTC), run in the compile worker ----
+def slow_kernel(dialect: str) -> str:
+    """A kernel LLVM takes seconds over (1000 data-dependent branches: ~4 s under PoCL, ~25 s in NVRTC on a quiet
+    machine), made unique so that no driver's cache of built programs answers for it."""
+    salt = time.time_ns() % 1_000_003
+    body = "\n".join(f"  if (a[{i * 7 % 1021}] > {i % 13}.5f) {{ a[{i * 3 % 1019}] += a[{i * 11 % 1013}] * "
+                     f"{salt + i}.0f; }} else {{ a[{i % 1009}] -= 1.0f; }}" for i in range(1000))
+    head = ('extern "C" __global__ void slow(float* __restrict__ a)' if dialect == "CUDA"
+            else "__kernel void slow(__global float* restrict a)")
+    return f"{head} {{\n{body}\n}}\n"
+
+
+QUICK = {"CL": "__kernel void quick(__global float* restrict a) { a[0] = 1.0f; }\n",
+         "CUDA": 'extern "C" __global__ void quick(float* __restrict__ a) { a[0] = 1.0f; }\n'}
+
+
+def compile_on(device: str, source: str, name: str) -> bytes:
+    """source compiled the way the device's runtime compiles it: a CL program binary, or NVRTC's cubin."""
+    if device == "CL":
+        return devices.get("CL").binary(source, name)  # type: ignore[attr-defined]
+    return nvrtc_compile(source, name, "sm_80")
+
+
+IN_WORKER = [pytest.param("CL", marks=needs_cl), pytest.param("CUDA", marks=needs_nvrtc)]
+COMPILER = {"CL": "the OpenCL compiler", "CUDA": "NVRTC"}
+
+
+def _group(pgid: int) -> list[int]:
+    """The live processes of process group pgid (the worker's group: the worker and anything it started)."""
+    out = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                out.append(int(name))
+    return out
+
+
+def _group_ended(pgid: int) -> bool:
+    for _ in range(500):
+        if not _group(pgid):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _warm_worker(device: str) -> int:
+    """Start this process's compile worker with a quick compile; its pid."""
+    compile_on(device, QUICK[device], "quick")
+    pid = compile_worker.worker().pid
+    assert pid is not None
+    return pid
+
+
+@pytest.mark.parametrize("device", IN_WORKER)
+def test_an_in_process_compiler_past_its_limit_is_killed(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pid = _warm_worker(device)
+    monkeypatch.setenv("UOPVIZ_COMPILE_TIMEOUT", "0.5")
+    t0 = time.monotonic()
+    with pytest.raises(CompileTimeoutError) as e:
+        compile_on(device, slow_kernel(device), "slow")
+    assert time.monotonic() - t0 < 10
+    assert e.value.name == "slow" and e.value.device == device
+    assert f"{COMPILER[device]} ran past the compiler's time limit of 0.5 s and was killed" in str(e.value)
+    assert "UOPVIZ_COMPILE_TIMEOUT" in str(e.value)
+    assert _group_ended(pid), "a compile worker outlived its request"
+    assert compile_worker.worker().pid is None
+    monkeypatch.delenv("UOPVIZ_COMPILE_TIMEOUT")
+    assert compile_on(device, QUICK[device], "quick")  # the next request starts a new worker
+    assert compile_worker.worker().pid not in (None, pid)
+
+
+@pytest.mark.parametrize("device", IN_WORKER)
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, Alarm])
+def test_an_interrupted_in_process_compile_leaves_no_worker(device: str, interrupt: type[BaseException]) -> None:
+    pid = _warm_worker(device)
+
+    def raise_it(signum: int, frame: object) -> None:
+        raise interrupt("interrupted")
+
+    saved = signal.signal(signal.SIGALRM, raise_it)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(interrupt):
+            compile_on(device, slow_kernel(device), "slow")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved)
+    assert _group_ended(pid), "a compile worker outlived its interrupted request"
+
+
+@pytest.mark.parametrize("device", IN_WORKER)
+def test_a_compile_error_in_the_worker_gives_the_log_and_keeps_the_worker(device: str) -> None:
+    pid = _warm_worker(device)
+    source = QUICK[device].replace("1.0f", "undefined_name")
+    with pytest.raises(CompileError) as e:
+        compile_on(device, source, "quick")
+    assert type(e.value) is CompileError and e.value.source == source and "undefined_name" in e.value.log
+    assert compile_worker.worker().pid == pid  # a failed compile is an answer, not a reason to restart
+
+
+@pytest.mark.parametrize("device", IN_WORKER)
+def test_a_worker_that_died_between_requests_is_started_again(device: str) -> None:
+    pid = _warm_worker(device)
+    os.killpg(pid, signal.SIGKILL)  # as serve's Ctrl-C kills every process under it
+    assert _group_ended(pid)
+    assert compile_on(device, QUICK[device], "quick")
+    assert compile_worker.worker().pid not in (None, pid)
+
+
+@needs_cl
+def test_a_bad_time_limit_is_named_for_opencl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPVIZ_COMPILE_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="UOPVIZ_COMPILE_TIMEOUT must be a positive number of seconds"):
+        compile_on("CL", QUICK["CL"], "quick")
+
+
+@needs_cl
+def test_a_program_made_from_the_worker_s_binary_computes_what_its_source_says() -> None:
+    """The binary the worker returns loads into this process's context and runs right."""
+    import numpy as np
+
+    rt = devices.get("CL")
+    x = Tensor(np.arange(1, 65, dtype=np.float32), device="CL")
+    np.testing.assert_allclose(((x * 0.25).exp2().sum()).numpy(), np.exp2(np.arange(1, 65) * 0.25).sum(), rtol=1e-5)
+    assert rt.describe()["device"] == "CL"
+
+
+# What serve's Ctrl-C does (backend/serve.py kill_descendants), in a process of its own: it kills every process
+# under the one it runs in. A request waiting on the killed worker fails at once; the next starts a new worker.
+CTRL_C = """
+import json, sys, threading, time
+from backend.serve import kill_descendants
+from uopviz.runtime import compile_worker
+from uopviz.runtime import device as devices
+from tests.runtime.test_compiler_limits import QUICK, compile_on, slow_kernel
+
+device = sys.argv[1]
+compile_on(device, QUICK[device], "quick")
+pid = compile_worker.worker().pid
+failed = []
+
+def slow():
+    try:
+        compile_on(device, slow_kernel(device), "slow")
+    except Exception as e:
+        failed.append(f"{type(e).__name__}: {e}")
+
+t = threading.Thread(target=slow)
+t.start()
+time.sleep(0.5)
+kill_descendants()
+t0 = time.monotonic()
+t.join(30)
+waited = time.monotonic() - t0
+compile_on(device, QUICK[device], "quick")
+print(json.dumps({"pid": pid, "waited": waited, "failed": failed, "again": compile_worker.worker().pid}))
+"""
+
+
+@pytest.mark.parametrize("device", IN_WORKER)
+def test_serve_s_ctrl_c_kills_a_compiling_worker_and_its_request_fails_at_once(device: str) -> None:
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "UOPVIZ_COMPILE_TIMEOUT": "600", "PYTHONPATH": f"{root}{os.pathsep}{root / 'tests'}"}
+    r = subprocess.run([sys.executable, "-c", CTRL_C, device], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["waited"] < 5 and len(out["failed"]) == 1, out
+    assert out["failed"][0].startswith("CompileError: ") and "ended without an answer (killed by SIGKILL)" in \
+        out["failed"][0], out
+    assert _group_ended(out["pid"]) and out["again"] not in (None, out["pid"])

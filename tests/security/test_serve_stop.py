@@ -1,6 +1,6 @@
 """Issue 28, item 4: Ctrl-C (SIGINT) stops `uopviz serve` at any time, within seconds, leaving no process of its own
 behind: while a request waits for a compiler that never ends (here a "compiler" that sleeps, with a child of its
-own, as gcc's driver has cc1), and while a BEAM search runs."""
+own, as gcc's driver has cc1), while a BEAM search runs, and with OpenCL's compile worker started."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from devices_here import needs_cl
 
 from backend.child import base_and_token
 from backend.recording import record_zoo
@@ -143,6 +144,25 @@ def test_ctrl_c_stops_the_server_during_a_beam_search(traces: Path, tmp_path: Pa
                     break
         under = tree(proc.pid)
         assert under, "the search runs in a process of the server's"
+        took, out = interrupt(proc)
+    assert took < STOPS_WITHIN_S, f"took {took:.1f} s"
+    assert proc.returncode == 0 and "stopped" in out
+    time.sleep(0.2)
+    assert not [p for p in under if alive(p)], "processes of the server outlived it"
+
+
+@needs_cl
+def test_ctrl_c_stops_the_server_and_kills_its_compile_worker(tmp_path: Path) -> None:
+    """OpenCL programs are compiled in a worker process of the server's (uopviz/runtime/compile_worker.py): it goes
+    with the server."""
+    trace = tmp_path / "max.uopviz-trace.json"
+    record_zoo("max", "CL", small=True).save(trace)
+    with serving(tmp_path, trace) as (proc, base, auth):
+        r = httpx.get(base + "api/traces/max/contexts/1/machine-code", headers=auth, timeout=120)
+        assert r.status_code == 200 and r.json()["device"] == "CL", r.text
+        under = tree(proc.pid)
+        workers = [p for p in under if b"compile_worker_main.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert len(workers) == 1, "the program binary came from no compile worker of the server's"
         took, out = interrupt(proc)
     assert took < STOPS_WITHIN_S, f"took {took:.1f} s"
     assert proc.returncode == 0 and "stopped" in out

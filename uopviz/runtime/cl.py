@@ -2,7 +2,9 @@
 
 `UOPVIZ_CL_DEVICE` picks the device: "P:D" (platform and device index) or a case-insensitive part of its name;
 by default the first GPU, else the first device of the first platform. One context and one in-order queue with
-profiling, so a timed call reports the kernel's own device time rather than host overhead.
+profiling, so a timed call reports the kernel's own device time rather than host overhead. Programs are compiled
+in a compile worker process under the compilers' time limit (runtime/compile_worker.py) and loaded here from their
+binaries.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import OPENCL
+from uopviz.runtime.compile_worker import worker
 from uopviz.runtime.device import CompileError, DeviceUnavailableError, Runtime, UnknownDeviceError
 from uopviz.runtime.source import check_source
 from uopviz.target import Kernel, Target
@@ -41,8 +44,11 @@ class CLRuntime(Runtime):
         self.name = "CL" if index is None else f"CL:{index}"
         if index is None:
             self.device = _pick_device(cl, os.environ.get("UOPVIZ_CL_DEVICE", ""))
+            self._where = next([p, d] for p, d, dev in _all_devices(cl) if dev == self.device)
         else:
             self.device = _indexed_device(cl, index)
+            i, _, j = index.partition(".")
+            self._where = [*_all_devices(cl)[int(i)][:2], *([int(j)] if j else [])]
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         exts = self.device.extensions.split()
@@ -81,22 +87,27 @@ class CLRuntime(Runtime):
         return CLProgram(self, kernel, knl)
 
     def build(self, source: str, name: str) -> Any:
-        """The built cl.Program of source, which must be as the renderer writes it (UntrustedSourceError
-        otherwise): the driver's compiler runs in this process, where no time limit can stop it, so it is given no
-        text that could make it read a file (a FIFO would block it for good). CompileError with the build log."""
-        check_source(source, self.name, name)
+        """The built cl.Program of source: compiled by the compile worker (binary()), then made here from its binary,
+        which takes milliseconds. CompileError with the build log; CompileTimeoutError past the time limit."""
         cl = self._cl
-        prog = cl.Program(self.context, source)
+        binary = self.binary(source, name)
         try:
             with warnings.catch_warnings():  # a successful build's chatter is not the user's concern
                 warnings.simplefilter("ignore", cl.CompilerWarning)
-                return prog.build()
+                return cl.Program(self.context, [self.device], [binary]).build()
         except cl.Error as e:
-            try:
-                log = prog.get_build_info(self.device, cl.program_build_info.LOG)
-            except cl.Error:
-                log = str(e)
-            raise CompileError(self.name, name, source, log or str(e)) from None
+            raise CompileError(self.name, name, source, f"the driver refused the program binary its own compiler "
+                                                        f"made: {e}") from None
+
+    def binary(self, source: str, name: str) -> bytes:
+        """The driver's program binary of source for this device, built in this process's compile worker
+        (runtime/compile_worker.py), where a compile that hangs or runs away is killed at the time limit or with
+        its request. The source must be as the renderer writes it (UntrustedSourceError otherwise), so that the
+        compiler reads no file the text names. CompileError with the build log where it does not compile."""
+        check_source(source, self.name, name)
+        head = {"op": "cl", "where": self._where,
+                "device": [self.device.platform.name.strip(), self.device.name.strip()]}
+        return worker().compile(head, source, self.name, name, "the OpenCL compiler")
 
     def synchronize(self) -> None:
         self.queue.finish()

@@ -3,9 +3,10 @@ CUDA dialect writes into a cubin for the device's architecture, the driver API l
 time it on the GPU.
 
 Lowering needs no GPU: `cuda_target("sm_80")` describes a GPU of that architecture, so kernels lower and render
-for it anywhere, and `nvrtc_compile` compiles them wherever NVRTC is installed (it runs on the CPU). The device
-itself (`Tensor(..., device="CUDA")`) needs the bindings, NVRTC and a driver with a GPU; without any of them it is
-unavailable, with a DeviceUnavailableError that says what is missing. `UOPVIZ_CUDA_DEVICE` picks the GPU by index.
+for it anywhere, and `nvrtc_compile` compiles them wherever NVRTC is installed (it runs on the CPU, in a compile
+worker process under the compilers' time limit). The device itself (`Tensor(..., device="CUDA")`) needs the
+bindings, NVRTC and a driver with a GPU; without any of them it is unavailable, with a DeviceUnavailableError that
+says what is missing. `UOPVIZ_CUDA_DEVICE` picks the GPU by index.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from uopviz.codegen.tc import MMA_SYNC
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import CUDA
+from uopviz.runtime.compile_worker import worker
 from uopviz.runtime.device import CompileError, DeviceError, DeviceUnavailableError, Runtime
 from uopviz.runtime.source import check_source
 from uopviz.target import Kernel, Target
@@ -74,38 +76,14 @@ def nvrtc_version() -> str:
 
 def nvrtc_compile(source: str, name: str, arch: str, ptx: bool = False) -> bytes:
     """`source` compiled by NVRTC for `arch` ("sm_90"): the cubin, or with `ptx` the PTX (for compute_90). Needs
-    NVRTC only, no GPU; CompileError with NVRTC's log when the source does not compile. The source must be as the
-    renderer writes it (UntrustedSourceError otherwise): NVRTC runs in this process, where no time limit can stop
-    it, so it is given no text that could make it read a file."""
+    NVRTC only, no GPU; CompileError with NVRTC's log when the source does not compile. NVRTC runs in this
+    process's compile worker (runtime/compile_worker.py), where a compile that hangs or runs away is killed at the
+    time limit (CompileTimeoutError) or with its request. The source must be as the renderer writes it
+    (UntrustedSourceError otherwise), so that NVRTC reads no file the text names."""
     check_source(source, "CUDA", name, asm=True)
-    nvrtc = _nvrtc()
-    nvrtc_version()
-    target = arch.replace("sm_", "compute_") if ptx else arch
-    opts = [f"--gpu-architecture={target}".encode(), *(f.encode() for f in FLAGS)]
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
-    _nvrtc_ok(nvrtc, err, "nvrtcCreateProgram")
-    try:
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise CompileError("CUDA", name, source, log.decode(errors="replace").rstrip("\x00 "))
-        get_size, get = (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX) if ptx else \
-            (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
-        err, size = get_size(prog)
-        _nvrtc_ok(nvrtc, err, get_size.__name__)
-        out = b" " * size
-        (err,) = get(prog, out)
-        _nvrtc_ok(nvrtc, err, get.__name__)
-        return out
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
-def _nvrtc_ok(nvrtc: Any, err: Any, call: str) -> None:
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise CUDAError(f"{call} failed: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
+    nvrtc_version()  # DeviceUnavailableError here, saying how to install it, before a worker is started
+    head = {"op": "nvrtc", "name": name, "arch": arch, "ptx": ptx, "flags": list(FLAGS)}
+    return worker().compile(head, source, "CUDA", name, "NVRTC", failures={"cuda": CUDAError})
 
 
 class CUDABuffer:
