@@ -15,6 +15,7 @@ from collections.abc import Callable
 from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.opt.actions import TC_MODES
 from uopviz.codegen.opt.scheduler import MAX_EXPANDED, MAX_THREADS, KernelOptError, Opt, OptOps, Scheduler
+from uopviz.codegen.opt.size import CodeSize, code_size
 from uopviz.uop.ops import AxisType, Ops, UOp
 from uopviz.uop.symbolic import step
 
@@ -25,6 +26,7 @@ MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other core
 PAD_SLACK = 16  # a tile axis is padded to the widest vector only where that adds at most 1/16 of its size
 WIDE_TILE = 3  # vectors in a row of a CPU's matmul tile (see `_wide_tile`)
 FEW_OUTPUTS = 256  # outputs below which a reduction kernel leaves a work-group target's grid mostly idle
+CODE_BUDGET = 2048  # operations (size.py's count) an opt may grow a kernel's code to; a larger body is not grown
 
 
 def heuristic_opts(sched: Scheduler) -> list[Opt]:
@@ -73,7 +75,8 @@ def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
     if out_axes and red_axes and _is_row_kernel(s, out_axes[-1]):  # each pass over a row: a vector per step
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
         wishes += [_split(i, AxisType.UNROLL, lanes) for i in red_axes]
-    elif len(out_axes) > 1 and red_axes:  # matmul-like, register blocking: each loaded input feeds a tile of outputs
+    elif len(out_axes) > 1 and red_axes and _tile_shares_loads(s, out_axes):
+        # matmul-like, register blocking: each loaded input feeds a tile of outputs
         cols, rows = out_axes[-1], _rows_axis(s, out_axes)
         loops = not s.target.global_dims  # a CPU: one core runs each tile from its own registers and caches
         wishes.append((_wide_tile(cols, shape[cols][1], lanes[0]) if loops else []) +
@@ -84,6 +87,8 @@ def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
+    elif len(out_axes) > 1 and red_axes:  # each output reads its own data: a vector of neighbouring outputs, no tile
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
     elif red_axes:  # reductions along rows: a vector of partial sums in flight
         wishes.append(_split(red_axes[-1], AxisType.UNROLL, lanes))
     elif out_axes:  # elementwise: a vector of neighbours per iteration (a stored pad's rows: runs, see _pad_runs)
@@ -116,13 +121,47 @@ def _guarded_load(value: UOp, r: UOp) -> bool:
 
 
 def _first_legal(s: Scheduler, choices: list[Opt | tuple[Opt, ...]]) -> Scheduler:
-    """s with the first alternative that applies (s itself if none does)."""
+    """s with the first alternative that applies and keeps the code within budget (`_within_budget`); s itself if
+    none does."""
     for want in choices:
         try:
-            return _applied(s, want)
+            t = _applied(s, want)
         except KernelOptError:
             continue
+        if _within_budget(s, t):
+            return t
     return s
+
+
+def _within_budget(before: Scheduler, after: Scheduler) -> bool:
+    """Whether an alternative keeps the kernel's code (size.py) within CODE_BUDGET operations, or at most as large
+    as it was where the body alone is larger (an 80-op elementwise chain may still be vectorized, not copied), and
+    does most of its vector work in vectors no wider than a register (VECTOR_BYTES). Expand copies the body once per
+    UPCAST x UNROLL index and splits lanes that cannot stay vectors, so a wide upcast of a body with expensive
+    decompositions made hundreds of kilobytes of C: a float32 chain of 30 ops with sines got 16 lanes (the sines in
+    float64: vectors of 128 bytes) and compiled for 18 s, where 8 lanes compile in 2 s and run 4x faster."""
+    a, b = _size(before), _size(after)
+    if 2 * b.wide > b.vector and b.wide > a.wide:
+        return False
+    return b.ops <= max(CODE_BUDGET, a.ops)
+
+
+def _size(s: Scheduler) -> CodeSize:
+    t = s.target
+    return code_size(s.ast, t.native, t.vector_functions, bool(t.vectors))
+
+
+def _tile_shares_loads(s: Scheduler, out_axes: list[int]) -> bool:
+    """Whether a register tile of outputs reuses its loads: some output axis besides the innermost varies with no
+    load that the innermost varies with (a matmul's rows, which all read each vector of B's row; `_rows_axis`).
+    Where every such load varies with every output axis, each output reads its own data (a row reduction per output:
+    layernorm's backward sums 512 rows of 128 floats) and a tile only copies the body for each row of the tile: the
+    GPT step's 16 such kernels were upcast 256-fold (r_L2_R128_u8_u2_u16, some 1,000 operations each) and ran
+    1.2-2.8x slower than a vector of 16 outputs alone (`_wishes`)."""
+    axes = s.axes
+    lane = axes[out_axes[-1]]
+    vector_loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
+    return any(not any(axes[i] in free_ranges(u) for u in vector_loads) for i in out_axes[:-1])
 
 
 def _threads(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
