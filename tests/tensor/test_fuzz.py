@@ -189,3 +189,31 @@ with 8·r inside x, in bounds only as one sum (found by the fuzzer, CPU seed 129
 @pytest.mark.parametrize("device", on_devices())
 def test_flip_after_reshape(device: str) -> None:
     assert fuzzing.mismatches(FLIP_AFTER_RESHAPE, device) == []
+
+
+MIN_OF_A_VARIANCE = {
+    "seed": 50038, "dtype": "float32", "inputs": {"a": {"shape": [3, 2], "fill": "normal", "seed": 928901762}},
+    "ops": [_op("var", ["a"], ["v"], axes=[0, 1], keepdim=True, correction=0),
+            _op("min", ["v"], ["m"], axes=[0, -1], keepdim=False)],
+    "outputs": ["m"]}
+"""The max's gradient goes to the elements equal to the max, but the kernel comparing them summed the variance again
+in another order than the one that took the max: no element was equal and the gradient was 0 (fuzzer, CPU seed
+50038). A 1-wide max over a matmul's scores gave NaN the same way (seed 51054)."""
+
+MAX_OVER_SCORES = {
+    "seed": 51054, "dtype": "float32",
+    "inputs": {"a": {"shape": [16], "fill": "ones", "seed": 962555934},
+               "w": {"shape": [16, 1], "fill": "ones", "seed": 810465326},
+               "p": {"shape": [1, 1], "fill": "ones", "seed": 1052764876},
+               "q": {"shape": [1, 1], "fill": "normal", "seed": 48363558}},
+    "ops": [_op("reshape", ["a"], ["r"], shape=[16, 1, 1]), _op("cat", ["r", "r"], ["c"], dim=-3),
+            _op("mul", ["c", "a"], ["x"]), _op("matmul", ["x", "w"], ["s"]), _op("mul_c", ["s"], ["t"], c=0.57735),
+            _op("gt", ["p", "q"], ["k"]), _op("where_c", ["k", "t"], ["z"], v=-10000.0),
+            _op("max", ["z"], ["y"], axes=[-1], keepdim=False)],
+    "outputs": ["y"]}
+
+
+@pytest.mark.parametrize("device", on_devices())
+@pytest.mark.parametrize("prog", [MIN_OF_A_VARIANCE, MAX_OVER_SCORES], ids=["min_of_var", "max_over_scores"])
+def test_max_gradient_of_a_recomputed_sum(device: str, prog: fuzzing.Program) -> None:
+    assert fuzzing.mismatches(prog, device) == []

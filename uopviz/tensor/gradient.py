@@ -73,6 +73,9 @@ def _reduce_grad(g: Tensor, u: UOp) -> Grads:
         return (ge,)
     out = _out(g, u).expand(x.shape)
     if op is Ops.MAX:
+        if _recomputes_a_sum(x.uop):  # compared with the max of the very values a kernel reads
+            x = x.contiguous()
+            out = x._reduce_op(Ops.MAX, axes, True).expand(x.shape)
         hit = x.eq(out)
         return (hit.where(ge.div(hit.cast(g.dtype)._reduce_op(Ops.ADD, axes, True).expand(x.shape)), 0.0),)
     zero = x.eq(0)
@@ -80,6 +83,13 @@ def _reduce_grad(g: Tensor, u: UOp) -> Grads:
     zeros = zero.cast(x.dtype)._reduce_op(Ops.ADD, axes, True).expand(x.shape)
     others = zero.where(zeros.eq(1).where(nonzero_prod, 0.0), out.div(zero.where(1.0, x))).cast(x.dtype)
     return (ge.mul(others),)
+
+
+def _recomputes_a_sum(x: UOp) -> bool:
+    """Whether a kernel reading the lazy x computes a reduction in it again: its adds may run in another order there
+    (other opts), so x == max(x) could hold for no element and the max's gradient vanish (fuzzer, CPU seed 50038:
+    the min of a variance). Elementwise ops give the same bits in every kernel; a Contiguous is read, not redone."""
+    return any(v.op is Ops.REDUCE for v in toposort([x], gate=lambda v: v.op is not Ops.CONTIGUOUS))
 
 
 def _pow_grad(g: Tensor, u: UOp) -> Grads:

@@ -117,20 +117,20 @@ class ReduceMixin:
     def logsumexp(self: Tensor, axis: Axis = -1, keepdim: bool = False) -> Tensor:
         """log Σ e^x, computed as m + log Σ e^(x−m) with m the max, so it cannot overflow."""
         x = self._float()
-        m = x.max(axis, keepdim=True)
+        m = x.max(axis, keepdim=True).detach()  # its gradient is 0: 1 − Σ softmax
         out = x.sub(m).exp().sum(axis, keepdim=True).log().add(m)
         return out if keepdim else out.squeeze(normalize_axes(axis, self.ndim))
 
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
-        e = x.sub(x.max(axis, keepdim=True)).exp()
+        e = x.sub(x.max(axis, keepdim=True).detach()).exp()  # the max shifts, and has no gradient to give
         return e.div(e.sum(axis, keepdim=True))
 
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
         """(x − m) − log Σ e^(x−m): subtracting m first keeps the digits of a row far from 0 (x − (m + log Σ) rounds
         log Σ to the ulp of m, 1e-3 at -10000 in float32)."""
         x = self._float()
-        s = x.sub(x.max(axis, keepdim=True))
+        s = x.sub(x.max(axis, keepdim=True).detach())
         return s.sub(s.exp().sum(axis, keepdim=True).log())
 
     def _prefix_windows(self: Tensor, ax: int, fill: bool | int | float) -> Tensor:
