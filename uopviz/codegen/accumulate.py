@@ -64,9 +64,10 @@ def merge_loops(sink: UOp) -> UOp:
             if u.op is Ops.END:
                 ends.setdefault(u.src[1], []).append(u)
         for r, group in ends.items():
+            below = {e: e.sparents() for e in group} if len(group) > 1 else {}  # once each, not once a pair
             free = group[:1]
             for e in group[1:]:
-                if all(e not in g.sparents() and g not in e.sparents() for g in free):
+                if all(e not in below[g] and g not in below[e] for g in free):
                     free.append(e)
             if len(free) > 1:
                 merged = UOp(Ops.GROUP, tuple(e.src[0] for e in free)).end(r)

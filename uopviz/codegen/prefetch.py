@@ -56,12 +56,13 @@ def prefetch(sink: UOp, target: Target) -> UOp:
     end_of = {u.src[1]: u for u in nodes if u.op is Ops.END}
     enclosing = {r: free[e] for r, e in end_of.items()}  # the ranges open around each loop
     groups: dict[tuple[UOp, UOp, frozenset[tuple[UOp, int]]], Group] = {}
+    memo: dict[UOp, UOp] = {}  # the addresses' simplification, shared (they share most of their terms)
     for u in nodes:
         if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX or u.src[0].src[0].memory().op is not Ops.PARAM:
             continue
         idx = u.src[0]
         vector = bool(idx.shape)
-        addr = first_choices(idx.src[1].src[0] if vector else idx.src[1], [])
+        addr = first_choices(idx.src[1].src[0] if vector else idx.src[1], [], memo)
         loops = [r for r in free[idx] if r in enclosing]
         if not loops:
             continue
