@@ -4,8 +4,11 @@ reduction, each as wide as the target's vectors, a matmul's tile 8 rows high; in
 reductions come before its outputs, vectorize every pass over the row; share a reduction with few outputs among a
 work-group; copy a padded row on a CPU in runs whose guards fold (`_pad_runs`); spread the outermost output axis
 over the CPU's cores when the work pays for waking them, in as many calls as keep them busy, and a second loop
-too where the first alone cannot), checked for legality like any opt. On a target with tensor cores a matmul-like
-kernel gets TC first (`_tensor_cores`)."""
+too where the first alone cannot), checked for legality like any opt, and for code size: no alternative grows the
+kernel's code (codegen/opt/size.py's count) past CODE_BUDGET or does its vector work mostly in vectors wider than a
+register (`_within_budget`); a narrower one is taken instead. A kernel tiles its outputs only where the tile's rows
+share loads (`_tile_shares_loads`). On a target with tensor cores a matmul-like kernel gets TC first
+(`_tensor_cores`)."""
 
 from __future__ import annotations
 
