@@ -126,24 +126,34 @@ def _guarded_load(value: UOp, r: UOp) -> bool:
 def _first_legal(s: Scheduler, choices: list[Opt | tuple[Opt, ...]]) -> Scheduler:
     """s with the first alternative that applies and keeps the code within budget (`_within_budget`); s itself if
     none does."""
+    before: CodeSize | None = None
     for want in choices:
         try:
             t = _applied(s, want)
         except KernelOptError:
             continue
-        if _within_budget(s, t):
+        if not _expands(want):  # THREAD, LOCAL, SWAP: the same code
+            return t
+        before = before or _size(s)
+        if _within_budget(before, _size(t)):
             return t
     return s
 
 
-def _within_budget(before: Scheduler, after: Scheduler) -> bool:
-    """Whether an alternative keeps the kernel's code (size.py) within CODE_BUDGET operations, or at most as large
-    as it was where the body alone is larger (an 80-op elementwise chain may still be vectorized, not copied), and
-    does most of its vector work in vectors no wider than a register (VECTOR_BYTES). Expand copies the body once per
-    UPCAST x UNROLL index and splits lanes that cannot stay vectors, so a wide upcast of a body with expensive
-    decompositions made hundreds of kilobytes of C: a float32 chain of 30 ops with sines got 16 lanes (the sines in
-    float64: vectors of 128 bytes) and compiled for 18 s, where 8 lanes compile in 2 s and run 4x faster."""
-    a, b = _size(before), _size(after)
+def _expands(want: Opt | tuple[Opt, ...]) -> bool:
+    """Whether an alternative makes UPCAST or UNROLL axes (what Expand copies or vectorizes)."""
+    return any(o.op is OptOps.SPLIT and o.arg[1] in (AxisType.UPCAST, AxisType.UNROLL)
+               for o in (want if isinstance(want, tuple) else (want,)))
+
+
+def _within_budget(a: CodeSize, b: CodeSize) -> bool:
+    """Whether an alternative, of code size b where the kernel was of a (size.py), keeps the code within CODE_BUDGET
+    operations, or at most as large as it was where the body alone is larger (an 80-op elementwise chain may still
+    be vectorized, not copied), and does most of its vector work in vectors no wider than a register (VECTOR_BYTES).
+    Expand copies the body once per UPCAST x UNROLL index and splits lanes that cannot stay vectors, so a wide upcast
+    of a body with expensive decompositions made hundreds of kilobytes of C: a float32 chain of 30 ops with sines got
+    16 lanes (the sines in float64: vectors of 128 bytes) and compiled for 18 s, where 8 lanes compile in 2 s and run
+    4x faster."""
     if 2 * b.wide > b.vector and b.wide > a.wide:
         return False
     return b.ops <= max(CODE_BUDGET, a.ops)
