@@ -47,7 +47,7 @@ from backend.models import (
     TraceDetail,
     TraceSummary,
 )
-from backend.security import Access, BadPath, Forbidden, Guard, confine, error
+from backend.security import Access, BadPath, Forbidden, Guard, confine, error, is_api
 from backend.store import TraceStore
 from backend.tuning import BeamJob
 
@@ -84,7 +84,7 @@ BEAM_ERRORS: dict[int | str, dict[str, Any]] = {
 STREAM_ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"description": e["description"],
              "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}}
-    for status, e in ERRORS.items()}
+    for status, e in {**GUARD_ERRORS, **ERRORS}.items()}
 EVENT_POLL_S = 0.1
 
 TraceId = Annotated[str, PathParam(examples=["gemm"])]
@@ -238,7 +238,29 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
             await anyio.sleep(EVENT_POLL_S)
 
     frontend.mount(app, dist)
+    _document_token(app)
     return app
+
+
+def _document_token(app: FastAPI) -> None:
+    """Declare in /openapi.json what the guard enforces: every /api operation needs the token as a bearer
+    credential, so /docs offers "Authorize" and sends it (the guard takes `Bearer X` and `token X` alike)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()  # FastAPI's, which it keeps in app.openapi_schema
+            schema.setdefault("components", {})["securitySchemes"] = {"token": {
+                "type": "http", "scheme": "bearer",
+                "description": "the token at the end of the URL `uopviz serve` prints (?token=X), sent as "
+                               "`Authorization: Bearer X`"}}
+            for path, operations in schema["paths"].items():
+                if is_api(path):
+                    for operation in operations.values():
+                        operation["security"] = [{"token": []}]
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _handlers(app: FastAPI) -> None:

@@ -128,7 +128,7 @@ def _presented(request: Request) -> str | None:
     return value.strip() if scheme.lower() in ("token", "bearer") else None
 
 
-def _is_api(path: str) -> bool:
+def is_api(path: str) -> bool:
     """API routes answer data; the rest (the page, its files, /docs and the schema) are the same for everyone."""
     return path == "/api" or path.startswith("/api/")
 
@@ -165,7 +165,7 @@ class Guard:
         if unsafe and (why := _cross_site(request)) is not None:
             return error(403, f"refused: a state-changing request from another site ({why})")
         token = self.access.token
-        if token is not None and (unsafe or _is_api(request.scope["path"])):
+        if token is not None and (unsafe or is_api(request.scope["path"])):
             given = _presented(request)
             if given is None or not _matches(given, token):
                 return error(401, NEED_TOKEN, headers={"WWW-Authenticate": 'Bearer realm="uopviz"'})

@@ -559,6 +559,9 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
     step = doc["paths"]["/api/traces/{trace_id}/contexts/{ci}/passes/{pi}/steps/{k}"]["get"]
     assert set(step["responses"]) == {"200", "400", "401", "404", "422"}
     assert json.dumps(doc).count("ErrorBody") >= 2
+    assert doc["components"]["securitySchemes"]["token"] == {
+        "type": "http", "scheme": "bearer", "description": doc["components"]["securitySchemes"]["token"]["description"]}
+    assert all(op["security"] == [{"token": []}] for ops in doc["paths"].values() for op in ops.values())
 
 
 def test_a_graph_as_python_rebuilds_the_same_nodes(client: TestClient, store: TraceStore, gemm: int) -> None:
