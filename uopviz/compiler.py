@@ -49,3 +49,13 @@ def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Kernel, 
     while len(_programs) > PROGRAMS_KEPT:
         _programs.popitem(last=False)
     return built
+
+
+def kept(key: tuple[UOp, str, tuple[Opt, ...]]) -> tuple[Kernel, Program] | None:
+    """What compile_kernel(*key) returns if it still keeps it (marked recently used), else None: a caller that
+    remembers kernels by their key (realize's schedule cache) runs only programs this cache holds, so libraries of
+    dropped programs are still unloaded."""
+    hit = _programs.get(key)
+    if hit is not None and isinstance(_programs, OrderedDict):
+        _programs.move_to_end(key)
+    return hit

@@ -5,6 +5,7 @@ Vectors are shapes in this dialect (DESIGN §2), so every DType here is a scalar
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}"
+
+    def __hash__(self) -> int:
+        return hash(self.name)  # equal dtypes have one name; hashing every field was hot in graph building
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (dtypes.from_name, (self.name,))
@@ -227,6 +231,11 @@ def _ancestors(d: DType) -> set[DType]:
 
 def least_upper_dtype(*ds: DType) -> DType:
     """The smallest dtype every argument promotes to (JAX-style lattice: int8+uint8→int16, int64+float16→float16)."""
+    return _least_upper(ds)
+
+
+@functools.cache
+def _least_upper(ds: tuple[DType, ...]) -> DType:  # every binary op asks: kept per tuple of dtypes
     if not ds:
         raise DTypeError("least_upper_dtype needs at least one dtype")
     if any(d == dtypes.void for d in ds):

@@ -8,23 +8,29 @@ on its device (uopviz.search.policy: tuned, searched with UOPVIZ_BEAM, or the he
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from uopviz.compiler import compile_kernel
+from uopviz import pipeline
+from uopviz.compiler import compile_kernel, kept
 from uopviz.pipeline import KernelCall, calls_of, schedule
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import Program
+from uopviz.schedule import pack, pads, reductions, rows
 from uopviz.schedule.split import largest_size, unbind
+from uopviz.search import policy
 from uopviz.search.policy import default_opts
 from uopviz.target import Kernel
 from uopviz.uop.alu import evaluate, size_value
-from uopviz.uop.ops import Ops, UOp, prod
+from uopviz.uop.ops import Ops, UOp, prod, toposort
+from uopviz.uop.pattern import recording
 
 
 def is_realized(u: UOp) -> bool:
@@ -34,12 +40,13 @@ def is_realized(u: UOp) -> bool:
 
 class Launch(NamedTuple):
     """One kernel run as it happened: the kernel, its program, its buffers and its variables' values (what a JIT
-    replays)."""
+    replays, and realize's schedule cache); `key`: what compile_kernel keeps the program under (None for a copy)."""
 
     kernel: Kernel
     prog: Program
     buffers: list[UOp]
     vals: dict[str, int]
+    key: tuple[UOp, str, tuple[Any, ...]] | None = None
 
 
 _captures: list[list[Launch]] = []  # open capture() blocks, innermost last
@@ -62,29 +69,31 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     calls on a thread of its own, each call after the calls whose buffers it depends on."""
     steps = []
     for call in calls_of(graph):
-        kernel, prog = _program(call)
+        kernel, prog, key = _program(call)
         steps.append((call.buffers, prog, tuple(call.vals[v] for v in kernel.vars)))
         for launches in _captures:
-            launches.append(Launch(kernel, prog, call.buffers, call.vals))
+            launches.append(Launch(kernel, prog, call.buffers, call.vals, key))
     if len({bufs[0].arg.device for bufs, _, _ in steps}) > 1:
         return _run_concurrently(steps, timed)
     return sum(prog([buffers.handle(b) for b in bufs], vals, wait=timed) or 0.0 for bufs, prog, vals in steps)
 
 
-def _program(call: KernelCall) -> tuple[Kernel, Program]:
-    """The kernel and program of a Call: a kernel compiled with its default opts on its device, or a copy between
-    devices (a program that moves the source buffer's memory into the destination's)."""
+def _program(call: KernelCall) -> tuple[Kernel, Program, tuple[UOp, str, tuple[Any, ...]] | None]:
+    """The kernel and program of a Call and the key compile_kernel keeps it under: a kernel compiled with its
+    default opts on its device, or a copy between devices (a program that moves the source buffer's memory into
+    the destination's; no key)."""
     device = call.buffers[0].arg.device
     if call.ast.op is not Ops.COPY:
-        return compile_kernel(call.ast, device, default_opts(call.ast, device))
-    dst, src = call.buffers
-    kernel = Kernel(f"copy_{src.arg.device}_to_{dst.arg.device}", call.ast, None, (dst.arg.dtype, src.arg.dtype))
+        key = (call.ast, device, default_opts(call.ast, device))
+        return (*compile_kernel(*key), key)
+    dst, src = call.buffers[0].arg, call.buffers[1].arg  # the memory's description only: a replay passes others
+    kernel = Kernel(f"copy_{src.device}_to_{dst.device}", call.ast, None, (dst.dtype, src.dtype))
 
     def copy(handles: Sequence[Any], vals: Sequence[int] = (), wait: bool = False) -> float | None:
         t0 = time.perf_counter()
-        buffers.transfer(dst.arg.device, handles[0], src.arg.device, handles[1], src.arg.size, src.arg.dtype)
+        buffers.transfer(dst.device, handles[0], src.device, handles[1], src.size, src.dtype)
         return time.perf_counter() - t0 if wait else None
-    return kernel, copy
+    return kernel, copy, None
 
 
 def _run_concurrently(steps: list[tuple[list[UOp], Program, tuple[int, ...]]], timed: bool) -> float:
@@ -131,20 +140,233 @@ def _device_worker(device: str) -> ThreadPoolExecutor:
 
 def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> list[UOp]:
     """Each root as Reshape(Buffer, shape), computing what is not in memory yet (values made from constants
-    alone on `device`, default: the device of the buffers they are used with)."""
+    alone on `device`, default: the device of the buffers they are used with). A graph of the structure of one
+    realized before runs that one's kernels again without scheduling (`schedule_cache`)."""
     todo = [k for k, r in enumerate(roots) if not is_realized(r) or (outputs and k in outputs)]
     if not todo:
         return list(roots)
     pins = {i: outputs[k] for i, k in enumerate(todo) if outputs and k in outputs}
-    graph = schedule([roots[k] for k in todo], pins, device)
-    run_schedule(graph)
-    written = iter(graph.src)
+    values = [roots[k] for k in todo]
+    found = schedule_cache.lookup(values, pins, device)
+    if isinstance(found, list):
+        written = found
+    else:
+        graph = schedule(values, pins, device)
+        with capture() as launches:
+            run_schedule(graph)
+        out_iter = iter(graph.src)
+        written = [next(out_iter).src[0] if largest_size(r.shape) else None for r in values]
+        if found is not None:
+            schedule_cache.add(found, launches, written)
     out = list(roots)
-    for k in todo:
-        r = roots[k]
-        buf = next(written).src[0] if largest_size(r.shape) else buffers.new_buffer(0, r.dtype, r.device or device)
-        out[k] = buf.reshape(r.shape)
+    for k, r, buf in zip(todo, values, written, strict=True):
+        out[k] = (buf if buf is not None else buffers.new_buffer(0, r.dtype, r.device or device)).reshape(r.shape)
     return out
+
+
+# ---------------------------------------------------------------- the schedule cache
+_PURE = "_schedule_cache_pure"
+"""Marks (in a UOp's __dict__) a node whose graph holds no Buffer and no Bind: the node itself, hash-consed, is
+its structure, so a walk takes it as it is and does not go below it again."""
+
+
+class _Uncached(Exception):
+    """A graph the schedule cache leaves to the scheduler (two values bound to one variable: its error)."""
+
+
+class _Structure(NamedTuple):
+    """A graph as the schedule cache sees it: `key` (its structure: every node but a Buffer or a Bind's value, each
+    Buffer as its size, dtype and device, numbered where it is first met), its Buffers in that order (the pins
+    among them) and the values its variables are bound to."""
+
+    key: tuple[Any, ...]
+    buffers: list[UOp]
+    values: dict[str, int]
+
+
+class _Entry(NamedTuple):
+    """A schedule as its launches: per launch its compile key (None for a copy), a copy's kernel and program, the
+    buffers it takes (numbers into the graph's Buffers, then the new buffers), its variables and their values no
+    Bind gives; the new buffers' (size, dtype, device); each root's buffer (-1: a root of size 0); the buffers the
+    launches and roots use; what it was made under."""
+
+    launches: list[tuple[Any, tuple[Kernel, Program] | None, tuple[int, ...], tuple[str, ...], dict[str, int]]]
+    fresh: list[tuple[int, Any, Any]]
+    outputs: list[int]
+    used: list[int]
+    nodes: int
+    made_under: tuple[Any, ...]
+
+
+def _settings() -> tuple[Any, ...]:
+    """What a schedule depends on besides its graph: the schedule's passes and their tunables, the tuning
+    database's state and UOPVIZ_BEAM (the opts realize chooses)."""
+    return (pipeline.SCHEDULE, rows.ROW_BYTES, reductions.SPLIT_MIN, reductions.PARTS, reductions.MIN_PART,
+            pack.ALIASED_SETS, pack.REUSE, pads.REUSE, policy.tuning_state())
+
+
+def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, device: str | None = None) -> _Structure:
+    """The schedule cache's view of a realize of roots (pins: root index -> the Buffer it is written into): one
+    walk of the graph, stopping at nodes known to hold no Buffer or Bind. Two realizes with the same key have the
+    same schedule up to which buffers they read and write and the values their variables take: the same Buffer
+    met twice is one node (so aliasing is in the key), and a Bind's value is not (a schedule never depends on it:
+    kernels take variables, buffers are made for their largest values). _Uncached for a graph left to schedule()."""
+    items: list[Any] = []
+    bufs: list[UOp] = []
+    values: dict[str, int] = {}
+    ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its position in items
+    pinned = list((pins or {}).items())
+    for root in (*roots, *(b for _, b in pinned)):
+        if root in ref:
+            continue
+        if root.__dict__.get(_PURE):
+            ref[root] = root
+            continue
+        stack = [(root, iter(_below(root)))]
+        while stack:
+            node, it = stack[-1]
+            for s in it:
+                if s not in ref:
+                    if s.__dict__.get(_PURE):
+                        ref[s] = s
+                    else:
+                        stack.append((s, iter(_below(s))))
+                        break
+            else:
+                stack.pop()
+                op = node.op
+                if op is Ops.BUFFER:
+                    a = node.arg
+                    ref[node] = len(items)
+                    items.append((op, a.size, a.dtype, a.device, a.addrspace))
+                    bufs.append(node)
+                elif op is Ops.BIND:
+                    name, value = node.src[0].arg.name, node.src[1].arg.value
+                    if values.setdefault(name, value) != value:
+                        raise _Uncached
+                    ref[node] = len(items)
+                    items.append((op, ref[node.src[0]]))
+                else:
+                    srcs = tuple(ref[s] for s in node.src)
+                    if any(type(x) is int for x in srcs):
+                        ref[node] = len(items)
+                        items.append((op, node.arg, node.tag, srcs))
+                    else:
+                        node.__dict__[_PURE] = True
+                        ref[node] = node
+    key = (tuple(items), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device)
+    return _Structure(key, bufs, values)
+
+
+def _below(u: UOp) -> tuple[UOp, ...]:
+    """The sources the structure walk visits: a Bind's variable (not its value), a Buffer's none."""
+    return u.src[:1] if u.op is Ops.BIND else u.src
+
+
+class ScheduleCache:
+    """Eager realizes of a graph seen before, without the schedule: `lookup` finds the schedule of an earlier realize
+    of the same structure (ops, shapes, dtypes, devices, constants, which reads are of the same buffer; any buffers,
+    any bound values) and runs its programs on this realize's buffers, as a @jit replay does: its inputs in place of
+    the earlier ones, fresh buffers for its outputs and intermediates (from the memory pool), its variables at the
+    values bound now. It keeps no Buffer and no program of its own (programs are looked up in compile_kernel's
+    cache, so libraries of dropped programs are unloaded as before): only the kernels' keys and numbers.
+
+    Left to the scheduler: a realize while a trace records (its passes must be recorded), a schedule over several
+    devices, a graph that binds one variable to two values; a change of the tuning database, UOPVIZ_BEAM or the
+    schedule's tunables makes a kept schedule stale (scheduled again). `hits` and `misses` count lookups (a realize
+    left to the scheduler is neither); at most `max_entries` schedules of `max_nodes` graph nodes in all are kept,
+    the least recently used dropped first. UOPVIZ_SCHEDULE_CACHE=0 turns it off (`enabled`)."""
+
+    def __init__(self, max_entries: int = 256, max_nodes: int = 1_000_000) -> None:
+        self.max_entries, self.max_nodes = max_entries, max_nodes
+        self.enabled = os.environ.get("UOPVIZ_SCHEDULE_CACHE", "1").strip() != "0"
+        self.hits = self.misses = 0
+        self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._nodes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Drop every kept schedule and zero the counters."""
+        with self._lock:
+            self._entries.clear()
+            self._nodes = self.hits = self.misses = 0
+
+    def lookup(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None) -> list[UOp | None] | \
+            _Structure | None:
+        """Run a kept schedule of this realize and return the roots' buffers (None for a root of size 0); else the
+        realize's structure, to `add` its schedule under once it has run (None: not to be kept)."""
+        if not self.enabled or recording():
+            return None
+        try:
+            found = structure(roots, pins, device)
+        except _Uncached:
+            return None
+        if device is None and not found.buffers:
+            return None  # computed on the default device: not part of the key
+        with self._lock:
+            entry = self._entries.get(found.key)
+            if entry is not None:
+                self._entries.move_to_end(found.key)
+        if entry is None or entry.made_under != _settings():
+            self.misses += 1
+            return found
+        progs = []
+        for key, copy, _, _, _ in entry.launches:
+            kp = kept(key) if key is not None else copy
+            if kp is None:  # compile_kernel dropped it: schedule again
+                self.misses += 1
+                return found
+            progs.append(kp)
+        self.hits += 1
+        table = found.buffers + [buffers.new_buffer(*f) for f in entry.fresh]
+        handles: list[Any] = [None] * len(table)
+        for i in entry.used:
+            handles[i] = buffers.handle(table[i])
+        values = found.values
+        for (kernel, prog), (key, _, refs, names, fixed) in zip(progs, entry.launches, strict=True):
+            vals = {v: values[v] if v in values else fixed[v] for v in names}
+            prog([handles[i] for i in refs], tuple(vals.values()))
+            for launches in _captures:
+                launches.append(Launch(kernel, prog, [table[i] for i in refs], vals, key))
+        return [table[i] if i >= 0 else None for i in entry.outputs]
+
+    def add(self, found: _Structure, launches: Sequence[Launch], written: Sequence[UOp | None]) -> None:
+        """Keep the schedule that ran as `launches` (writing the roots' buffers `written`) under found's key; a
+        schedule over several devices is not kept."""
+        if len({launch.buffers[0].arg.device for launch in launches}) > 1:
+            return
+        number = {b: i for i, b in enumerate(found.buffers)}
+        fresh: list[tuple[int, Any, Any]] = []
+
+        def ref(b: UOp) -> int:
+            if b not in number:
+                number[b] = len(found.buffers) + len(fresh)
+                fresh.append((b.arg.size, b.arg.dtype, b.arg.device))
+            return number[b]
+        kept_launches = []
+        for launch in launches:
+            copy = (launch.kernel, launch.prog) if launch.key is None else None
+            refs = tuple(ref(b) for b in launch.buffers)
+            names = launch.kernel.vars
+            fixed = {v: launch.vals[v] for v in names if v not in found.values}
+            kept_launches.append((launch.key, copy, refs, names, fixed))
+        outputs = [ref(b) if b is not None else -1 for b in written]
+        used = sorted({i for _, _, refs, _, _ in kept_launches for i in refs} | {i for i in outputs if i >= 0})
+        entry = _Entry(kept_launches, fresh, outputs, used, len(found.key[0]), _settings())
+        with self._lock:
+            if (old := self._entries.pop(found.key, None)) is not None:
+                self._nodes -= old.nodes
+            self._entries[found.key] = entry
+            self._nodes += entry.nodes
+            while self._entries and (len(self._entries) > self.max_entries or self._nodes > self.max_nodes):
+                self._nodes -= self._entries.popitem(last=False)[1].nodes
+
+
+schedule_cache = ScheduleCache()
+"""realize()'s schedule cache (uopviz.realize.ScheduleCache): `schedule_cache.hits`, `.misses`, `.clear()`."""
 
 
 def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
@@ -157,7 +379,8 @@ def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
             raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
     bufs = [t.src[0] for t in targets]
     device = bufs[0].arg.device
-    if set(bufs) & UOp.sink(*values).sparents():  # reading what is written: compute into new memory first, then copy
+    read = toposort(values, gate=lambda u: not u.__dict__.get(_PURE))  # (a pure node reads no Buffer)
+    if not set(bufs).isdisjoint(read):  # reading what is written: compute into new memory first, then copy
         values = realize(values, device=device)
     realize(values, outputs=dict(enumerate(bufs)), device=device)
 

@@ -42,6 +42,27 @@ def default_opts(ast: UOp, device: str) -> tuple[Opt, ...]:
     return _chosen[key]
 
 
+def tuning_state() -> tuple[str, tuple[int, ...], int]:
+    """What default_opts' choice depends on besides the kernel and device: the database (its path and version) and
+    UOPVIZ_BEAM's width. Whoever keeps programs compiled with default opts (realize's schedule cache) keeps them
+    only while this stays the same, so a tune or a search is seen by the next realize."""
+    env = (os.environ.get("UOPVIZ_CACHE_DIR"), os.environ.get("HOME"))  # what default_path() depends on
+    if (paths := _state_paths.get(env)) is None:
+        path = str(default_path())
+        paths = _state_paths[env] = (path, f"{path}-wal")
+    return (paths[0], tuple(_mtime(p) for p in paths), beam_width())
+
+
+_state_paths: dict[tuple[str | None, str | None], tuple[str, str]] = {}
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
 def beam_width() -> int:
     """`UOPVIZ_BEAM`: the width of the search realize runs for kernels not tuned yet (0 or unset: none)."""
     text = os.environ.get("UOPVIZ_BEAM", "").strip()

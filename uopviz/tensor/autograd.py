@@ -32,7 +32,10 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
     if not _requiring:
         return []
     leaves = {_key(t) for t in _requiring.values()}
-    return [t for t in tensors if id(t) not in _requiring and not leaves.isdisjoint(toposort([t.uop]))]
+    reads: dict[UOp, bool] = {}  # one walk for all the tensors (a backward realizes the loss and every gradient)
+    for u in toposort([t.uop for t in tensors]):
+        reads[u] = u in leaves or any(reads[s] for s in u.src)
+    return [t for t in tensors if id(t) not in _requiring and reads[t.uop]]
 
 
 def _not_cut(t: Tensor) -> None:

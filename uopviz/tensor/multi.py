@@ -57,8 +57,27 @@ def is_realized(u: UOp) -> bool:
 
 
 def needs_lowering(roots: Sequence[UOp]) -> bool:
-    """Whether any of these graphs holds a multi-device node (so the shard pass must run before scheduling)."""
-    return any(isinstance(u.device, tuple) for u in UOp.sink(*roots).toposort())
+    """Whether any of these graphs holds a multi-device node (so the shard pass must run before scheduling). The
+    answer is kept per node, so a walk stops at nodes asked about before (an eager step's weights and constants)."""
+    for u in toposort(roots, gate=lambda x: _HOLDS_MULTI not in x.__dict__):
+        d = u.__dict__
+        if _HOLDS_MULTI not in d:
+            d[_HOLDS_MULTI] = _multi_here(u) or any(s.__dict__[_HOLDS_MULTI] for s in u.src)
+    return any(r.__dict__[_HOLDS_MULTI] for r in roots)
+
+
+_HOLDS_MULTI = "_holds_multi_device"  # in a UOp's __dict__: whether its graph holds a multi-device node
+
+
+def _multi_here(u: UOp) -> bool:
+    """Whether u names several devices itself: a node's device is its own arg's (a Buffer, Param, Copy, Load) or a
+    source's, so a graph holds a multi-device node exactly when it holds one of these (no device is derived)."""
+    op = u.op
+    if op in (Ops.BUFFER, Ops.PARAM):
+        return isinstance(u.arg.device, tuple)
+    if op is Ops.COPY:
+        return isinstance(u.arg, tuple)
+    return op is Ops.LOAD and u.arg is not None and isinstance(u.arg.device, tuple)
 
 
 def bounds(size: int, n: int) -> list[tuple[int, int]]:

@@ -1,0 +1,242 @@
+"""Eager mode against @jit, with realize's schedule cache off and on, in one run (issue 29 item 3): a small MLP's
+Adam step (64 -> 128 -> 10), the example GPT's forward and AdamW training step (nanoGPT layout, d 128, 2 blocks,
+batch 8, context 64), one realize of a small elementwise kernel and of a 512 gemm (what a realize adds over its
+kernel's own time), and greedy decoding of a growing (symbolic) length without @jit.
+
+Every variant runs in the same process, in interleaved rounds (off, on, @jit, off, on, ...), so the ratios are fair
+on a loaded machine; the figures are medians. "off" is realize as it was before the cache (every realize schedules
+and looks up its kernels' opts and programs). Each variant's losses/outputs are checked to agree first.
+
+    python bench/eager.py [--device CPU] [--rounds 5] [--skip-gpt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import uopviz
+from uopviz import Tensor, nn
+from uopviz.realize import schedule_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpt_module() -> Any:
+    spec = importlib.util.spec_from_file_location("uopviz_examples_gpt", ROOT / "examples" / "models" / "gpt.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def compare(name: str, variants: dict[str, Callable[[], Any]], rounds: int, calls: int) -> dict[str, float]:
+    """Median seconds per call of each variant, `calls` calls per round, rounds interleaved; printed as a row."""
+    samples: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(rounds):
+        for k, fn in variants.items():
+            cached = k != "eager, cache off"
+            schedule_cache.enabled = cached
+            samples[k] += [timed(fn) for _ in range(calls)]
+    schedule_cache.enabled = True
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    jit = med.get("@jit")
+    cells = "  ".join(f"{k} {_fmt(t)}" + (f" ({t / jit:.2f}x @jit)" if jit and k != "@jit" else "")
+                      for k, t in med.items())
+    print(f"{name:28s} {cells}", flush=True)
+    return med
+
+
+def _fmt(t: float) -> str:
+    return f"{t * 1e3:8.2f} ms" if t >= 1e-3 else f"{t * 1e6:8.1f} µs"
+
+
+def mlp_step(device: str, rounds: int) -> None:
+    rng = np.random.default_rng(0)
+
+    def make() -> Callable[[Tensor, Tensor], Tensor]:
+        Tensor.manual_seed(0)
+        l1, l2 = nn.Linear(64, 128, device=device), nn.Linear(128, 10, device=device)
+        opt = nn.optim.Adam([l1.weight, l1.bias, l2.weight, l2.bias], lr=1e-3)
+
+        def step(x: Tensor, y: Tensor) -> Tensor:
+            opt.zero_grad()
+            loss = l2(l1(x).relu()).cross_entropy(y).backward()
+            opt.step()
+            return loss
+        return step
+
+    xs = [Tensor(rng.standard_normal((32, 64)).astype(np.float32), device=device).realize() for _ in range(4)]
+    ys = [Tensor(rng.integers(0, 10, 32).astype(np.int32), device=device).realize() for _ in range(4)]
+    eager_off, eager_on, jitted = make(), make(), uopviz.jit(make())
+    schedule_cache.enabled = False
+    a = [eager_off(xs[k % 4], ys[k % 4]).item() for k in range(3)]
+    schedule_cache.enabled = True
+    b = [eager_on(xs[k % 4], ys[k % 4]).item() for k in range(3)]
+    c = [jitted(xs[k % 4], ys[k % 4]).item() for k in range(3)]
+    assert a == b and np.allclose(a, c, rtol=1e-5), (a, b, c)
+    k = iter(range(10 ** 9))
+    compare("MLP Adam step (64-128-10)", {
+        "eager, cache off": lambda: eager_off(xs[next(k) % 4], ys[next(k) % 4]).item(),
+        "eager, cache on": lambda: eager_on(xs[next(k) % 4], ys[next(k) % 4]).item(),
+        "@jit": lambda: jitted(xs[next(k) % 4], ys[next(k) % 4]).item(),
+    }, rounds, 20)
+
+
+def one_realize(device: str, rounds: int) -> None:
+    """A realize of a cached graph against its kernel's own time (the program run alone, waited for): the graph is
+    built before the clock starts (its building is timed apart: the front-end's ops, not realize)."""
+    rng = np.random.default_rng(1)
+    cases: list[tuple[str, tuple[int, ...], Callable[[Tensor, Tensor], Tensor]]] = [
+        ("elementwise 4096", (4096,), lambda x, w: (x * 2.0 + 1.0).relu()),
+        ("gemm 512", (512, 512), lambda x, w: x @ w)]
+    for name, shape, make in cases:
+        _one_realize(device, rounds, name, [Tensor(rng.standard_normal(shape).astype(np.float32), device=device)
+                                            .realize() for _ in range(5)], make)
+
+
+def _one_realize(device: str, rounds: int, name: str, xs: list[Tensor],
+                 make: Callable[[Tensor, Tensor], Tensor]) -> None:
+    from uopviz.realize import capture
+    from uopviz.runtime import buffer as buffers
+    w, xs = xs[0], xs[1:]
+    k = iter(range(10 ** 9))
+    make(xs[0], w).realize()
+    jitted = uopviz.jit(lambda x: make(x, w))
+    graphs: list[Tensor] = []
+
+    def realize_one() -> None:
+        graphs.pop().realize()
+
+    def built() -> Callable[[], None]:
+        graphs.extend(make(xs[j % 4], w) for j in range(60))
+        return realize_one
+    build = statistics.median(timed(lambda: make(xs[next(k) % 4], w)) for _ in range(50))
+    samples: dict[str, list[float]] = {"eager, cache off": [], "eager, cache on": [], "@jit": []}
+    for _ in range(rounds):
+        for key in samples:
+            schedule_cache.enabled = key != "eager, cache off"
+            run = built() if key != "@jit" else (lambda: jitted(xs[next(k) % 4]))
+            samples[key] += [timed(run) for _ in range(50)]
+            graphs.clear()
+    schedule_cache.enabled = True
+    med = {key: statistics.median(v) for key, v in samples.items()}
+    with capture() as launches:
+        make(xs[0], w).realize()
+    runs = [(la.prog, [buffers.handle(b) for b in la.buffers], tuple(la.vals.values())) for la in launches]
+    own = statistics.median(sum(prog(h, v, wait=True) or 0.0 for prog, h, v in runs) for _ in range(50))
+    off, on = med["eager, cache off"], med["eager, cache on"]
+    print(f"realize: {name:19s} {len(runs)} kernel(s) alone {_fmt(own)}; realize (graph built before) cache off "
+          f"{_fmt(off)}, cache on {_fmt(on)}: adds {_fmt(on - own)} (off: {_fmt(off - own)}); @jit call "
+          f"{_fmt(med['@jit'])}; building the graph {_fmt(build)}", flush=True)
+
+
+def gpt(device: str, rounds: int) -> None:
+    g = gpt_module()
+    cfg = g.GPTConfig()
+    rng = np.random.default_rng(2)
+    batches = [tuple(Tensor(a, device=device).realize() for a in g.text_batches(g.TEXT, cfg, 8, seed=s)())
+               for s in range(4)]
+    model = g.GPT(cfg, device, seed=0)
+    t0 = time.perf_counter()
+    fwd = uopviz.jit(lambda x: model(x))
+    ref = model(batches[0][0]).numpy()
+    print(f"GPT forward: first call {time.perf_counter() - t0:.1f} s", flush=True)
+    for _ in range(2):
+        np.testing.assert_allclose(fwd(batches[0][0]).numpy(), ref, rtol=1e-4, atol=1e-5)
+    k = iter(range(10 ** 9))
+    compare("GPT forward (B 8, T 64)", {
+        "eager, cache off": lambda: model(batches[next(k) % 4][0]).realize(),
+        "eager, cache on": lambda: model(batches[next(k) % 4][0]).realize(),
+        "@jit": lambda: fwd(batches[next(k) % 4][0]),
+    }, rounds, 3)
+
+    def make() -> Callable[[Tensor, Tensor], Tensor]:
+        m = g.GPT(cfg, device, seed=0)
+        opt = nn.optim.AdamW(m.parameters(), lr=3e-3)
+
+        def step(x: Tensor, y: Tensor) -> Tensor:
+            opt.zero_grad()
+            loss = m.loss(x, y).backward()
+            opt.step()
+            return loss
+        return step
+
+    eager_off, eager_on, jitted = make(), make(), uopviz.jit(make())
+    t0 = time.perf_counter()
+    first = eager_on(*batches[0]).item()
+    print(f"GPT training step: first call {time.perf_counter() - t0:.1f} s", flush=True)
+    schedule_cache.enabled = False
+    losses = [eager_off(*batches[0]).item(), eager_off(*batches[1]).item()]
+    schedule_cache.enabled = True
+    assert [first, eager_on(*batches[1]).item()] == losses
+    assert np.allclose([jitted(*batches[0]).item(), jitted(*batches[1]).item()], losses, rtol=1e-5)
+    jitted(*batches[2])
+    compare("GPT AdamW step (B 8, T 64)", {
+        "eager, cache off": lambda: eager_off(*batches[next(k) % 4]).item(),
+        "eager, cache on": lambda: eager_on(*batches[next(k) % 4]).item(),
+        "@jit": lambda: jitted(*batches[next(k) % 4]).item(),
+    }, rounds, 2)
+    decode(g, model, device, rng)
+
+
+def decode(g: Any, model: Any, device: str, rng: np.random.Generator) -> None:
+    """Greedy decoding without @jit: the tokens so far as a slice of symbolic length of a context buffer (as the
+    example's generate does under @jit), one eager forward per token."""
+    cfg = model.cfg
+    n = uopviz.Variable("n", 1, cfg.block_size)
+
+    def tokens(count: int) -> list[float]:
+        out = [int(t) for t in rng.integers(0, cfg.vocab_size, 3)]
+        ctx = np.zeros((1, cfg.block_size), dtype=np.int32)
+        times = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            ctx[0, :len(out)] = out
+            idx = Tensor(ctx, device=device)[:, :n.bind(len(out))]
+            out.append(int(model(idx)[:, -1].argmax(-1).item()))
+            times.append(time.perf_counter() - t0)
+        return times
+
+    t0 = time.perf_counter()
+    tokens(1)
+    print(f"decode without @jit: first token {time.perf_counter() - t0:.1f} s", flush=True)
+    schedule_cache.enabled = False
+    off = statistics.median(tokens(8)[3:])
+    schedule_cache.enabled = True
+    on = statistics.median(tokens(24)[3:])
+    print(f"{'decode, growing length':28s} per token after the first 3: cache off {_fmt(off)}, cache on {_fmt(on)}",
+          flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="CPU")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--skip-gpt", action="store_true")
+    args = ap.parse_args()
+    print(f"device {args.device}; medians of interleaved rounds; x: the time over @jit's", flush=True)
+    one_realize(args.device, args.rounds)
+    mlp_step(args.device, args.rounds)
+    if not args.skip_gpt:
+        gpt(args.device, args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
