@@ -8,10 +8,10 @@ before the row's loop (Linearize hoists it), and the row is read from memory onc
 written once, instead of one kernel and one pass over memory per reduction. This pass marks such Reduces (tag
 `ROW`), and the split leaves marked ones fused.
 
-A Reduce is a row reduction when every path from it to a stored value goes only through elementwise ops, Expands
-of its reduced axes, Reshapes that add or remove axes of size 1, and further Reduces over the same axes (which the
-rule checks in turn), its reduced axes are the innermost, and its row (the reduced elements of its input) is at
-most `ROW_BYTES`.
+A Reduce is a row reduction when every path from it to a stored value goes only through elementwise ops, markers
+(Contiguous, Detach), Expands of its reduced axes, Reshapes that add or remove axes of size 1, and further Reduces
+over the same axes (which the rule checks in turn), its reduced axes are the innermost, and its row (the reduced
+elements of its input) is at most `ROW_BYTES`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _in_row(u: UOp, v: UOp, axes: set[int]) -> bool:
         return set(v.arg.axes) == axes
     if v.op is Ops.RESHAPE:  # only adding or removing axes of size 1 (logsumexp's squeeze)
         return _squeezed(v.shape) == _squeezed(u.shape)
-    return v.op in GroupOp.Elementwise or v.op is Ops.CONTIGUOUS
+    return v.op in GroupOp.Elementwise or v.op in GroupOp.Marker  # a Detach (softmax's max) computes nothing
 
 
 def _squeezed(shape: tuple[int | UOp, ...]) -> tuple[int | UOp, ...]:
