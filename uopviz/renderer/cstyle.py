@@ -155,6 +155,32 @@ def _floor_mod(w: _Writer, u: UOp, a: str, b: str) -> str:
     return f"({r}+((({r})!=0&&((({r})^({b}))<0))?({b}):0))"
 
 
+_UNSIGNED = {4: dtypes.uint32, 8: dtypes.uint64}
+
+
+def _may_overflow(u: UOp) -> bool:
+    """Whether a signed 32- or 64-bit Add, Mul or Shl can leave its dtype, by its operands' ranges. C leaves that
+    undefined, and GCC takes it never to happen: it assumed x·x >= 0 and folded (x·x) % -7 of an overflowed square
+    to -12 (fuzzer, CPU seed 52785). Such an op is rendered in unsigned arithmetic, which wraps as NumPy's does;
+    one whose range fits (index-like values) stays plain for the optimizer."""
+    dt = u.dtype
+    if dt.kind != "i" or dt.itemsize not in _UNSIGNED or u.op not in (Ops.ADD, Ops.MUL, Ops.SHL):
+        return False
+    bounds = [(x.vmin, x.vmax) for x in u.src]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for b in bounds for v in b):
+        return True
+    (a0, a1), (b0, b1) = bounds
+    if u.op is Ops.ADD:
+        ends = [a0 + b0, a1 + b1]
+    elif u.op is Ops.MUL:
+        ends = [a0 * b0, a0 * b1, a1 * b0, a1 * b1]
+    else:  # a negative value shifted, or a shift past the width, is undefined too
+        if a0 < 0 or b0 < 0 or b1 >= 8 * dt.itemsize:
+            return True
+        ends = [a1 << b1]
+    return min(ends) < dt.min or max(ends) > dt.max
+
+
 def _nonneg(u: UOp) -> bool:
     lo = u.vmin
     return isinstance(lo, (int, float)) and lo >= 0
@@ -190,11 +216,18 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
         s = [w.splat(u.src[0], s[0], u), s[1]]
     if op is Ops.CAST:
         return w.d.convert(s[0], w.value_type(u))
+    if op in _INFIX and _may_overflow(u):  # in unsigned lanes, which wrap (as _alu does for a scalar)
+        lanes = w.vector(_UNSIGNED[u.dtype.itemsize], int(u.shape[0]))
+        a, b = (w.d.vector_bitcast(w.splat(x, e, u), lanes) for x, e in zip(u.src, s))
+        return w.d.vector_bitcast(f"({a}{_INFIX[op]}{b})", w.value_type(u))
     return _alu(w, u, s)
 
 
 def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
     op, dt = u.op, u.src[0].dtype
+    if op in _INFIX and not u.shape and _may_overflow(u):
+        wide = w.type(_UNSIGNED[u.dtype.itemsize])
+        return f"(({w.type(u.dtype)})(({wide})({s[0]}){_INFIX[op]}({wide})({s[1]})))"
     if op in _INFIX:
         return f"({s[0]}{_INFIX[op]}{s[1]})"
     if op in (Ops.IDIV, Ops.MOD):
@@ -211,6 +244,9 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
     if op is Ops.RECIP:
         return f"({w.literal(1.0, u.dtype)}/{s[0]})"
     if op is Ops.CAST:
+        if dt == dtypes.float64 and w.emulates(u.dtype) and w.d.float32_odd is not None:  # rounded once (dialect)
+            w.helpers.setdefault("float32_odd", w.d.float32_odd)
+            return f"float32_odd({s[0]})"
         return f"(({w.type(u.dtype)})({s[0]}))"
     if op in w.d.functions:
         if not dt.is_float:
