@@ -4,6 +4,7 @@ holds the mma instruction. NVRTC runs on the CPU (the nvidia-cuda-nvrtc wheel, i
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kernels import ZOO
@@ -74,3 +75,14 @@ def test_dtypes_and_ops_beyond_the_zoo_compile(name: str) -> None:
         for opts in ([], heuristic_opts(scheduler(ast, SM80))):
             k = lower(ast, SM80, opts)
             nvrtc_compile(k.source, k.name, "sm_80")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_float64_to_half_rounding_once_compiles(dt: DType) -> None:
+    """The round-to-odd helper a cast from float64 to an emulated half goes through (renderer/dialect.py)."""
+    out = Tensor(np.linspace(-3, 3, 15).reshape(3, 5)).mul(1.1).cast(dt)
+    for ast, _ in kernels_of(schedule([out.uop])):
+        k = lower(ast, SM80, [])
+        assert "float32_odd(" in (k.source or "")
+        for arch in ARCHS:
+            assert nvrtc_compile(k.source, k.name, arch)[:4] == b"\x7fELF"  # type: ignore[arg-type]

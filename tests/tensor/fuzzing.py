@@ -65,8 +65,35 @@ def _index(slices: list[list[int | None]]) -> tuple[slice, ...]:
     return tuple(slice(*s) for s in slices)
 
 
+def _round_once(x: torch.Tensor, t: torch.dtype) -> torch.Tensor:
+    """float64 x rounded to half dtype t once, as NumPy's and C's conversions do (torch goes through float32 and
+    rounds twice: 1 ulp off next to a tie): the float32 step rounds to odd, so the last rounding is the only one."""
+    f = x.float()
+    bits = f.view(torch.int32)
+    inexact = (f.double() != x) & ~x.isnan()
+    bits = torch.where(inexact & (f.double().abs() > x.abs()), bits - 1, bits)
+    return torch.where(inexact, bits | 1, bits).view(torch.float32).to(t).to(x.dtype)
+
+
+class _RoundTrip(torch.autograd.Function):
+    """float64 -> half -> float64 rounding once both ways (the cast's gradient is the gradient cast back)."""
+
+    @staticmethod
+    def forward(ctx: Any, a: torch.Tensor, t: torch.dtype) -> torch.Tensor:
+        ctx.t = t
+        return _round_once(a, t)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _round_once(g, ctx.t), None
+
+
 def _cast_th(a: torch.Tensor, to: str) -> torch.Tensor:
-    return a.to(getattr(torch, to)).to(a.dtype)
+    """The round trip through `to`; from float64 to a half rounded once (_round_once)."""
+    t = getattr(torch, to)
+    if a.dtype == torch.float64 and t in (torch.float16, torch.bfloat16):
+        return _RoundTrip.apply(a, t)
+    return a.to(t).to(a.dtype)
 
 
 def _layernorm_th(a: torch.Tensor) -> torch.Tensor:

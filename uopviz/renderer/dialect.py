@@ -46,6 +46,26 @@ static inline float float16_value(ushort b) { return vload_half(0, (__private co
 """
 
 
+_ODD_C = """static inline float float32_odd(double x) {
+  union { float f; unsigned int u; } v = { (float)x };
+  if ((double)v.f != x && x == x) { if (x > 0 ? (double)v.f > x : (double)v.f < x) v.u -= 1u; v.u |= 1u; }
+  return v.f;
+}
+"""
+_ODD_CL = """static inline float float32_odd(double x) {
+  float f = (float)x; uint u = as_uint(f);
+  if ((double)f != x && x == x) { if (x > 0 ? (double)f > x : (double)f < x) u -= 1u; u |= 1u; }
+  return as_float(u);
+}
+"""
+_ODD_CUDA = """__device__ __forceinline__ float float32_odd(double x) {
+  float f = (float)x; unsigned int u = __float_as_uint(f);
+  if ((double)f != x && x == x) { if (x > 0 ? (double)f > x : (double)f < x) u -= 1u; u |= 1u; }
+  return __uint_as_float(u);
+}
+"""
+
+
 class Dialect(ABC):
     """A C-style language. Class attributes describe it; methods spell the constructs that differ between
     dialects. Vector types are named as OpenCL names them (`float4`), in every dialect."""
@@ -60,6 +80,9 @@ class Dialect(ABC):
     functions: ClassVar[dict[Ops, str]]  # scalar math functions; '{f}' is the float32 suffix where it has one
     vector_functions: ClassVar[frozenset[Ops]] = frozenset()  # math functions that take vectors as they are
     emulation: ClassVar[dict[str, str]] = {}  # narrow floats carried as float in registers: their helpers
+    # `float float32_odd(double)`: a double rounded to float by round-to-odd, so that rounding that float to an emulated
+    # narrow float rounds the double once (through a plain float cast it rounded twice: 1 ulp off at ties)
+    float32_odd: ClassVar[str | None] = None
     int_suffix: ClassVar[dict[str, str]] = {"uint32": "u", "int64": "ll", "uint64": "ull"}
     local_prefix: ClassVar[str | None] = None  # before a work-group's shared buffer; None: it has none
     barrier: ClassVar[str | None] = None  # the statement that syncs a work-group; None: it has no work-groups
@@ -148,6 +171,7 @@ class CDialect(Dialect):
                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}", Ops.MULACC: "fma{f}"}
     vector_functions = frozenset({Ops.MULACC})
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C}
+    float32_odd = _ODD_C
     compiles_in_worker = True  # the library lands in the shared disk cache, where the parent finds it
     # GCC's and Clang's, which never fault; the address is reckoned in integers, as a prefetch may point past the end
     # of its buffer, where pointer arithmetic would be undefined
@@ -223,6 +247,7 @@ class OpenCLDialect(Dialect):
     # beside a 1e20), so each lane calls the scalar sin
     vector_functions = frozenset({Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.TRUNC})
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CL, "float16": _HALF_CL}
+    float32_odd = _ODD_CL
     int_suffix: ClassVar[dict[str, str]] = {"uint32": "u", "int64": "l", "uint64": "ul"}
     local_prefix = "__local "
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
@@ -300,6 +325,7 @@ class CUDADialect(Dialect):
     functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CUDA, "float16": _HALF_CUDA}
+    float32_odd = _ODD_CUDA
     local_prefix = "__shared__ "
     barrier = "__syncthreads();"
     default_block = 256  # threads per block the runtime launches a kernel without work-groups with, at most
