@@ -48,17 +48,20 @@ def timed(fn: Callable[[], Any]) -> float:
 def compare(name: str, variants: dict[str, Callable[[], Any]], rounds: int, calls: int) -> dict[str, float]:
     """Median seconds per call of each variant, `calls` calls per round, rounds interleaved; printed as a row."""
     samples: dict[str, list[float]] = {k: [] for k in variants}
+    misses = 0
     for _ in range(rounds):
         for k, fn in variants.items():
-            cached = k != "eager, cache off"
-            schedule_cache.enabled = cached
+            schedule_cache.enabled = k != "eager, cache off"
+            before = schedule_cache.misses
             samples[k] += [timed(fn) for _ in range(calls)]
+            if k == "eager, cache on":
+                misses += schedule_cache.misses - before
     schedule_cache.enabled = True
     med = {k: statistics.median(v) for k, v in samples.items()}
     jit = med.get("@jit")
     cells = "  ".join(f"{k} {_fmt(t)}" + (f" ({t / jit:.2f}x @jit)" if jit and k != "@jit" else "")
                       for k, t in med.items())
-    print(f"{name:28s} {cells}", flush=True)
+    print(f"{name:28s} {cells}  [cache misses while on: {misses}]", flush=True)
     return med
 
 
@@ -201,7 +204,11 @@ def decode(g: Any, model: Any, device: str, rng: np.random.Generator) -> None:
     cfg = model.cfg
     n = uopviz.Variable("n", 1, cfg.block_size)
 
-    def tokens(count: int) -> list[float]:
+    @uopviz.jit
+    def next_token(idx: Tensor) -> Tensor:
+        return model(idx)[:, -1].argmax(-1)
+
+    def tokens(count: int, jitted: bool = False) -> list[float]:
         out = [int(t) for t in rng.integers(0, cfg.vocab_size, 3)]
         ctx = np.zeros((1, cfg.block_size), dtype=np.int32)
         times = []
@@ -209,7 +216,10 @@ def decode(g: Any, model: Any, device: str, rng: np.random.Generator) -> None:
             t0 = time.perf_counter()
             ctx[0, :len(out)] = out
             idx = Tensor(ctx, device=device)[:, :n.bind(len(out))]
-            out.append(int(model(idx)[:, -1].argmax(-1).item()))
+            if jitted:
+                out.append(int(next_token(idx.realize()).item()))
+            else:
+                out.append(int(model(idx)[:, -1].argmax(-1).item()))
             times.append(time.perf_counter() - t0)
         return times
 
@@ -219,9 +229,12 @@ def decode(g: Any, model: Any, device: str, rng: np.random.Generator) -> None:
     schedule_cache.enabled = False
     off = statistics.median(tokens(8)[3:])
     schedule_cache.enabled = True
+    hits = schedule_cache.hits, schedule_cache.misses
     on = statistics.median(tokens(24)[3:])
-    print(f"{'decode, growing length':28s} per token after the first 3: cache off {_fmt(off)}, cache on {_fmt(on)}",
-          flush=True)
+    hits = schedule_cache.hits - hits[0], schedule_cache.misses - hits[1]
+    jit = statistics.median(tokens(24, jitted=True)[3:])
+    print(f"{'decode, growing length':28s} per token after the first 3: cache off {_fmt(off)}, cache on {_fmt(on)} "
+          f"({hits[0]} hits, {hits[1]} misses over 24 tokens), @jit {_fmt(jit)}", flush=True)
 
 
 def main() -> int:

@@ -284,3 +284,17 @@ def test_a_schedule_over_several_devices_is_not_kept(schedules: list[int]) -> No
         t = Tensor(x).scatter_to(("CPU:0", "CPU:1"))
         np.testing.assert_allclose((t * 2.0).sum().numpy(), (x * 2).sum(), rtol=1e-5)
     assert schedule_cache.hits == 0 and len(schedule_cache) == 0 and schedules[0] == 2
+
+
+def test_a_size_over_a_bound_variable_simplifies_as_the_variable_does() -> None:
+    """The front-end simplifies a size over n.bind(k) once per expression over n (uopviz.tensor.util.sym): the
+    result is d.simplify()'s for every value, and a size that also uses n unbound is simplified as it is."""
+    from uopviz.tensor.util import sym
+    n = uopviz.Variable("n", 1, 64)
+    for k in (1, 7, 64):
+        b = n.bind(k)
+        for d in ((b * 4 + 8) // 4 - 2, (b + 3) * 2 - b - b, b * 0 + 5, ((b * 6) % 3) + b // 1):
+            want = d.simplify()
+            assert sym(d) == (int(want.arg.value) if want.is_const else want)
+        mixed = b - n
+        assert sym(mixed) is mixed.simplify()

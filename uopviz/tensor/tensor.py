@@ -141,6 +141,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
                                      "depends on its inputs, which are not known until it runs; return the Tensor "
                                      "instead, and read it after the call")
         todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
+        if not todo:
+            return self
         for t in cut_from_gradients(todo):
             t._cut = True
         if todo and needs_lowering([t._uop for t in todo]):

@@ -10,12 +10,14 @@ same expression is built (hash-consing), so two dims are equal when they are the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from uopviz.dtype import DType, DTypeError, dtypes
 from uopviz.uop.alu import size_value
 from uopviz.uop.ops import Ops, UOp, prod
+from uopviz.uop.pattern import recording
 from uopviz.uop.props import fmt_shape
 
 Dim = int | UOp
@@ -54,8 +56,32 @@ def sym(d: Dim) -> Dim:
     simplifies to a constant."""
     if isinstance(d, int):
         return d
-    d = d.simplify()
-    return int(d.arg.value) if d.op is Ops.CONST else d
+    if recording():  # the simplification is recorded: do it
+        s = d.simplify()
+    elif (s := d.__dict__.get(_SYM)) is None:
+        s = d.__dict__[_SYM] = _simplified(d)
+    return int(s.arg.value) if s.op is Ops.CONST else s
+
+
+_SYM = "_sym"  # in a UOp's __dict__: its simplification (the front-end asks for the same dims often)
+
+
+def _simplified(d: UOp) -> UOp:
+    """d.simplify(), done once per expression over the variables themselves: a Bind is a leaf of its variable's
+    range to the rules (its value is not looked at), so a size over `n.bind(37)` simplifies as the one over n does,
+    with n bound again after. A decoder's sizes take a new value every token; their expressions do not change."""
+    nodes = d.toposort()
+    binds = {u: u.src[0] for u in nodes if u.op is Ops.BIND}
+    variables = set(binds.values())
+    if not binds or len(variables) != len(binds) or \
+            any(s in variables for u in nodes if u.op is not Ops.BIND for s in u.src):  # n also used unbound
+        return d.simplify()
+    return _simplified_unbound(d.substitute(binds)).substitute({v: b for b, v in binds.items()})
+
+
+@functools.lru_cache(maxsize=4096)
+def _simplified_unbound(d: UOp) -> UOp:
+    return d.simplify()
 
 
 def same_dim(a: Dim, b: Dim) -> bool:
