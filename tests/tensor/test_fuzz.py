@@ -217,3 +217,18 @@ MAX_OVER_SCORES = {
 @pytest.mark.parametrize("prog", [MIN_OF_A_VARIANCE, MAX_OVER_SCORES], ids=["min_of_var", "max_over_scores"])
 def test_max_gradient_of_a_recomputed_sum(device: str, prog: fuzzing.Program) -> None:
     assert fuzzing.mismatches(prog, device) == []
+
+
+FLIP_OF_AN_EXPANDED_RESHAPE = {
+    "seed": 82405, "dtype": "float32", "inputs": {"a": {"shape": [3, 12, 5], "fill": "ones", "seed": 53821451}},
+    "ops": [_op("reshape", ["a"], ["r"], shape=[2, 30, 3]), _op("expand", ["r"], ["e"], shape=[12, 2, 30, 3]),
+            _op("flip", ["e"], ["f"], axes=[-4, 1])],
+    "outputs": ["f"]}
+"""The bounds check refused a flip after a reshape whose offset f the index takes apart as 60·(f // 60) +
+5·((f // 5) % 12) + f % 5, each part from a differently rewritten sum: 0..179 of 180, but -60..239 by intervals. Such
+an index over few points is now computed at every point (fuzzer, CPU seed 82405)."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_flip_of_an_expanded_reshape(device: str) -> None:
+    assert fuzzing.mismatches(FLIP_OF_AN_EXPANDED_RESHAPE, device) == []
