@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from uopviz import pipeline
 from uopviz.compiler import compile_kernel, kept
+from uopviz.parallel import compile_all
 from uopviz.pipeline import KernelCall, calls_of, schedule
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
@@ -68,7 +69,9 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     time in seconds (device time where the device measures it). A graph over several devices runs each device's
     calls on a thread of its own, each call after the calls whose buffers it depends on."""
     steps = []
-    for call in calls_of(graph):
+    calls = calls_of(graph)
+    compile_all([_key(call) for call in calls if call.ast.op is not Ops.COPY])  # side by side, before any runs
+    for call in calls:
         kernel, prog, key = _program(call)
         steps.append((call.buffers, prog, tuple(call.vals[v] for v in kernel.vars)))
         for launches in _captures:
@@ -82,9 +85,8 @@ def _program(call: KernelCall) -> tuple[Kernel, Program, tuple[UOp, str, tuple[A
     """The kernel and program of a Call and the key compile_kernel keeps it under: a kernel compiled with its
     default opts on its device, or a copy between devices (a program that moves the source buffer's memory into
     the destination's; no key)."""
-    device = call.buffers[0].arg.device
     if call.ast.op is not Ops.COPY:
-        key = (call.ast, device, default_opts(call.ast, device))
+        key = _key(call)
         return (*compile_kernel(*key), key)
     dst, src = call.buffers[0].arg, call.buffers[1].arg  # the memory's description only: a replay passes others
     kernel = Kernel(f"copy_{src.device}_to_{dst.device}", call.ast, None, (dst.dtype, src.dtype))
@@ -94,6 +96,12 @@ def _program(call: KernelCall) -> tuple[Kernel, Program, tuple[UOp, str, tuple[A
         buffers.transfer(dst.device, handles[0], src.device, handles[1], src.size, src.dtype)
         return time.perf_counter() - t0 if wait else None
     return kernel, copy, None
+
+
+def _key(call: KernelCall) -> tuple[UOp, str, tuple[Any, ...]]:
+    """What compile_kernel keeps a kernel's program under: the kernel with its default opts on its device."""
+    device = call.buffers[0].arg.device
+    return (call.ast, device, default_opts(call.ast, device))
 
 
 def _run_concurrently(steps: list[tuple[list[UOp], Program, tuple[int, ...]]], timed: bool) -> float:

@@ -269,8 +269,7 @@ class Pool:
     def _submit(self, opts: OptsJson) -> Future[Built]:
         with _main_not_rerun():  # workers are started as work is submitted
             if self._ex is None:
-                self._ex = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"),
-                                               initializer=_worker_init)
+                self._ex = process_pool(self.workers)
             return self._ex.submit(build_candidate, self.flat, opts, self.device, self.target, self.timeout_s,
                                    self.compile_here)
 
@@ -285,6 +284,12 @@ class Pool:
             return None
         except Exception as e:  # e.g. the timeout firing just after the build finished
             return Built(None, describe_error(e))
+
+
+def process_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` build processes, spawned as work is submitted (submit under `_main_not_rerun()`): BEAM's
+    candidates' and realize's parallel compiles (uopviz.parallel) are built in these."""
+    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_init)
 
 
 @contextmanager
@@ -318,14 +323,15 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _Timeout("lowering and compiling took longer than the per-candidate timeout")
 
 
-def build_candidate(flat_ast: FlatUOp, opts: OptsJson, device: str, target: Target, timeout_s: float,
+def build_candidate(flat_ast: FlatUOp, opts: OptsJson, device: str, target: Target, timeout_s: float | None,
                     compile_here: bool, where: str | None = None) -> Built:
     """In a worker: lower the kernel with opts, and compile it where compile_here (the program lands in the disk
     cache the device's process reads). The per-candidate timeout is an interval timer: it interrupts Python code
-    and waits on the C compiler alike (a worker runs builds on its main thread, as a pool's and Ray's do)."""
+    and waits on the C compiler alike (a worker runs builds on its main thread, as a pool's and Ray's do); None:
+    no timeout (a realize's kernel takes what it takes, as it would in the realizing process)."""
     t0 = time.perf_counter()
     signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s or 0)
     try:
         kernel = lower(unflatten(flat_ast), target, _opts(opts))
         if compile_here:

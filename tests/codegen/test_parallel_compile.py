@@ -1,0 +1,149 @@
+"""A schedule's kernels compiled side by side (uopviz.parallel, issue 29 item 4): lowered in build workers (other
+processes) and here, giving the very kernels and results of compiling them one by one; a long compile's progress
+line on a terminal only. Counted and compared, not timed."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uopviz import Tensor, compiler, parallel
+from uopviz.pipeline import calls_of, schedule
+from uopviz.realize import _key, schedule_cache
+from uopviz.runtime import device as devices
+from uopviz.uop.ops import Ops
+
+X = np.random.default_rng(0).standard_normal((32, 48)).astype(np.float32)
+
+
+def outputs() -> list[Tensor]:
+    """Several kernels of different shapes and ops, realized in one schedule."""
+    x = Tensor(X, device="CPU")
+    return [x.sin().sum(1), (x * 2.0 + 1.0).exp2(), x.relu().max(0), (x @ x.T).relu(), x.softmax(-1)]
+
+
+def want() -> list[np.ndarray]:
+    e = np.exp(X - X.max(-1, keepdims=True))
+    return [np.sin(X).sum(1), np.exp2(X * 2 + 1), np.maximum(X, 0).max(0), np.maximum(X @ X.T, 0),
+            e / e.sum(-1, keepdims=True)]
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing compiled yet: an empty disk cache, compile_kernel's cache and realize's schedule cache out of the way."""
+    monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compiler, "_programs", OrderedDict())
+    monkeypatch.setattr(schedule_cache, "enabled", False)
+    monkeypatch.setattr(parallel, "stats", {"here": 0, "workers": 0})
+
+
+def keys() -> list[tuple]:
+    outs = outputs()
+    return [_key(c) for c in calls_of(schedule([t.uop for t in outs])) if c.ast.op is not Ops.COPY]
+
+
+@pytest.mark.usefixtures("fresh")
+def test_workers_build_every_kernel_and_give_the_kernels_built_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    ks = list(dict.fromkeys(keys()))
+    assert len(ks) >= 4
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(parallel, "STEAL", False)  # the workers build them all
+    compiled: list[str] = []
+    rt = devices.get("CPU")
+    real = rt.compile
+    monkeypatch.setattr(rt, "compile", lambda k: compiled.append(k.name) or real(k))
+    parallel.compile_all(ks)
+    assert parallel.stats == {"here": 0, "workers": len(ks)}
+    assert sorted(compiled) == sorted(compiler.kept(k)[0].name for k in ks)  # each program made here once
+    from_workers = {k: compiler.kept(k)[0] for k in ks}
+    compiler._programs.clear()
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
+    parallel.compile_all(ks)
+    assert parallel.stats["here"] == len(ks)
+    for k in ks:
+        one = compiler.kept(k)[0]
+        assert (from_workers[k].source, from_workers[k].name) == (one.source, one.name)
+        assert from_workers[k].linear is one.linear  # the same graph (hash-consed)
+
+
+@pytest.mark.usefixtures("fresh")
+@pytest.mark.parametrize("workers", ["0", "1", "2"])
+def test_a_realize_of_several_kernels_is_right_however_they_are_shared(workers: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", workers)
+    outs = outputs()
+    outs[0].realize(*outs[1:])
+    n = len(set(keys()))
+    assert parallel.stats["here"] + parallel.stats["workers"] == n
+    if workers == "0":
+        assert parallel.stats["workers"] == 0
+    for got, w in zip(outs, want(), strict=True):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.usefixtures("fresh")
+def test_a_kernel_that_fails_in_a_worker_fails_in_schedule_order_with_its_own_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from uopviz.runtime.device import CompileError
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(parallel, "STEAL", False)
+    monkeypatch.setenv("CC", "false")  # every C compile fails, in the workers and here
+    monkeypatch.setattr(devices.get("CPU"), "cc", "false")
+    outs = outputs()
+    with pytest.raises(CompileError):
+        outs[0].realize(*outs[1:])
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def slow_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kernel lowered here, each compile 0.1 s longer, progress shown after 0.2 s."""
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
+    monkeypatch.delenv("UOPVIZ_COMPILE_PROGRESS", raising=False)
+    monkeypatch.setattr(parallel, "PROGRESS_AFTER_S", 0.2)
+    rt = devices.get("CPU")
+    real = rt.compile
+    monkeypatch.setattr(rt, "compile", lambda k: time.sleep(0.1) or real(k))
+
+
+@pytest.mark.usefixtures("fresh")
+def test_a_slow_compile_shows_its_progress_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_compiles(monkeypatch)
+    tty = FakeTTY()
+    monkeypatch.setattr("sys.stderr", tty)
+    outs = outputs()
+    outs[0].realize(*outs[1:])
+    n = len(set(keys()))
+    text = tty.getvalue()
+    assert f"\ruopviz: compiling {n} of {n} kernels" in text
+    assert text.endswith("\n") and text.count("\n") == 1  # one line, rewritten in place
+
+
+@pytest.mark.usefixtures("fresh")
+def test_no_progress_when_not_a_terminal_or_not_slow(monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_compiles(monkeypatch)
+    log = io.StringIO()
+    parallel.compile_all(keys(), stream=log)  # slow, but not a terminal
+    assert log.getvalue() == ""
+    compiler._programs.clear()
+    monkeypatch.setattr(parallel, "PROGRESS_AFTER_S", 600.0)
+    tty = FakeTTY()
+    parallel.compile_all(keys(), stream=tty)  # a terminal, but not slow
+    assert tty.getvalue() == ""
+    compiler._programs.clear()
+    monkeypatch.setattr(parallel, "PROGRESS_AFTER_S", 0.2)
+    monkeypatch.setenv("UOPVIZ_COMPILE_PROGRESS", "1")  # asked for: lines in a log
+    parallel.compile_all(keys(), stream=log)
+    assert "uopviz: compiling" in log.getvalue() and "\r" not in log.getvalue()
+    compiler._programs.clear()
+    monkeypatch.setenv("UOPVIZ_COMPILE_PROGRESS", "0")  # turned off: not even on a terminal
+    parallel.compile_all(keys(), stream=tty)
+    assert tty.getvalue() == ""

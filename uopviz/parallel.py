@@ -1,0 +1,254 @@
+"""Compiling a schedule's kernels side by side (issue 29 item 4): `compile_all(keys)` brings every kernel a realize
+is about to run into compile_kernel's cache, lowering (and, where the dialect compiles in a worker, compiling) the
+missing ones in BEAM's build workers (uopviz.search.executor: spawned processes, kernels sent as flat node lists,
+`build_candidate`) while this process lowers others itself.
+
+Lowering is Python, so threads would take turns on the GIL; the C compiler is a child process either way. Work is
+shared from both ends: every missing kernel is submitted to the pool in schedule order, and this process takes
+kernels from the end of the list for as long as the pool has not started them (a queued future is cancelled and done
+here), then waits for the rest. A schedule of a few kernels, or one that arrives before the workers have started,
+is thus mostly done here, and the workers cost nothing but their start (once per process: the pool is kept).
+
+compile_kernel stays the one place that compiles: a kernel lowered by a worker is handed to it (`lowered=`), which
+checks its bounds, compiles it (from the disk cache, where the worker's C compiler left it) and keeps it. A kernel
+a worker failed to build is left to the caller, whose compile_kernel raises its error in schedule order. While a
+trace records, compile_all leaves every kernel to the caller (lowered here, one by one, under the trace).
+
+`UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: one fewer than the cores, since this process lowers
+too; 0: none, every kernel lowered here one by one as before).
+
+Progress: a first call that compiles for longer than PROGRESS_AFTER_S shows "compiling n of N kernels", rewritten
+in place on stderr when it is a terminal, or in the notebook's output (hooks.compile_display) under IPython; not
+otherwise (a log, tests' captured output), unless `UOPVIZ_COMPILE_PROGRESS=1` asks for it (then a line at most
+once a second, and the last); `UOPVIZ_COMPILE_PROGRESS=0` turns it off everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TextIO
+
+from uopviz import hooks
+from uopviz.codegen.opt import Opt
+from uopviz.compiler import compile_kernel, kept
+from uopviz.runtime import device as devices
+from uopviz.runtime.workers import cores
+from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, build_candidate, flatten, process_pool
+from uopviz.target import Target
+from uopviz.uop.ops import UOp
+from uopviz.uop.pattern import recording
+
+Key = tuple[UOp, str, tuple[Opt, ...]]
+
+PROGRESS_AFTER_S = 1.0
+"""How long compiling runs before its progress is shown: a first call that compiles for less says nothing."""
+
+ENV_PASSED = ("UOPVIZ_CACHE_DIR", "HOME", "CC", "UOPVIZ_COMPILE_TIMEOUT")
+"""What a worker's build takes from this process's environment at each request (the pool outlives changes to it):
+where the disk cache is (the worker's library must land where this process looks), the compiler's time limit, and
+the compiler a worker's runtime is made with (on its first request)."""
+
+_pool: list[tuple[int, ProcessPoolExecutor]] = []  # this process's pool and its size, started on first use
+_pool_lock = threading.Lock()
+
+STEAL = True
+"""Whether this process takes kernels the workers have not started (False: the workers build every one; a test's
+way to see them do it)."""
+
+stats = {"here": 0, "workers": 0}
+"""How many kernels compile_all lowered in this process and in workers (for tests and bench/compile.py)."""
+
+
+def workers() -> int:
+    """`UOPVIZ_COMPILE_WORKERS`, else one fewer than the cores this process may run on."""
+    text = os.environ.get("UOPVIZ_COMPILE_WORKERS", "").strip()
+    if not text:
+        return max(cores() - 1, 0)
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"UOPVIZ_COMPILE_WORKERS must be a number of processes (an integer >= 0), got {text!r}")
+    return n
+
+
+def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
+    """Compile every (ast, device, opts) of keys that compile_kernel does not keep yet, in workers and here, showing
+    progress on `stream` (default: stderr) when it takes long. A kernel that fails is left uncompiled (its caller's
+    compile_kernel raises the error); Ctrl-C cancels what the workers have not started."""
+    if recording():
+        return  # the caller's compile_kernel lowers each under the trace, once
+    todo: list[Key] = []
+    seen: set[Key] = set()
+    for key in keys:
+        if key not in seen and kept(key) is None:
+            seen.add(key)
+            todo.append(key)
+    if not todo:
+        return
+    progress = Progress(len(todo), stream)
+    try:
+        n = workers()
+        if len(todo) < 2 or n == 0:
+            for key in todo:
+                _here(key)
+                progress.step()
+            return
+        _shared(todo, n, progress)
+    finally:
+        progress.finish()
+
+
+def _here(key: Key) -> None:
+    """One kernel lowered and compiled in this process; its failure left to the caller."""
+    try:
+        compile_kernel(*key)
+        stats["here"] += 1
+    except Exception:
+        pass  # raised again, in schedule order, by the caller's compile_kernel
+
+
+def _shared(todo: list[Key], n: int, progress: Progress) -> None:
+    """todo built by n workers (from the front) and this process (from the back)."""
+    pool = _get_pool(n)
+    env = {k: os.environ[k] for k in ENV_PASSED if k in os.environ}
+    futures: list[Future[Built]] = []
+    try:
+        with _main_not_rerun():  # workers start as work is submitted
+            for ast, device, opts in todo:
+                target = devices.get(device).target
+                compile_here = target.dialect is not None and target.dialect.compiles_in_worker
+                futures.append(pool.submit(_build, env, flatten(ast), [o.to_json() for o in opts], device, target,
+                                           compile_here))
+    except BrokenProcessPool:
+        _drop_pool()
+    pending = dict(zip(futures, todo, strict=False))
+    try:
+        for f, key in reversed(list(pending.items()) if STEAL else []):
+            if not f.cancel():
+                break  # started (or queued for a worker): so are all before it
+            del pending[f]
+            _here(key)
+            progress.step()
+        for key in todo[len(futures):]:  # not submitted (the pool broke)
+            _here(key)
+            progress.step()
+        while pending:
+            done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            progress.show()
+            for f in done:
+                key = pending.pop(f)
+                built = _result(f)
+                if built is None:  # the worker died: here, alone
+                    _here(key)
+                elif built.error is None:
+                    try:
+                        compile_kernel(*key, lowered=built.rebuild())
+                        stats["workers"] += 1
+                    except Exception:
+                        pass  # raised again, in schedule order, by the caller's compile_kernel
+                progress.step()
+    finally:
+        for f in pending:  # interrupted: what no worker has started is not
+            f.cancel()
+
+
+def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, target: Target,
+           compile_here: bool) -> Built:
+    """In a worker: build_candidate (no time limit but the compiler's) under the requester's environment."""
+    for k in ENV_PASSED:
+        if k in env:
+            os.environ[k] = env[k]
+        else:
+            os.environ.pop(k, None)
+    return build_candidate(flat, opts, device, target, None, compile_here)
+
+
+def _result(f: Future[Built]) -> Built | None:
+    """f's build; None when its worker died (the pool is then replaced on next use)."""
+    try:
+        return f.result()
+    except BrokenProcessPool:
+        _drop_pool()
+        return None
+    except Exception:
+        return None
+
+
+def _get_pool(n: int) -> ProcessPoolExecutor:
+    """This process's pool of n workers (kept between calls: its start is paid once)."""
+    with _pool_lock:
+        if _pool and _pool[0][0] != n:
+            _drop_pool()
+        if not _pool:
+            _pool.append((n, process_pool(n)))
+        return _pool[0][1]
+
+
+def _drop_pool() -> None:
+    if _pool:
+        _pool.pop()[1].shutdown(wait=False, cancel_futures=True)
+
+
+class Progress:
+    """"compiling n of N kernels", once compiling has run PROGRESS_AFTER_S: on a terminal (stderr rewritten in
+    place), in a notebook (hooks.compile_display), or where UOPVIZ_COMPILE_PROGRESS=1 asks, as lines."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+        self.stream = stream or sys.stderr
+        mode = os.environ.get("UOPVIZ_COMPILE_PROGRESS", "").strip().lower()
+        self.tty = _isatty(self.stream)
+        self.notebook = hooks.compile_display is not None and mode != "0" and not self.tty
+        self.enabled = mode not in ("0", "false", "off") and (self.tty or mode in ("1", "true", "on"))
+        self.display: Any = None
+        self.shown = False
+        self.last = 0.0
+
+    def step(self) -> None:
+        self.done += 1
+        self.show()
+
+    def show(self) -> None:
+        now = time.perf_counter()
+        if now - self.start < PROGRESS_AFTER_S or self.total < 2:  # one kernel is its own progress
+            return
+        line = f"uopviz: compiling {self.done} of {self.total} kernels ({now - self.start:.0f} s)"
+        if self.enabled:
+            if self.tty:
+                self.stream.write(f"\r{line}\x1b[K")
+            elif now - self.last >= 1.0 or self.done == self.total:
+                self.stream.write(line + "\n")
+                self.last = now
+            self.stream.flush()
+            self.shown = True
+        elif self.notebook:
+            if self.display is None:
+                assert hooks.compile_display is not None
+                self.display = hooks.compile_display()
+                if self.display is None:
+                    self.notebook = False
+                    return
+            self.display.update(line)
+
+    def finish(self) -> None:
+        if self.shown and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+        if self.display is not None:
+            self.display.update(f"uopviz: compiled {self.done} of {self.total} kernels in "
+                                f"{time.perf_counter() - self.start:.1f} s")
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
