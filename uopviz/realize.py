@@ -69,10 +69,10 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     time in seconds (device time where the device measures it). A graph over several devices runs each device's
     calls on a thread of its own, each call after the calls whose buffers it depends on."""
     steps = []
-    calls = calls_of(graph)
-    compile_all([_key(call) for call in calls if call.ast.op is not Ops.COPY])  # side by side, before any runs
-    for call in calls:
-        kernel, prog, key = _program(call)
+    calls = [(call, _key(call) if call.ast.op is not Ops.COPY else None) for call in calls_of(graph)]
+    compile_all([key for _, key in calls if key is not None])  # side by side, before any runs
+    for call, key in calls:
+        kernel, prog = _program(call, key)
         steps.append((call.buffers, prog, tuple(call.vals[v] for v in kernel.vars)))
         for launches in _captures:
             launches.append(Launch(kernel, prog, call.buffers, call.vals, key))
@@ -81,13 +81,12 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     return sum(prog([buffers.handle(b) for b in bufs], vals, wait=timed) or 0.0 for bufs, prog, vals in steps)
 
 
-def _program(call: KernelCall) -> tuple[Kernel, Program, tuple[UOp, str, tuple[Any, ...]] | None]:
-    """The kernel and program of a Call and the key compile_kernel keeps it under: a kernel compiled with its
-    default opts on its device, or a copy between devices (a program that moves the source buffer's memory into
-    the destination's; no key)."""
-    if call.ast.op is not Ops.COPY:
-        key = _key(call)
-        return (*compile_kernel(*key), key)
+def _program(call: KernelCall, key: tuple[UOp, str, tuple[Any, ...]] | None) -> tuple[Kernel, Program]:
+    """The kernel and program of a Call: a kernel compiled with its default opts on its device (key: `_key(call)`,
+    what compile_kernel keeps it under), or a copy between devices (a program that moves the source buffer's memory
+    into the destination's; no key)."""
+    if key is not None:
+        return compile_kernel(*key)
     dst, src = call.buffers[0].arg, call.buffers[1].arg  # the memory's description only: a replay passes others
     kernel = Kernel(f"copy_{src.device}_to_{dst.device}", call.ast, None, (dst.dtype, src.dtype))
 
@@ -95,7 +94,7 @@ def _program(call: KernelCall) -> tuple[Kernel, Program, tuple[UOp, str, tuple[A
         t0 = time.perf_counter()
         buffers.transfer(dst.device, handles[0], src.device, handles[1], src.size, src.dtype)
         return time.perf_counter() - t0 if wait else None
-    return kernel, copy, None
+    return kernel, copy
 
 
 def _key(call: KernelCall) -> tuple[UOp, str, tuple[Any, ...]]:
