@@ -147,3 +147,24 @@ def test_no_progress_when_not_a_terminal_or_not_slow(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("UOPVIZ_COMPILE_PROGRESS", "0")  # turned off: not even on a terminal
     parallel.compile_all(keys(), stream=tty)
     assert tty.getvalue() == ""
+
+
+@pytest.mark.usefixtures("fresh")
+def test_in_a_notebook_the_progress_is_a_line_of_the_cell_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uopviz import hooks
+    slow_compiles(monkeypatch)
+    lines: list[str] = []
+
+    class Line:
+        def update(self, text: str) -> None:
+            lines.append(text)
+    monkeypatch.setattr(hooks, "compile_display", Line)  # what uopviz/__init__.py gives under an IPython kernel
+    parallel.compile_all(keys(), stream=io.StringIO())
+    n = len(set(keys()))
+    assert any(f"compiling {n} of {n} kernels" in t for t in lines)
+    assert lines[-1].startswith(f"uopviz: compiled {n} of {n} kernels in ")
+    lines.clear()
+    monkeypatch.setattr(hooks, "compile_display", lambda: None)  # not in a notebook
+    compiler._programs.clear()
+    parallel.compile_all(keys(), stream=io.StringIO())
+    assert lines == []
