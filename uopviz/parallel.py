@@ -6,8 +6,8 @@ missing ones in BEAM's build workers (uopviz.search.executor: spawned processes,
 Lowering is Python, so threads would take turns on the GIL; the C compiler is a child process either way. Work is
 shared from both ends: every missing kernel is submitted to the pool in schedule order, and this process takes
 kernels from the end of the list for as long as the pool has not started them (a queued future is cancelled and done
-here), then waits for the rest. A schedule of a few kernels, or one that arrives before the workers have started,
-is thus mostly done here, and the workers cost nothing but their start (once per process: the pool is kept).
+here), then waits for the rest. The workers start (once per process; the pool is kept) when the kernels left would
+take over START_POOL_AFTER_S here: a script that compiles a few quick kernels never starts one.
 
 compile_kernel stays the one place that compiles: a kernel lowered by a worker is handed to it (`lowered=`), which
 checks its bounds, compiles it (from the disk cache, where the worker's C compiler left it) and keeps it. A kernel
@@ -57,6 +57,10 @@ the compiler a worker's runtime is made with (on its first request)."""
 _pool: list[tuple[int, ProcessPoolExecutor]] = []  # this process's pool and its size, started on first use
 _pool_lock = threading.Lock()
 
+START_POOL_AFTER_S = 1.0
+"""The workers are started (once per process) when the kernels left would take longer than this here, at the pace of
+those done so far; 0: at once."""
+
 STEAL = True
 """Whether this process takes kernels the workers have not started (False: the workers build every one; a test's
 way to see them do it)."""
@@ -101,7 +105,9 @@ def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
                 _here(key)
                 progress.step()
             return
-        _shared(todo, n, progress)
+        first = _before_the_pool(todo, n, progress)
+        if first < len(todo):
+            _shared(todo[first:], n, progress)
     finally:
         progress.finish()
 
@@ -113,6 +119,21 @@ def _here(key: Key) -> None:
         stats["here"] += 1
     except Exception:
         pass  # raised again, in schedule order, by the caller's compile_kernel
+
+
+def _before_the_pool(todo: list[Key], n: int, progress: Progress) -> int:
+    """How many of todo's kernels this process compiled before it started the workers: where none has started yet,
+    kernels are done here one by one until the rest would take longer than START_POOL_AFTER_S at the pace so far
+    (a script that compiles a few quick kernels never starts a worker, nor waits at exit for one to start)."""
+    if START_POOL_AFTER_S <= 0 or (_pool and _pool[0][0] == n):
+        return 0
+    t0 = time.perf_counter()
+    for i, key in enumerate(todo):
+        _here(key)
+        progress.step()
+        if (time.perf_counter() - t0) / (i + 1) * (len(todo) - i - 1) > START_POOL_AFTER_S:
+            return i + 1
+    return len(todo)
 
 
 def _shared(todo: list[Key], n: int, progress: Progress) -> None:

@@ -52,6 +52,7 @@ def test_workers_build_every_kernel_and_give_the_kernels_built_one_by_one(monkey
     ks = list(dict.fromkeys(keys()))
     assert len(ks) >= 4
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(parallel, "START_POOL_AFTER_S", 0.0)
     monkeypatch.setattr(parallel, "STEAL", False)  # the workers build them all
     compiled: list[str] = []
     rt = devices.get("CPU")
@@ -72,16 +73,22 @@ def test_workers_build_every_kernel_and_give_the_kernels_built_one_by_one(monkey
 
 
 @pytest.mark.usefixtures("fresh")
-@pytest.mark.parametrize("workers", ["0", "1", "2"])
-def test_a_realize_of_several_kernels_is_right_however_they_are_shared(workers: str,
+@pytest.mark.parametrize(("workers", "start_after"), [("0", 0.0), ("1", 0.0), ("2", 0.0), ("1", 1e-9), ("1", 1e9)])
+def test_a_realize_of_several_kernels_is_right_however_they_are_shared(workers: str, start_after: float,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers started at once, after the first kernel, or never (the compile is quick): the same results."""
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", workers)
+    monkeypatch.setattr(parallel, "START_POOL_AFTER_S", start_after)
+    if start_after > 0:
+        parallel._drop_pool()  # not started yet
     outs = outputs()
     outs[0].realize(*outs[1:])
     n = len(set(keys()))
     assert parallel.stats["here"] + parallel.stats["workers"] == n
     if workers == "0":
         assert parallel.stats["workers"] == 0
+    if start_after > 1:
+        assert parallel.stats["workers"] == 0 and not parallel._pool  # no worker was started
     for got, w in zip(outs, want(), strict=True):
         np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-4)
 
@@ -91,6 +98,7 @@ def test_a_kernel_that_fails_in_a_worker_fails_in_schedule_order_with_its_own_er
         monkeypatch: pytest.MonkeyPatch) -> None:
     from uopviz.runtime.device import CompileError
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(parallel, "START_POOL_AFTER_S", 0.0)
     monkeypatch.setattr(parallel, "STEAL", False)
     monkeypatch.setenv("CC", "false")  # every C compile fails, in the workers and here
     monkeypatch.setattr(devices.get("CPU"), "cc", "false")
