@@ -232,3 +232,22 @@ an index over few points is now computed at every point (fuzzer, CPU seed 82405)
 @pytest.mark.parametrize("device", on_devices())
 def test_flip_of_an_expanded_reshape(device: str) -> None:
     assert fuzzing.mismatches(FLIP_OF_AN_EXPANDED_RESHAPE, device) == []
+
+
+ONE_WIDE_SOFTMAX = {
+    "seed": 82618, "dtype": "float32",
+    "inputs": {"a": {"shape": [], "fill": "ones", "seed": 0},
+               "p": {"shape": [1, 1, 1], "fill": "ones", "seed": 0},
+               "q": {"shape": [1, 1, 1], "fill": "ties", "seed": 1052764876},
+               "w": {"shape": [2, 1], "fill": "normal", "seed": 5}},
+    "ops": [_op("eq", ["p", "q"], ["k"]), _op("where_c", ["k", "a"], ["m"], v=-10000.0),
+            _op("pad", ["m"], ["x"], pads=[[0, 0], [2, 2], [0, 1]], value=1.5), _op("matmul", ["x", "w"], ["s"]),
+            _op("mul_c", ["s"], ["t"], c=0.35355339059327373), _op("softmax", ["t"], ["y"], axis=-1)],
+    "outputs": ["y"]}
+"""A 1-wide softmax has gradient 0, but its kernel computed x·c − max(x·c) as one fused multiply-add while the max's
+kernel rounded x·c first: not 0 at the max, and the gradient 3e-4 (fuzzer, CPU seed 82618)."""
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_one_wide_softmax_of_scaled_scores(device: str) -> None:
+    assert fuzzing.mismatches(ONE_WIDE_SOFTMAX, device) == []

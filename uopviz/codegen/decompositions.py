@@ -46,7 +46,7 @@ from functools import cache
 from typing import NamedTuple
 
 from uopviz.dtype import DType, dtypes
-from uopviz.uop.ops import Ops, SpecError, UOp
+from uopviz.uop.ops import AddrSpace, Ops, SpecError, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat
 
 
@@ -364,10 +364,24 @@ def fuse_mulacc(x: UOp) -> UOp | None:
     if x.dtype not in (dtypes.float32, dtypes.float64):
         return None
     for m, c in ((x.src[1], x.src[0]), (x.src[0], x.src[1])):  # an accumulator's update is Add(acc, Mul)
-        if m.op is Ops.MUL and not any(s.op is Ops.CONST and s.arg.value == -1 for s in m.src) \
+        if m.op is Ops.MUL and _fusable_addend(c) and not any(s.op is Ops.CONST and s.arg.value == -1 for s in m.src) \
                 and not any(s.op is Ops.STACK and len(set(s.src)) > 1 for s in m.src):
             return UOp(Ops.MULACC, (m.src[0], m.src[1], c))
     return None
+
+
+def _fusable_addend(c: UOp) -> bool:
+    """Whether a product may be added to c with one rounding: c a constant (a polynomial's Horner step) or an
+    accumulator in registers (a reduction's update, whose rounding is its own). Not a value of the program: the
+    product is then the program's own value too, rounded wherever another kernel computes it, and the fused sum
+    no longer cancels with it (x·c − max(x·c) was not 0 at the max: a 1-wide softmax got a gradient of 3e-4 for
+    torch's 0; fuzzer, CPU seed 82618)."""
+    if c.op is Ops.CONST:
+        return True
+    if c.op is not Ops.LOAD or not c.src or c.src[0].op is not Ops.INDEX:
+        return False
+    mem = c.src[0].src[0].memory()
+    return mem.op is Ops.BUFFER and mem.arg.addrspace is AddrSpace.REG
 
 
 def cmpgt(x: UOp) -> UOp:
