@@ -35,17 +35,6 @@ def _beam_display(kernel_name: str, device: str, width: int) -> object | None:
 hooks.beam_display = _beam_display
 
 
-class _NotebookLine:
-    """One line of a cell's output, replaced as it changes (IPython's display handle)."""
-
-    def __init__(self) -> None:
-        from IPython.display import display
-        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
-
-    def update(self, text: str) -> None:
-        self.handle.update({"text/plain": text}, raw=True)
-
-
 def _compile_display() -> object | None:
     """A notebook line for a long compile's progress (hooks.compile_display), when running in an IPython kernel."""
     import sys
@@ -53,7 +42,8 @@ def _compile_display() -> object | None:
     shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
     if shell is None or getattr(shell, "kernel", None) is None:
         return None
-    return _NotebookLine()
+    from uopviz.widget.progress import NotebookLine
+    return NotebookLine()
 
 
 hooks.compile_display = _compile_display
