@@ -28,34 +28,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT, example, timed
+
 CASES = ("gpt-forward", "gpt-step", "resnet-step", "chain80")
 CHAIN_OPS = 80
 
 
-def example(name: str) -> Any:
-    """examples/models/<name>.py as a module."""
-    key = f"uopviz_examples_{name}"
-    spec = importlib.util.spec_from_file_location(key, ROOT / "examples" / "models" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[key] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-# ---------------------------------------------------------------- in a child: one case, one first call
 def uopviz_case(case: str, device: str) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any]]:
     """(the first call, an eager call, a @jit call) of case on fresh inputs each time; built before any is timed."""
     import numpy as np

@@ -13,36 +13,18 @@ and looks up its kernels' opts and programs). Each variant's losses/outputs are 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support import example, timed
 
 import uopviz
 from uopviz import Tensor, nn
 from uopviz.realize import schedule_cache
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def gpt_module() -> Any:
-    spec = importlib.util.spec_from_file_location("uopviz_examples_gpt", ROOT / "examples" / "models" / "gpt.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def compare(name: str, variants: dict[str, Callable[[], Any]], rounds: int, calls: int) -> dict[str, float]:
@@ -150,7 +132,7 @@ def _one_realize(device: str, rounds: int, name: str, xs: list[Tensor],
 
 
 def gpt(device: str, rounds: int) -> None:
-    g = gpt_module()
+    g = example("gpt")
     cfg = g.GPTConfig()
     rng = np.random.default_rng(2)
     batches = [tuple(Tensor(a, device=device).realize() for a in g.text_batches(g.TEXT, cfg, 8, seed=s)())

@@ -40,6 +40,7 @@ from uopviz.compiler import compile_kernel, kept
 from uopviz.runtime import device as devices
 from uopviz.runtime.workers import cores
 from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, build_candidate, flatten, process_pool
+from uopviz.settings import env_count
 from uopviz.target import Target
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import recording
@@ -71,16 +72,7 @@ stats = {"here": 0, "workers": 0}
 
 def workers() -> int:
     """`UOPVIZ_COMPILE_WORKERS`, else one fewer than the cores this process may run on."""
-    text = os.environ.get("UOPVIZ_COMPILE_WORKERS", "").strip()
-    if not text:
-        return max(cores() - 1, 0)
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise ValueError(f"UOPVIZ_COMPILE_WORKERS must be a number of processes (an integer >= 0), got {text!r}")
-    return n
+    return env_count("UOPVIZ_COMPILE_WORKERS", max(cores() - 1, 0), "a number of processes")
 
 
 def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:

@@ -20,6 +20,7 @@ from uopviz.pipeline import scheduler
 from uopviz.runtime import device as devices
 from uopviz.search.db import TuningDB, TuningDBError, default_path
 from uopviz.search.keys import cache_key
+from uopviz.settings import env_count
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import unrecorded
 
@@ -65,16 +66,7 @@ def _mtime(path: str) -> int:
 
 def beam_width() -> int:
     """`UOPVIZ_BEAM`: the width of the search realize runs for kernels not tuned yet (0 or unset: none)."""
-    text = os.environ.get("UOPVIZ_BEAM", "").strip()
-    if not text:
-        return 0
-    try:
-        width = int(text)
-    except ValueError:
-        width = -1
-    if width < 0:
-        raise ValueError(f"UOPVIZ_BEAM must be a beam width (an integer >= 0), got {text!r}")
-    return width
+    return env_count("UOPVIZ_BEAM", 0, "a beam width")
 
 
 def _version(path: Path) -> tuple[int, ...]:

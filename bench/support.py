@@ -1,0 +1,31 @@
+"""What several bench scripts share: the example models as modules, and a wall-clock timer of one call. The scripts
+run as `python bench/NAME.py`, so this folder is on their path."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def example(name: str) -> Any:
+    """examples/models/<name>.py as a module (kept in sys.modules, as dataclasses and pickling by name need)."""
+    key = f"uopviz_examples_{name}"
+    spec = importlib.util.spec_from_file_location(key, ROOT / "examples" / "models" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    """Seconds fn takes, once."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
