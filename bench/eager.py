@@ -153,14 +153,7 @@ def gpt(device: str, rounds: int) -> None:
 
     def make() -> Callable[[Tensor, Tensor], Tensor]:
         m = g.GPT(cfg, device, seed=0)
-        opt = nn.optim.AdamW(m.parameters(), lr=3e-3)
-
-        def step(x: Tensor, y: Tensor) -> Tensor:
-            opt.zero_grad()
-            loss = m.loss(x, y).backward()
-            opt.step()
-            return loss
-        return step
+        return g.eager_step(m, nn.optim.AdamW(m.parameters(), lr=3e-3))
 
     eager_off, eager_on, jitted = make(), make(), uopviz.jit(make())
     t0 = time.perf_counter()

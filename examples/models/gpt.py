@@ -115,15 +115,19 @@ class GPT(nn.Module):
         return logits.reshape(-1, self.cfg.vocab_size).cross_entropy(targets.reshape(-1))
 
 
-def train_step(model: GPT, opt: nn.optim.Optimizer) -> Callable[[Tensor, Tensor], Tensor]:
-    """One training step (loss, backward, AdamW) as a @jit function; returns the loss."""
-    @uopviz.jit
+def eager_step(model: GPT, opt: nn.optim.Optimizer) -> Callable[[Tensor, Tensor], Tensor]:
+    """One training step (loss, backward, AdamW) run as it is called; returns the loss."""
     def step(x: Tensor, y: Tensor) -> Tensor:
         opt.zero_grad()
         loss = model.loss(x, y).backward()
         opt.step()
         return loss
     return step
+
+
+def train_step(model: GPT, opt: nn.optim.Optimizer) -> Callable[[Tensor, Tensor], Tensor]:
+    """One training step as a @jit function: traced on its first calls, then replayed."""
+    return uopviz.jit(eager_step(model, opt))
 
 
 def generate(model: GPT, prompt: list[int], new_tokens: int) -> list[int]:
