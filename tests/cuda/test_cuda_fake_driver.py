@@ -9,6 +9,7 @@ import ctypes
 import enum
 import sys
 import types
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,7 +163,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
     monkeypatch.setattr(cuda.bindings, "driver", drv, raising=False)
     monkeypatch.setitem(sys.modules, "cuda.bindings.driver", drv)
     monkeypatch.delitem(devices._LIVE, "CUDA", raising=False)
-    monkeypatch.setattr(compiler, "_programs", {})  # no program of another test's runtime
+    monkeypatch.setattr(compiler, "_programs", OrderedDict())  # no program of another test's runtime
     yield drv
     devices._LIVE.pop("CUDA", None)
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import cache
 from math import gcd
 from typing import Any
-
-import numpy as np
 
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import AddrSpace, GroupOp, Ops, UOp, prod, toposort
@@ -382,11 +381,16 @@ _LEAVES = frozenset({Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR})
 MAX_POINTS = 1 << 16
 """Where intervals cannot show an index inside its buffer, and the index and its gates depend on at most this many
 combinations of range, id and variable values, every combination is computed (_inside_at_every_point)."""
-_INT_OPS: dict[Ops, Callable[..., Any]] = {
-    Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.IDIV: np.floor_divide, Ops.MOD: np.mod, Ops.MAX: np.maximum,
-    Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or,
-    Ops.XOR: np.bitwise_xor, Ops.SHL: np.left_shift, Ops.SHR: np.right_shift, Ops.NEG: np.negative,
-    Ops.WHERE: np.where}
+
+
+@cache
+def _int_ops() -> dict[Ops, Callable[..., Any]]:
+    """NumPy's integer ops by UOp (NumPy imported on first use: `import uopviz` stays light)."""
+    import numpy as np
+    return {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.IDIV: np.floor_divide, Ops.MOD: np.mod, Ops.MAX: np.maximum,
+            Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or,
+            Ops.XOR: np.bitwise_xor, Ops.SHL: np.left_shift, Ops.SHR: np.right_shift, Ops.NEG: np.negative,
+            Ops.WHERE: np.where}
 
 
 def _inside_at_every_point(index: UOp, gates: Sequence[UOp], size: int) -> bool:
@@ -396,6 +400,8 @@ def _inside_at_every_point(index: UOp, gates: Sequence[UOp], size: int) -> bool:
     rewritten sums (60·(f // 60) + 5·((f // 5) % 12) + f % 5 is f, 0..179, by intervals -60..239; fuzzer, CPU seed
     82405). False where it cannot tell (too many points, data in the index, a value past 32 bits): the check stays
     cautious."""
+    import numpy as np
+    ops = _int_ops()
     nodes = toposort([index, *gates])
     if any(u.shape != () or not (u.dtype.is_int or u.dtype.is_bool) for u in nodes):
         return False
@@ -417,10 +423,10 @@ def _inside_at_every_point(index: UOp, gates: Sequence[UOp], size: int) -> bool:
                 vals[u] = np.int64(int(u.arg.value))
             elif u.op is Ops.CAST and u.dtype.itemsize >= u.src[0].dtype.itemsize:  # a value cast keeps
                 vals[u] = vals[u.src[0]]
-            elif u.op in _INT_OPS:
+            elif u.op in ops:
                 if u.op in (Ops.IDIV, Ops.MOD) and np.any(vals[u.src[1]] == 0):
                     return False
-                vals[u] = _INT_OPS[u.op](*(vals[x] for x in u.src))
+                vals[u] = ops[u.op](*(vals[x] for x in u.src))
             else:
                 return False
             if np.any(vals[u] < INDEX_RANGE[0]) or np.any(vals[u] > INDEX_RANGE[1]):
