@@ -431,11 +431,10 @@ def _inside_at_every_point(index: UOp, gates: Sequence[UOp], size: int) -> bool:
                 return False
             if np.any(vals[u] < INDEX_RANGE[0]) or np.any(vals[u] > INDEX_RANGE[1]):
                 return False  # 32-bit index arithmetic would wrap
-    shape = counts
-    taken = np.ones(shape, dtype=bool)
+    taken = np.ones(counts, dtype=bool)
     for g in gates:
-        taken &= np.broadcast_to(vals[g].astype(bool), shape)
-    at = np.broadcast_to(vals[index], shape)[taken]
+        taken &= np.broadcast_to(vals[g].astype(bool), counts)
+    at = np.broadcast_to(vals[index], counts)[taken]
     return bool(at.size == 0 or (at.min() >= 0 and at.max() < size))
 
 
