@@ -91,6 +91,23 @@ def test_search_finds_opts_that_verify(db_path: Path) -> None:
     assert r.heuristic_s is None or r.time_s <= r.heuristic_s
 
 
+def test_a_time_budget_stops_the_search_between_rounds(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the budget spent after round 0, no round is expanded; the winner is still checked and verified."""
+    rounds: list[int] = []
+    monkeypatch.setattr(beam_module._Search, "evaluate", _counting(beam_module._Search.evaluate, rounds))
+    r = search(db_path, max_rounds=4, budget_s=1e-9)
+    assert set(rounds) == {0} and r.rounds <= 1 and r.time_s > 0
+    with pytest.raises(ValueError, match="time budget must be a positive"):
+        search(db_path, force=True, budget_s=0)
+
+
+def _counting(fn: Any, rounds: list[int]) -> Any:
+    def evaluate(self: Any, items: Any, round: int) -> Any:
+        rounds.append(round)
+        return fn(self, items, round)
+    return evaluate
+
+
 def test_beam_many_searches_a_kernel_given_twice_once(db_path: Path) -> None:
     (gemm, _), (total, _) = kernel("gemm"), kernel("sum")
     rs = beam_many([(gemm, "CPU"), (total, "CPU"), (gemm, "CPU")], 1, db=db_path, max_rounds=1, progress=False)

@@ -162,7 +162,7 @@ def _indexed(progress: bool | ProgressHook, index: int) -> bool | ProgressHook:
 def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str | os.PathLike[str] | None = None,
          max_rounds: int = 8, threshold: float = 0.01, force: bool = False, workers: int | None = None,
          timeout_s: float = 60.0, progress: bool | ProgressHook = True, seed: int = 0, wait: bool = True,
-         executor: Executor | None = None) -> BeamResult:
+         executor: Executor | None = None, budget_s: float | None = None) -> BeamResult:
     """The best opts BEAM of `width` finds for a kernel (as `kernels_of` gives it) on device (None: the default).
 
     db: a TuningDB or its path (default: the default database). force: search again although the database has
@@ -172,10 +172,14 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
     candidates are checked on. wait: while another process searches this kernel on this device (it holds the
     kernel's lease in the database), wait for it and then use its result (or, with force, search after it); False
     raises SearchBusyError instead. executor: where candidates are built and timed (default:
-    LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process.
+    LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process. budget_s: no round
+    starts once the search has taken this long (the round under way finishes, then the winner is checked as always),
+    so a search of a kernel whose rounds are slow (a GPU gemm, hundreds of candidates) fits a time plan.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
+    if budget_s is not None and not budget_s > 0:
+        raise ValueError(f"the time budget must be a positive number of seconds, got {budget_s!r}")
     began = time.perf_counter()
     device = devices.canonical(device)
     executor = executor or LocalExecutor(workers)
@@ -208,7 +212,8 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
             if display is not None:
                 shown.enabled, shown.hook = False, display.hook
             try:
-                result = search.run(width, max_rounds, threshold)
+                result = search.run(width, max_rounds, threshold,
+                                    None if budget_s is None else began + budget_s)
             except KeyboardInterrupt:
                 if display is not None:
                     display.end(None, "interrupted", "interrupted: the candidates measured so far are stored; the same "
@@ -373,9 +378,10 @@ class _Search:
         self.best_s: float | None = None
         self.timed: list[_Node] = []  # the verified candidates with a time, the unoptimized kernel first
 
-    def run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
+    def run(self, width: int, max_rounds: int, threshold: float, deadline: float | None) -> BeamResult:
+        """The search; no round starts after `deadline` (time.perf_counter()), where one is given."""
         try:
-            return self._run(width, max_rounds, threshold)
+            return self._run(width, max_rounds, threshold, deadline)
         except BaseException:
             self.station.close(wait=False)  # interrupted: drop queued builds; the stored candidates remain
             with contextlib.suppress(TuningDBError):  # the search may be resumed, by anyone
@@ -385,7 +391,7 @@ class _Search:
             self.station.close(wait=True)
             self.progress.finish()
 
-    def _run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
+    def _run(self, width: int, max_rounds: int, threshold: float, deadline: float | None) -> BeamResult:
         self.progress.begin(self.name, self.device, self.handle.id, self.handle.resumed, len(self.handle.candidates),
                             self.executor.describe())
         self._new(self.sched0)
@@ -400,6 +406,8 @@ class _Search:
         beam = self._top([base, *([h_node] if h_node else [])], width)
         best, rounds = beam[0], 0
         for r in range(1, max_rounds + 1):
+            if deadline is not None and time.perf_counter() > deadline:
+                break
             # a node far slower than the best is not expanded: one opt rarely gains that much, and timing its
             # children (each as slow as it) would cost most of the search
             beam = [n for n in beam if n.time <= best.time * ABORT_FACTOR]
