@@ -60,6 +60,9 @@ class Target:
     hardware prefetchers; a load that jumps further is prefetched ahead in software (the `prefetch` pass, with
     `l1`'s line size), 0 where the pass is off (GPUs hide latency with other work-items, and the interpreter has no
     cache).
+    simt: the work-items are a GPU's threads, thousands at once in warps: work is spread over them, neighbouring
+    work-items read neighbouring memory, and a row that one work-item would walk alone (a CPU's row kernel) is
+    shared by a work-group instead (row fusion and the heuristic plan for it).
     """
 
     device: str
@@ -77,6 +80,7 @@ class Target:
     l1: Cache | None = None
     private_memory: int = 0
     prefetch: int = 0
+    simt: bool = False
 
     @property
     def vector_functions(self) -> frozenset[Ops]:

@@ -62,7 +62,7 @@ class FakeDriver(types.ModuleType):
         super().__init__("cuda.bindings.driver")
         self.devices, self.threads_per_function = devices, threads_per_function
         self.memory: dict[int, bytearray] = {}
-        self.kernels: dict[str, Kernel] = {}  # by name: what a launch runs (the test registers them)
+        self.kernels: dict[str, Kernel] = {}  # by name: what a launch runs (the test registers each as it compiles)
         self.launches: list[tuple[str, tuple[int, ...], tuple[int, ...]]] = []
         self.next_ptr = 1 << 20
 
@@ -120,10 +120,12 @@ class FakeDriver(types.ModuleType):
         assert image[:4] == b"\x7fELF"  # NVRTC's cubin
         return OK, image
 
-    def cuModuleGetFunction(self, module: bytes, name: bytes) -> tuple[Any, str]:
-        return OK, name.decode()
+    def cuModuleGetFunction(self, module: bytes, name: bytes) -> tuple[Any, Kernel]:
+        """The kernel the test registered under this name last (compiled just now): two kernels of one program
+        may share a name, whose modules (their sources) differ."""
+        return OK, self.kernels[name.decode()]
 
-    def cuFuncGetAttribute(self, attr: FuncAttr, fn: str) -> tuple[Any, int]:
+    def cuFuncGetAttribute(self, attr: FuncAttr, fn: Kernel) -> tuple[Any, int]:
         return OK, self.threads_per_function if attr is FuncAttr.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK else 128
 
     def cuEventRecord(self, event: str, stream: str) -> tuple[Any]:
@@ -141,16 +143,15 @@ class FakeDriver(types.ModuleType):
     def cuDeviceGetName(self, n: int, dev: int) -> tuple[Any, bytes]:
         return OK, b"Fake GPU\x00" + b" " * (n - 9)
 
-    def cuLaunchKernel(self, fn: str, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
+    def cuLaunchKernel(self, k: Kernel, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int,
                        stream: str, params: int, extra: int) -> tuple[Any]:
         """Runs the kernel on the PYTHON interpreter over this memory, its arguments read from the parameter
         array as the driver reads them (a pointer per argument)."""
-        k = self.kernels[fn]
         slots = (ctypes.c_void_p * (len(k.params) + len(k.vars))).from_address(params)
         ptrs = [ctypes.c_uint64.from_address(slots[i]).value for i in range(len(k.params))]
         vals = [ctypes.c_int32.from_address(slots[len(k.params) + i]).value for i in range(len(k.vars))]
         arrays = [np.frombuffer(self.memory[p], dtypes.storage_numpy(dt)) for p, dt in zip(ptrs, k.params)]
-        self.launches.append((fn, (gx, gy, gz), (bx, by, bz)))
+        self.launches.append((k.name, (gx, gy, gz), (bx, by, bz)))
         PythonRuntime().compile(k)(arrays, vals)
         return (OK,)
 
@@ -164,8 +165,17 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDriver]:
     monkeypatch.setitem(sys.modules, "cuda.bindings.driver", drv)
     monkeypatch.delitem(devices._LIVE, "CUDA", raising=False)
     monkeypatch.setattr(compiler, "_programs", OrderedDict())  # no program of another test's runtime
+    monkeypatch.setattr(CUDARuntime, "compile", _registering(CUDARuntime.compile, drv))
     yield drv
     devices._LIVE.pop("CUDA", None)
+
+
+def _registering(compile: Any, drv: FakeDriver) -> Any:
+    """CUDARuntime.compile that first tells the fake driver which kernel its next module holds."""
+    def compile_and_register(rt: CUDARuntime, kernel: Kernel) -> Any:
+        drv.kernels[kernel.name] = kernel
+        return compile(rt, kernel)
+    return compile_and_register
 
 
 @needs_nvrtc
@@ -183,13 +193,6 @@ def test_zoo_through_the_runtime(fake: FakeDriver, name: str) -> None:
     assert rt.target.tensor_cores and rt.describe() == {
         "device": "CUDA", "name": "Fake GPU", "arch": "sm_90", "driver": "CUDA 13.0", "compiler": "NVRTC",
         "compiler_version": rt.compiler_version, "flags": "--gpu-architecture=sm_90 --fmad=false"}
-    real_compile = rt.compile
-
-    def compile_and_register(kernel: Kernel) -> Any:
-        fake.kernels[kernel.name] = kernel
-        return real_compile(kernel)
-
-    rt.compile = compile_and_register  # type: ignore[method-assign]
     out, arrays = z.build(z.sizes(small=True), "CUDA")
     np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=z.rtol, atol=1e-5)
     assert fake.launches and all(b[0] * b[1] * b[2] <= 1024 for _, _, b in fake.launches)
@@ -201,7 +204,6 @@ def test_timing_limits_and_errors(fake: FakeDriver) -> None:
     x = Tensor(np.arange(8, dtype=np.float32), device="CUDA").realize()
     (ast, bufs), = kernels_of(schedule([(x * 2).uop]))
     kernel, prog = compile_kernel(ast, "CUDA", [])
-    fake.kernels[kernel.name] = kernel
     assert prog([buffers.handle(b) for b in bufs], wait=True) == pytest.approx(0.25e-3)
     np.testing.assert_array_equal(buffers.to_numpy(bufs[0]), np.arange(8) * 2)
     fake.threads_per_function = 4  # registers allow fewer threads per block than the launch has
@@ -210,3 +212,16 @@ def test_timing_limits_and_errors(fake: FakeDriver) -> None:
     with pytest.raises(CUDAError, match="cuMemFree failed: fake CUDA_ERROR_INVALID_VALUE"):
         rt.call("cuMemFree", 12345)
 
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("name", ["softmax", "layernorm"])
+def test_a_gpu_computes_each_row_reduction_once(fake: FakeDriver, name: str) -> None:
+    """On a GPU a row's outputs are spread over threads, so the row's reductions are kernels of their own (each
+    row shared by a work-group), not fused into the output kernel, where every thread would compute them again."""
+    z = ZOO[name]
+    out, arrays = z.build(z.sizes(R=5, C=256), "CUDA")
+    np.testing.assert_allclose(out.numpy(), z.reference(*arrays), rtol=1e-5, atol=1e-6)
+    names = [n for n, _, _ in fake.launches]
+    assert len(names) >= 3 and sum("_G64_" in n for n in names) >= 2, names
+    assert all(b[0] == 64 for n, _, b in fake.launches if "_G64_" in n)

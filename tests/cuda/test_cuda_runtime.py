@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernels import ZOO
-from tests.cuda.support import matmul
+from tests.cuda.support import matmul, run_python
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.codegen.tc import MMA_SYNC
@@ -73,6 +73,17 @@ def test_cuda_source_spells_the_hardware() -> None:
     assert 'extern "C" __global__ void __launch_bounds__(32)' in src and "threadIdx.x" in src
     assert "blockIdx.x" in src and "bfloat16_bits" in src and "mma.sync.aligned.m16n8k16" in src
     assert k.local_size == (32, 1) and k.global_size == (64, 2)  # two blocks of one warp along x and y
+
+
+def test_a_gpu_matmul_is_a_block_of_register_tiles() -> None:
+    """fp32 matmul on a GPU target: 16 x 16 threads a block, each a 4 x 4 tile of outputs summed with fma; run
+    on the PYTHON interpreter against NumPy."""
+    mm = matmul((128, 48), (48, 64), dtypes.float32)
+    target = cuda_target("sm_90")
+    opts = heuristic_opts(scheduler(mm.ast, target))
+    kernel, got = run_python(mm, opts, target)
+    assert kernel.local_size == (16, 16) and "_u4_u4" in kernel.name and "fmaf(" in (kernel.source or "")
+    np.testing.assert_allclose(got, mm.want, rtol=1e-5, atol=1e-5)
 
 
 # ---- on a GPU ----

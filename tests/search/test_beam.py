@@ -101,6 +101,17 @@ def test_a_time_budget_stops_the_search_between_rounds(db_path: Path, monkeypatc
         search(db_path, force=True, budget_s=0)
 
 
+def test_a_budget_spent_inside_a_round_stops_timing_its_candidates(db_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget runs out after one candidate of round 1: the round's others are neither timed nor stored, and
+    that candidate (or round 0's best) is the result, checked as ever."""
+    monkeypatch.setattr(beam_module._Search, "_past_deadline", lambda self: len(self.timed) >= 3)
+    r = search(db_path, max_rounds=4, budget_s=60)
+    with TuningDB(db_path) as db:
+        cands = db.candidates(r.search_id)
+    assert sum(c.round == 1 for c in cands) == 1 and max(c.round for c in cands) <= 2 and r.time_s > 0
+
+
 def _counting(fn: Any, rounds: list[int]) -> Any:
     def evaluate(self: Any, items: Any, round: int) -> Any:
         rounds.append(round)

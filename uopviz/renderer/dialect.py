@@ -323,7 +323,7 @@ class CUDADialect(Dialect):
     restrict = " __restrict__"
     types: ClassVar[dict[str, str]] = {k: v for k, v in {**C_TYPES, "bool": "bool"}.items() if k != "float16"}
     functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
-                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}"}
+                                           Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}", Ops.MULACC: "fma{f}"}
     emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CUDA, "float16": _HALF_CUDA}
     float32_odd = _ODD_CUDA
     local_prefix = "__shared__ "

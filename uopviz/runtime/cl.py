@@ -56,7 +56,7 @@ class CLRuntime(Runtime):
                              global_dims=3, local_dims=3, max_local=self.device.max_work_group_size,
                              local_memory=self.device.local_mem_size,
                              emulated=frozenset({"bfloat16"} | ({"float16"} if "cl_khr_fp16" not in exts else set())),
-                             vectors=frozenset({2, 4, 8, 16}))
+                             vectors=frozenset({2, 4, 8, 16}), simt=bool(self.device.type & cl.device_type.GPU))
         self._programs: dict[str, Any] = {}
 
     def alloc(self, size: int, dtype: DType) -> Any:

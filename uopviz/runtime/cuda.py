@@ -45,14 +45,15 @@ def cuda_target(arch: str, max_local: int = 1024, local_memory: int = 48 * 1024)
     """The Target of an NVIDIA GPU of architecture `arch` ("sm_80", "sm_90", ...): no GPU or driver needed.
 
     max_local: threads per block; local_memory: bytes of static shared memory per block. Tensor cores (mma.sync
-    for half and bfloat16) from sm_80 on.
+    for half and bfloat16) from sm_80 on. Every such GPU has a fused multiply-add (fma: the pipeline fuses where
+    it may, NVRTC's own contraction stays off, FLAGS).
     """
     m = re.fullmatch(r"sm_(\d+)[a-z]?", arch)
     if m is None:
         raise ValueError(f"a CUDA architecture is sm_ and its compute capability (sm_80, sm_90), got {arch!r}")
     return Target("CUDA", dialect=CUDA, native=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT}), global_dims=3,
                   local_dims=3, max_local=max_local, local_memory=local_memory,
-                  emulated=frozenset({"bfloat16", "float16"}),
+                  emulated=frozenset({"bfloat16", "float16"}), fma=True, simt=True,
                   tensor_cores=MMA_SYNC if int(m[1]) >= 80 else ())
 
 

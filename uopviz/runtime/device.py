@@ -161,6 +161,17 @@ def get(device: str | None = None) -> Runtime:
         return _LIVE[name]
 
 
+def target_of(device: Any) -> Target | None:
+    """The Target of a device by name, for a schedule pass that plans for it (None where the name is not one
+    device's, or the device does not start: the pass then keeps its default)."""
+    if not isinstance(device, str):
+        return None
+    try:
+        return get(device).target
+    except DeviceError:
+        return None
+
+
 def default_device() -> str:
     """`UOPVIZ_DEVICE` if set (checked), else CPU."""
     env = os.environ.get("UOPVIZ_DEVICE")

@@ -27,7 +27,6 @@ import itertools
 
 from uopviz.runtime import device as devices
 from uopviz.schedule.program import program_order
-from uopviz.target import Target
 from uopviz.uop.ops import Ops, UOp, prod
 
 ALIASED_SETS = 4
@@ -85,7 +84,7 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     if not _broadcast_matmul(va, vb, k, inner, shape):
         return None
     bshape, bstrides, param = vb
-    target = _target(param)
+    target = devices.target_of(param.arg.device)
     item = param.arg.dtype.itemsize
     row = max(abs(bstrides[k]), abs(bstrides[inner])) * item
     reuse = prod(shape[i] for i in range(len(shape)) if bshape[i] == 1 and i != k)
@@ -162,14 +161,3 @@ def _reshaped(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, 
         for d in reversed(news):
             out[d], step = step, step * new[d]
     return tuple(out)
-
-
-def _target(param: UOp) -> Target | None:
-    """The Target of the device param lives on (None where the device does not start)."""
-    device = param.arg.device
-    if not isinstance(device, str):
-        return None
-    try:
-        return devices.get(device).target
-    except devices.DeviceError:
-        return None

@@ -172,9 +172,10 @@ def beam(ast: UOp, width: int, device: str | None = None, *, db: TuningDB | str 
     candidates are checked on. wait: while another process searches this kernel on this device (it holds the
     kernel's lease in the database), wait for it and then use its result (or, with force, search after it); False
     raises SearchBusyError instead. executor: where candidates are built and timed (default:
-    LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process. budget_s: no round
-    starts once the search has taken this long (the round under way finishes, then the winner is checked as always),
-    so a search of a kernel whose rounds are slow (a GPU gemm, hundreds of candidates) fits a time plan.
+    LocalExecutor(workers); RayExecutor for a Ray cluster); the database stays in this process. budget_s: once the
+    search has taken this long, no further candidate is timed and no round starts (round 0, the unoptimized and
+    heuristic's kernels, always is; the winner is then checked as always), so a search whose rounds are slow (a GPU
+    kernel, hundreds of candidates) fits a time plan.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < 1:
         raise ValueError(f"the beam width must be an integer >= 1, got {width!r}")
@@ -377,11 +378,14 @@ class _Search:
         self.seen: set[UOp] = set()
         self.best_s: float | None = None
         self.timed: list[_Node] = []  # the verified candidates with a time, the unoptimized kernel first
+        self.deadline: float | None = None  # time.perf_counter() past which no candidate after round 0 is timed
 
     def run(self, width: int, max_rounds: int, threshold: float, deadline: float | None) -> BeamResult:
-        """The search; no round starts after `deadline` (time.perf_counter()), where one is given."""
+        """The search; past `deadline` (time.perf_counter()), where one is given, no candidate after round 0 is
+        timed and no round starts."""
+        self.deadline = deadline
         try:
-            return self._run(width, max_rounds, threshold, deadline)
+            return self._run(width, max_rounds, threshold)
         except BaseException:
             self.station.close(wait=False)  # interrupted: drop queued builds; the stored candidates remain
             with contextlib.suppress(TuningDBError):  # the search may be resumed, by anyone
@@ -391,7 +395,7 @@ class _Search:
             self.station.close(wait=True)
             self.progress.finish()
 
-    def _run(self, width: int, max_rounds: int, threshold: float, deadline: float | None) -> BeamResult:
+    def _run(self, width: int, max_rounds: int, threshold: float) -> BeamResult:
         self.progress.begin(self.name, self.device, self.handle.id, self.handle.resumed, len(self.handle.candidates),
                             self.executor.describe())
         self._new(self.sched0)
@@ -406,7 +410,7 @@ class _Search:
         beam = self._top([base, *([h_node] if h_node else [])], width)
         best, rounds = beam[0], 0
         for r in range(1, max_rounds + 1):
-            if deadline is not None and time.perf_counter() > deadline:
+            if self._past_deadline():
                 break
             # a node far slower than the best is not expanded: one opt rarely gains that much, and timing its
             # children (each as slow as it) would cost most of the search
@@ -502,6 +506,8 @@ class _Search:
         measured = self.station.measure(list(timed.values()), lambda: self.best_s)
         out, k = [], 0
         for item, c in zip(items, stored, strict=True):
+            if round > 0 and c is None and k in timed and self._past_deadline():
+                break  # the budget is spent: the rest of the round is neither timed nor stored
             if c is not None:
                 node = self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error, c.built_on,
                                             c.measured_on))
@@ -517,6 +523,9 @@ class _Search:
             self.progress.candidate(round, node, item[1], measured=c is None)
             out.append(node)
         return out
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
 
     def _store(self, item: Item, round: int, b: Built, phash: str | None, m: Measured) -> _Node:
         opts, parent, sched = item
