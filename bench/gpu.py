@@ -42,7 +42,7 @@ BENCHES = ("gemm_fp16", "gemm_fp32", "softmax", "layernorm")
 SIZE = 4096
 SHARES = {"tests": 0.22, "zoo": 0.12, **{b: 0.14 for b in BENCHES}, "trace": 0.06}
 """Each stage's share of the run's time (the rest is slack for starting processes)."""
-BEAM_SHARE = 0.45  # of a benchmark stage's time, what its BEAM search may take before no new round starts
+BEAM_SHARE = 0.6  # of a benchmark stage's time, what its BEAM search may take before no new round starts
 TRACE = "gemm-tuned.uopviz-trace.json"
 
 
