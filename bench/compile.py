@@ -2,8 +2,9 @@
 d 128, 2 blocks, 4 heads, batch 8, context 64), the example ResNet's SGD step (widths 16, 32, batch 32 of 16x16
 digits) and the 80-op elementwise chain on 64x64 (sin, exp2, relu, mul-add in turn; tests/codegen/test_code_size.py),
 each cold (a fresh, empty UOPVIZ_CACHE_DIR: every kernel lowered and compiled) and warm (the same cache kept, a new
-process: kernels lowered, their libraries loaded from disk), then the step's steady time eagerly and under @jit,
-beside torch (eager, its own threads) and tinygrad (TinyJit) where installed, in one run.
+process: kernels read back lowered, uopviz/lowered_cache.py, their libraries loaded from disk), then the step's
+steady time eagerly and under @jit, beside torch (eager, its own threads) and tinygrad (TinyJit) where installed, in
+one run.
 
 Every first call is taken in a fresh subprocess (a process's own caches would make the second one warm), `--repeats`
 times, and the table gives medians; the steady times are medians of `--steps` calls after two untimed ones, from the
@@ -175,7 +176,7 @@ def child(args: argparse.Namespace) -> None:
         first, eager, jitted = uopviz_case(args.child, args.device)
         from uopviz import parallel
         out["first_s"] = timed(first)
-        out["lowered_here"], out["lowered_in_workers"] = parallel.stats["here"], parallel.stats["workers"]
+        out["split"] = (parallel.stats["here"], parallel.stats["workers"], parallel.stats["disk"])
         if args.steps:
             for _ in range(2):
                 eager()
@@ -256,11 +257,11 @@ def main() -> None:
                 steady.append(warm[-1])
             row[f"cold {w}"] = statistics.median(c["first_s"] for c in cold)
             row[f"warm {w}"] = statistics.median(c["first_s"] for c in warm)
-            row[f"split {w}"] = (cold[-1]["lowered_here"], cold[-1]["lowered_in_workers"])
+            row[f"split {w}"] = (tuple(cold[-1]["split"]), tuple(warm[-1]["split"]))
             row[f"eager {w}"], row[f"jit {w}"] = steady[-1].get("eager_s"), steady[-1].get("jit_s")
             print(f"  {case}: workers {w}: cold {fmt(row[f'cold {w}'])}, warm {fmt(row[f'warm {w}'])} "
-                  f"(kernels lowered here/in workers, cold: {row[f'split {w}']}); eager {fmt(row[f'eager {w}'])}, "
-                  f"@jit {fmt(row[f'jit {w}'])}", flush=True)
+                  f"(kernels lowered here/in workers/read back lowered, cold and warm: {row[f'split {w}']}); "
+                  f"eager {fmt(row[f'eager {w}'])}, @jit {fmt(row[f'jit {w}'])}", flush=True)
         if "torch" in peers:
             t = [run_child(case, args.device, Path(tempfile.gettempdir()), None,
                            args.steps if r == args.repeats - 1 else 0, "torch") for r in range(args.repeats)]

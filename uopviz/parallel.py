@@ -9,10 +9,15 @@ kernels from the end of the list for as long as the pool has not started them (a
 here), then waits for the rest. The workers start (once per process; the pool is kept) when the kernels left would
 take over START_POOL_AFTER_S here: a script that compiles a few quick kernels never starts one.
 
-compile_kernel stays the one place that compiles: a kernel lowered by a worker is handed to it (`lowered=`), which
-checks its bounds, compiles it (from the disk cache, where the worker's C compiler left it) and keeps it. A kernel
-a worker failed to build is left to the caller, whose compile_kernel raises its error in schedule order. While a
-trace records, compile_all leaves every kernel to the caller (lowered here, one by one, under the trace).
+A kernel lowered before, by any process (uopviz.lowered_cache), is read back here first: only the misses are
+lowered, so a warm first call starts no worker and sends none anything. A worker compiles a kernel's library into
+the disk cache without loading it (only this process runs it), and keeps the kernel it lowered for next time.
+
+compile_kernel stays the one place that compiles: a kernel lowered by a worker or read back is handed to it
+(`lowered=`), which checks its bounds, compiles it (from the disk cache, where the worker's C compiler left it) and
+keeps it. A kernel a worker failed to build is left to the caller, whose compile_kernel raises its error in schedule
+order. While a trace records, compile_all leaves every kernel to the caller (lowered here, one by one, under the
+trace).
 
 `UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: one fewer than the cores, since this process lowers
 too; 0: none, every kernel lowered here one by one as before).
@@ -34,18 +39,22 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TextIO
 
-from uopviz import hooks
+from uopviz import hooks, lowered_cache
 from uopviz.codegen.opt import Opt
 from uopviz.compiler import compile_kernel, kept
+from uopviz.pipeline import lower
 from uopviz.runtime import device as devices
+from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.workers import cores
-from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, build_candidate, flatten, process_pool
+from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, flatten, process_pool, unflatten
 from uopviz.settings import env_count
 from uopviz.target import Target
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import recording
 
 Key = tuple[UOp, str, tuple[Opt, ...]]
+Todo = tuple[Key, str | None]
+"""A kernel to lower, and the name its lowering is kept under (lowered_cache.key; None: not kept)."""
 
 PROGRESS_AFTER_S = 1.0
 """How long compiling runs before its progress is shown: a first call that compiles for less says nothing."""
@@ -66,8 +75,9 @@ STEAL = True
 """Whether this process takes kernels the workers have not started (False: the workers build every one; a test's
 way to see them do it)."""
 
-stats = {"here": 0, "workers": 0}
-"""How many kernels compile_all lowered in this process and in workers (for tests and bench/compile.py)."""
+stats = {"here": 0, "workers": 0, "disk": 0}
+"""How many kernels compile_all lowered in this process and in workers, and read back lowered from disk (for tests
+and bench/compile.py)."""
 
 
 def workers() -> int:
@@ -81,20 +91,21 @@ def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
     compile_kernel raises the error); Ctrl-C cancels what the workers have not started."""
     if recording():
         return  # the caller's compile_kernel lowers each under the trace, once
-    todo: list[Key] = []
+    missing: list[Key] = []
     seen: set[Key] = set()
     for key in keys:
         if key not in seen and kept(key) is None:
             seen.add(key)
-            todo.append(key)
-    if not todo:
+            missing.append(key)
+    if not missing:
         return
-    progress = Progress(len(todo), stream)
+    progress = Progress(len(missing), stream)
     try:
+        todo = _from_disk(missing, progress)
         n = workers()
         if len(todo) < 2 or n == 0:
-            for key in todo:
-                _here(key)
+            for item in todo:
+                _here(item)
                 progress.step()
             return
         first = _before_the_pool(todo, n, progress)
@@ -104,66 +115,88 @@ def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
         progress.finish()
 
 
-def _here(key: Key) -> None:
-    """One kernel lowered and compiled in this process; its failure left to the caller."""
+def _from_disk(missing: list[Key], progress: Progress) -> list[Todo]:
+    """Compile the kernels lowered_cache holds; the others (with their entries' names) are left to lower."""
+    todo: list[Todo] = []
+    for key in missing:
+        ast, device, opts = key
+        name = lowered_cache.key(ast, device, opts, devices.get(device).target)
+        kernel = lowered_cache.load(name) if name is not None else None
+        if kernel is None:
+            todo.append((key, name))
+            continue
+        try:
+            compile_kernel(*key, lowered=kernel)
+            stats["disk"] += 1
+        except Exception:
+            pass  # raised again, in schedule order, by the caller's compile_kernel
+        progress.step()
+    return todo
+
+
+def _here(item: Todo) -> None:
+    """One kernel lowered and compiled in this process, and kept on disk; its failure left to the caller."""
+    key, name = item
     try:
-        compile_kernel(*key)
+        kernel, _ = compile_kernel(*key)
         stats["here"] += 1
     except Exception:
-        pass  # raised again, in schedule order, by the caller's compile_kernel
+        return  # raised again, in schedule order, by the caller's compile_kernel
+    if name is not None:
+        lowered_cache.store(name, lowered_cache.fields_of(kernel))
 
 
-def _before_the_pool(todo: list[Key], n: int, progress: Progress) -> int:
+def _before_the_pool(todo: list[Todo], n: int, progress: Progress) -> int:
     """How many of todo's kernels this process compiled before it started the workers: where none has started yet,
     kernels are done here one by one until the rest would take longer than START_POOL_AFTER_S at the pace so far
     (a script that compiles a few quick kernels never starts a worker, nor waits at exit for one to start)."""
     if START_POOL_AFTER_S <= 0 or (_pool and _pool[0][0] == n):
         return 0
     t0 = time.perf_counter()
-    for i, key in enumerate(todo):
-        _here(key)
+    for i, item in enumerate(todo):
+        _here(item)
         progress.step()
         if (time.perf_counter() - t0) / (i + 1) * (len(todo) - i - 1) > START_POOL_AFTER_S:
             return i + 1
     return len(todo)
 
 
-def _shared(todo: list[Key], n: int, progress: Progress) -> None:
+def _shared(todo: list[Todo], n: int, progress: Progress) -> None:
     """todo built by n workers (from the front) and this process (from the back)."""
     pool = _get_pool(n)
     env = {k: os.environ[k] for k in ENV_PASSED if k in os.environ}
     futures: list[Future[Built]] = []
     try:
         with _main_not_rerun():  # workers start as work is submitted
-            for ast, device, opts in todo:
+            for (ast, device, opts), name in todo:
                 target = devices.get(device).target
                 compile_here = target.dialect is not None and target.dialect.compiles_in_worker
                 futures.append(pool.submit(_build, env, flatten(ast), [o.to_json() for o in opts], device, target,
-                                           compile_here))
+                                           compile_here, name))
     except BrokenProcessPool:
         _drop_pool()
     pending = dict(zip(futures, todo, strict=False))
     try:
-        for f, key in reversed(list(pending.items()) if STEAL else []):
+        for f, item in reversed(list(pending.items()) if STEAL else []):
             if not f.cancel():
                 break  # started (or queued for a worker): so are all before it
             del pending[f]
-            _here(key)
+            _here(item)
             progress.step()
-        for key in todo[len(futures):]:  # not submitted (the pool broke)
-            _here(key)
+        for item in todo[len(futures):]:  # not submitted (the pool broke)
+            _here(item)
             progress.step()
         while pending:
             done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
             progress.show()
             for f in done:
-                key = pending.pop(f)
+                item = pending.pop(f)
                 built = _result(f)
                 if built is None:  # the worker died: here, alone
-                    _here(key)
+                    _here(item)
                 elif built.error is None:
                     try:
-                        compile_kernel(*key, lowered=built.rebuild())
+                        compile_kernel(*item[0], lowered=built.rebuild())
                         stats["workers"] += 1
                     except Exception:
                         pass  # raised again, in schedule order, by the caller's compile_kernel
@@ -173,15 +206,26 @@ def _shared(todo: list[Key], n: int, progress: Progress) -> None:
             f.cancel()
 
 
-def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, target: Target,
-           compile_here: bool) -> Built:
-    """In a worker: build_candidate (no time limit but the compiler's) under the requester's environment."""
+def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, target: Target, compile_here: bool,
+           name: str | None) -> Built:
+    """In a worker, under the requester's environment: the kernel lowered (and kept under name), and where
+    compile_here its library compiled into the disk cache but not loaded (the requester loads and runs it)."""
     for k in ENV_PASSED:
         if k in env:
             os.environ[k] = env[k]
         else:
             os.environ.pop(k, None)
-    return build_candidate(flat, opts, device, target, None, compile_here)
+    t0 = time.perf_counter()
+    try:
+        kernel = lower(unflatten(flat), target, [Opt.from_json(o) for o in opts])
+        if compile_here and isinstance(rt := devices.get(device), CPURuntime):
+            rt.kernel_library(kernel)
+    except Exception as e:  # the requester's compile_kernel raises it again, in schedule order
+        return Built(time.perf_counter() - t0, f"{type(e).__name__}: {e}")
+    fields = lowered_cache.fields_of(kernel)
+    if name is not None:
+        lowered_cache.store(name, fields)
+    return Built(time.perf_counter() - t0, None, fields, len(kernel.linear.src))
 
 
 def _result(f: Future[Built]) -> Built | None:

@@ -1,10 +1,12 @@
 """A schedule's kernels compiled side by side (uopviz.parallel, issue 29 item 4): lowered in build workers (other
-processes) and here, giving the very kernels and results of compiling them one by one; a long compile's progress
-line on a terminal only. Counted and compared, not timed."""
+processes) and here, giving the very kernels and results of compiling them one by one; kernels lowered before read
+back from disk, none sent to a worker; a long compile's progress line on a terminal only. Counted and compared, not
+timed."""
 
 from __future__ import annotations
 
 import io
+import os
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -16,6 +18,8 @@ from uopviz import Tensor, compiler, parallel
 from uopviz.pipeline import calls_of, schedule
 from uopviz.realize import _key, schedule_cache
 from uopviz.runtime import device as devices
+from uopviz.runtime.cpu import CPURuntime
+from uopviz.search.executor import flatten
 from uopviz.uop.ops import Ops
 
 X = np.random.default_rng(0).standard_normal((32, 48)).astype(np.float32)
@@ -39,7 +43,7 @@ def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compiler, "_programs", OrderedDict())
     monkeypatch.setattr(schedule_cache, "enabled", False)
-    monkeypatch.setattr(parallel, "stats", {"here": 0, "workers": 0})
+    monkeypatch.setattr(parallel, "stats", {"here": 0, "workers": 0, "disk": 0})
 
 
 def keys() -> list[tuple]:
@@ -47,22 +51,29 @@ def keys() -> list[tuple]:
     return [_key(c) for c in calls_of(schedule([t.uop for t in outs])) if c.ast.op is not Ops.COPY]
 
 
-@pytest.mark.usefixtures("fresh")
-def test_workers_build_every_kernel_and_give_the_kernels_built_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    ks = list(dict.fromkeys(keys()))
-    assert len(ks) >= 4
+def workers_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers, started at once, building every kernel sent (this process takes none of them back)."""
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "2")
     monkeypatch.setattr(parallel, "START_POOL_AFTER_S", 0.0)
-    monkeypatch.setattr(parallel, "STEAL", False)  # the workers build them all
+    monkeypatch.setattr(parallel, "STEAL", False)
+
+
+@pytest.mark.usefixtures("fresh")
+def test_workers_build_every_kernel_and_give_the_kernels_built_one_by_one(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    ks = list(dict.fromkeys(keys()))
+    assert len(ks) >= 4
+    workers_only(monkeypatch)
     compiled: list[str] = []
     rt = devices.get("CPU")
     real = rt.compile
     monkeypatch.setattr(rt, "compile", lambda k: compiled.append(k.name) or real(k))
     parallel.compile_all(ks)
-    assert parallel.stats == {"here": 0, "workers": len(ks)}
+    assert parallel.stats == {"here": 0, "workers": len(ks), "disk": 0}
     assert sorted(compiled) == sorted(compiler.kept(k)[0].name for k in ks)  # each program made here once
     from_workers = {k: compiler.kept(k)[0] for k in ks}
     compiler._programs.clear()
+    monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path / "other"))  # nothing lowered there yet
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
     parallel.compile_all(ks)
     assert parallel.stats["here"] == len(ks)
@@ -70,6 +81,46 @@ def test_workers_build_every_kernel_and_give_the_kernels_built_one_by_one(monkey
         one = compiler.kept(k)[0]
         assert (from_workers[k].source, from_workers[k].name) == (one.source, one.name)
         assert from_workers[k].linear is one.linear  # the same graph (hash-consed)
+
+
+@pytest.mark.usefixtures("fresh")
+@pytest.mark.parametrize("lowered_by", ["workers", "here"])
+def test_on_a_warm_cache_every_kernel_is_read_back_and_none_is_sent_to_a_worker(
+        lowered_by: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process (compile_kernel's cache empty) whose kernels were lowered before, by workers or one by one:
+    each is read back lowered, identical, and no worker is started or sent anything."""
+    ks = list(dict.fromkeys(keys()))
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "2" if lowered_by == "workers" else "0")
+    monkeypatch.setattr(parallel, "START_POOL_AFTER_S", 0.0)
+    monkeypatch.setattr(parallel, "STEAL", False)
+    parallel.compile_all(ks)
+    before = {k: compiler.kept(k)[0] for k in ks}
+    compiler._programs.clear()
+    workers_only(monkeypatch)
+    sent: list[object] = []
+    monkeypatch.setattr(parallel, "_get_pool", lambda n: sent.append(n) or pytest.fail("a worker was asked"))
+    monkeypatch.setattr(parallel, "stats", {"here": 0, "workers": 0, "disk": 0})
+    parallel.compile_all(ks)
+    assert parallel.stats == {"here": 0, "workers": 0, "disk": len(ks)} and sent == []
+    for k in ks:
+        again = compiler.kept(k)[0]
+        assert (again.source, again.name, again.params, again.threads) == \
+            (before[k].source, before[k].name, before[k].params, before[k].threads)
+        assert again.linear is before[k].linear
+
+
+@pytest.mark.usefixtures("fresh")
+def test_a_worker_compiles_the_library_into_the_disk_cache_without_loading_it(tmp_path: Path) -> None:
+    """Only the realizing process runs a kernel, so only it loads the library (a worker's _build, run here)."""
+    ast, device, opts = keys()[0]
+    rt = devices.get(device)
+    assert isinstance(rt, CPURuntime)
+    loaded = dict(rt._libs)
+    env = {k: os.environ[k] for k in parallel.ENV_PASSED if k in os.environ}
+    built = parallel._build(env, flatten(ast), [o.to_json() for o in opts], device, rt.target, True, None)
+    assert built.error is None
+    assert dict(rt._libs) == loaded  # nothing loaded
+    assert list((tmp_path / "cpu").glob("*.so")) == [rt.kernel_library(built.rebuild())]  # compiled by _build
 
 
 @pytest.mark.usefixtures("fresh")

@@ -212,12 +212,16 @@ class CPURuntime(Runtime):
                 os.unlink(tmp)
         return path
 
-    def compile(self, kernel: Kernel) -> Program:
+    def kernel_library(self, kernel: Kernel) -> Path:
+        """The kernel's library, from the disk cache or compiled into it, not loaded: what a build worker makes
+        for the process that runs the kernel (uopviz.parallel), and what compile loads."""
         if kernel.source is None:
             raise CompileError(self.name, kernel.name, "", "the kernel has no C source")
+        return self.library(kernel.source + (workers.task_source(kernel) if kernel.threads > 1 else ""), kernel.name)
+
+    def compile(self, kernel: Kernel) -> Program:
         threads = kernel.threads
-        source = kernel.source + (workers.task_source(kernel) if threads > 1 else "")
-        path = self.library(source, kernel.name)
+        path = self.kernel_library(kernel)
         lib = self._libs.get(str(path))
         if lib is None:
             lib = self._libs[str(path)] = load_library(path)
