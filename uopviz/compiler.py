@@ -29,15 +29,17 @@ without end (a fuzzer, a long notebook) ran out of mappings (vm.max_map_count) a
 _programs: OrderedDict[tuple[UOp, str, tuple[Opt, ...]], tuple[Kernel, Program]] = OrderedDict()
 
 
-def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt], lowered: Kernel | None = None) -> \
-        tuple[Kernel, Program]:
+def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt], lowered: Kernel | None = None,
+                   checked: bool = False) -> tuple[Kernel, Program]:
     """The kernel lowered with opts (`[]`: unoptimized) and its program on device, cached per (kernel graph,
     device, opts): graphs are hash-consed, so an equal kernel is the same key. While a trace records, the
     lowering runs again (under a "kernel" context named after the kernel) so that the trace has it.
 
     lowered: the kernel as `lower(ast, target, opts)` made it elsewhere (a build worker of uopviz.parallel, which
-    lowers a schedule's kernels in other processes); it is checked and compiled here as one lowered here would be,
-    and ignored while a trace records (the lowering must then run under the trace).
+    lowers a schedule's kernels in other processes, or uopviz.lowered_cache, which keeps them on disk); it is checked
+    and compiled here as one lowered here would be, but not checked again where `checked` says its bounds were (by
+    the build worker, or before it was kept on disk), and ignored while a trace records (the lowering must then run
+    under the trace).
 
     A kernel whose Loads or Stores may reach outside their buffers is refused (KernelBoundsError) before its
     program is built: compiled code does not check its addresses, and every way a kernel gets to run (realize,
@@ -52,7 +54,8 @@ def compile_kernel(ast: UOp, device: str, opts: Sequence[Opt], lowered: Kernel |
             kernel = lower(ast, rt.target, opts)
     else:
         kernel = lowered
-    check_bounds(kernel.linear, kernel.name)
+    if not (checked and kernel is lowered):
+        check_bounds(kernel.linear, kernel.name)
     built = _programs[key] = (kernel, rt.compile(kernel))
     while len(_programs) > PROGRAMS_KEPT:
         _programs.popitem(last=False)

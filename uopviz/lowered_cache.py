@@ -84,7 +84,8 @@ def fields_of(kernel: Kernel) -> dict[str, Any]:
 
 def store(name: str, fields: dict[str, Any]) -> None:
     """Keep a kernel's fields_of under name (atomically: a reader sees the whole entry or none); nothing where the
-    cache cannot be written."""
+    cache cannot be written. Only a kernel whose bounds were checked (uopviz.uop.bounds) is kept: one read back is
+    compiled without checking them again."""
     try:
         folder = trusted_dir(cache_dir() / "lowered")
         fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=folder)

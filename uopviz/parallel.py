@@ -14,10 +14,11 @@ lowered, so a warm first call starts no worker and sends none anything. A worker
 the disk cache without loading it (only this process runs it), and keeps the kernel it lowered for next time.
 
 compile_kernel stays the one place that compiles: a kernel lowered by a worker or read back is handed to it
-(`lowered=`), which checks its bounds, compiles it (from the disk cache, where the worker's C compiler left it) and
-keeps it. A kernel a worker failed to build is left to the caller, whose compile_kernel raises its error in schedule
-order. While a trace records, compile_all leaves every kernel to the caller (lowered here, one by one, under the
-trace).
+(`lowered=`), which compiles it (from the disk cache, where the worker's C compiler left it) and keeps it; its bounds
+were checked by the worker, or before it was kept on disk (an entry is written only then), so this process does not
+check them again. A kernel a worker failed to build (its bounds included) is left to the caller, whose
+compile_kernel raises its error in schedule order. While a trace records, compile_all leaves every kernel to the
+caller (lowered here, one by one, under the trace).
 
 `UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: one fewer than the cores, since this process lowers
 too; 0: none, every kernel lowered here one by one as before).
@@ -49,6 +50,7 @@ from uopviz.runtime.workers import cores
 from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, flatten, process_pool, unflatten
 from uopviz.settings import env_count
 from uopviz.target import Target
+from uopviz.uop.bounds import check_bounds
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import recording
 
@@ -126,7 +128,7 @@ def _from_disk(missing: list[Key], progress: Progress) -> list[Todo]:
             todo.append((key, name))
             continue
         try:
-            compile_kernel(*key, lowered=kernel)
+            compile_kernel(*key, lowered=kernel, checked=True)  # kept only once compile_kernel or _build checked it
             stats["disk"] += 1
         except Exception:
             pass  # raised again, in schedule order, by the caller's compile_kernel
@@ -196,7 +198,7 @@ def _shared(todo: list[Todo], n: int, progress: Progress) -> None:
                     _here(item)
                 elif built.error is None:
                     try:
-                        compile_kernel(*item[0], lowered=built.rebuild())
+                        compile_kernel(*item[0], lowered=built.rebuild(), checked=True)
                         stats["workers"] += 1
                     except Exception:
                         pass  # raised again, in schedule order, by the caller's compile_kernel
@@ -208,8 +210,9 @@ def _shared(todo: list[Todo], n: int, progress: Progress) -> None:
 
 def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, target: Target, compile_here: bool,
            name: str | None) -> Built:
-    """In a worker, under the requester's environment: the kernel lowered (and kept under name), and where
-    compile_here its library compiled into the disk cache but not loaded (the requester loads and runs it)."""
+    """In a worker, under the requester's environment: the kernel lowered and its bounds checked (then kept under
+    name), and where compile_here its library compiled into the disk cache but not loaded (the requester loads and
+    runs it)."""
     for k in ENV_PASSED:
         if k in env:
             os.environ[k] = env[k]
@@ -218,6 +221,7 @@ def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, targ
     t0 = time.perf_counter()
     try:
         kernel = lower(unflatten(flat), target, [Opt.from_json(o) for o in opts])
+        check_bounds(kernel.linear, kernel.name)
         if compile_here and isinstance(rt := devices.get(device), CPURuntime):
             rt.kernel_library(kernel)
     except Exception as e:  # the requester's compile_kernel raises it again, in schedule order

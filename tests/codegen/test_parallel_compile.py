@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uopviz import Tensor, compiler, parallel
+from uopviz import Tensor, compiler, lowered_cache, parallel
 from uopviz.pipeline import calls_of, schedule
 from uopviz.realize import _key, schedule_cache
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search.executor import flatten
-from uopviz.uop.ops import Ops
+from uopviz.uop.ops import Ops, UOp
 
 X = np.random.default_rng(0).standard_normal((32, 48)).astype(np.float32)
 
@@ -107,6 +107,35 @@ def test_on_a_warm_cache_every_kernel_is_read_back_and_none_is_sent_to_a_worker(
         assert (again.source, again.name, again.params, again.threads) == \
             (before[k].source, before[k].name, before[k].params, before[k].threads)
         assert again.linear is before[k].linear
+
+
+@pytest.mark.usefixtures("fresh")
+def test_a_kernel_read_back_or_built_by_a_worker_has_its_bounds_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its bounds were checked by the worker, or before it was kept: the realizing process does not check again."""
+    ks = list(dict.fromkeys(keys()))
+    workers_only(monkeypatch)
+    checks: list[str] = []
+    real = compiler.check_bounds
+    monkeypatch.setattr(compiler, "check_bounds", lambda linear, name: checks.append(name) or real(linear, name))
+    parallel.compile_all(ks)
+    assert parallel.stats["workers"] == len(ks) and checks == []
+    compiler._programs.clear()
+    parallel.compile_all(ks)
+    assert parallel.stats["disk"] == len(ks) and checks == []
+
+
+@pytest.mark.usefixtures("fresh")
+def test_a_kernel_out_of_bounds_fails_in_the_worker_and_is_not_kept(tmp_path: Path) -> None:
+    out, a = UOp.param(0, (4,)), UOp.param(1, (4,))
+    i = UOp.range(8, 0)
+    ast = UOp.sink(out.index(i).store(a.index(i).load() * 2.0).end(i))  # 8 elements of buffers of 4
+    rt = devices.get("CPU")
+    env = {k: os.environ[k] for k in parallel.ENV_PASSED if k in os.environ}
+    name = lowered_cache.key(ast, "CPU", (), rt.target)
+    assert name is not None
+    built = parallel._build(env, flatten(ast), [], "CPU", rt.target, True, name)
+    assert built.error is not None and "KernelBoundsError" in built.error
+    assert lowered_cache.load(name) is None and not list((tmp_path / "cpu").glob("*.so"))  # nothing compiled
 
 
 @pytest.mark.usefixtures("fresh")
