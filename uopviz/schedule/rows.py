@@ -12,8 +12,9 @@ A Reduce is a row reduction when every path from it to a stored value goes only 
 (Contiguous, Detach), Expands of its reduced axes, Reshapes that add or remove axes of size 1, and further Reduces
 over the same axes (which the rule checks in turn), its reduced axes are the innermost, and its row (the reduced
 elements of its input) is at most `ROW_BYTES`. Not on a GPU (`Target.simt`): there a row's outputs are spread
-over threads, which would each compute the row's reductions again (softmax 4096x4096 on an H200: 1.2 ms fused
-against ~0.1 ms as a kernel per reduction), so each reduction is a kernel of its own, shared by a work-group.
+over threads, which would each compute the row's reductions again (softmax 4096x4096 on an H200: 1.24 ms fused,
+BEAM's best, against 0.12 ms as a kernel per reduction), so each reduction is a kernel of its own, shared by a
+work-group.
 """
 
 from __future__ import annotations
