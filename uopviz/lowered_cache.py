@@ -45,6 +45,8 @@ class _NoCanonicalForm(Exception):
 def key(ast: UOp, device: str, opts: Sequence[Opt], target: Target) -> str | None:
     """The entry's name for ast lowered with opts for target on device; None where ast or target holds a value
     with no canonical form (such a kernel is lowered every time, as before)."""
+    if not _code_digest():
+        return None
     try:
         text = json.dumps([FORMAT, _code_digest(), device, _canon(target), [_canon(o) for o in opts],
                            [_canon(row) for row in flatten(ast)]], separators=(",", ":"))
@@ -104,12 +106,14 @@ def store(name: str, fields: dict[str, Any]) -> None:
 
 @cache
 def _code_digest() -> str:
-    """A digest of uopviz's Python source (read once per process: about 10 ms)."""
+    """A digest of uopviz's Python source (read once per process: a few ms); "" where the source is not files to
+    read (imported from an archive), which keeps nothing rather than risk another version's kernels."""
     root = Path(__file__).parent
     h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
+    files = sorted(root.rglob("*.py"))
+    for path in files:
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
+    return h.hexdigest() if files else ""
 
 
 def _canon(v: Any) -> Any:

@@ -102,6 +102,13 @@ def test_a_value_without_a_canonical_form_is_not_kept() -> None:
         assert lowered_cache.key(ast, device, opts, dataclasses.replace(target, l1=odd)) is None  # type: ignore[arg-type]
 
 
+def test_nothing_is_kept_where_the_code_cannot_be_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uopviz imported from an archive: no digest of its code, so no key another version could share."""
+    monkeypatch.setattr(lowered_cache, "_code_digest", lambda: "")
+    ast, device, opts = a_kernel()
+    assert lowered_cache.key(ast, device, opts, devices.get(device).target) is None
+
+
 def test_nothing_is_kept_where_the_cache_cannot_be_written(cache: Path) -> None:
     (cache / "lowered").write_text("a file where the folder would be")
     name, _ = stored()  # no error
