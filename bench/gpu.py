@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ("gemm_fp16", "gemm_fp32", "softmax", "layernorm")
 SIZE = 4096
-SHARES = {"tests": 0.22, "zoo": 0.12, **{b: 0.14 for b in BENCHES}, "trace": 0.06}
+SHARES = {"tests": 0.3, "zoo": 0.12, **{b: 0.14 for b in BENCHES}, "trace": 0.06}
 """Each stage's share of the run's time (the rest is slack for starting processes)."""
 BEAM_SHARE = 0.6  # of a benchmark stage's time, what its BEAM search may take before no new round starts
 TRACE = "gemm-tuned.uopviz-trace.json"
@@ -87,18 +87,38 @@ def stage_info(out: Path, minutes: float) -> dict[str, Any]:
             "torch": torch.__version__, "torch_sees": torch.cuda.get_device_name(0)}
 
 
+TEST_RUNS = {"cuda": ["tests/cuda", "tests/runtime/test_compiler_limits.py"],
+             "models": ["tests/models", "-k", "CUDA"]}
+"""The suite's tests that run on the GPU (none needs FastAPI): the CUDA tests and the compiler-limit tests that use
+NVRTC; the example GPT's and ResNet's gradients, optimizer steps and decoding against torch, on CUDA."""
+
+
 def stage_tests(out: Path, minutes: float) -> dict[str, Any]:
-    """The suite's CUDA tests (tests/cuda, and the compiler-limit tests that use NVRTC); none needs FastAPI."""
+    """Each of TEST_RUNS, its log in OUT/cuda-tests.txt."""
     log = out / "cuda-tests.txt"
-    cmd = [sys.executable, "-m", "pytest", "tests/cuda", "tests/runtime/test_compiler_limits.py", "-p",
-           "no:cacheprovider", "-o", "addopts=", "-n", str(min(8, os.cpu_count() or 1)), "--dist", "loadfile",
-           "-q", "-rfE"]
+    ends = time.monotonic() + minutes * 60 - 10
+    figures: dict[str, Any] = {}
     with log.open("w") as f:
-        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=minutes * 60 - 10).returncode
-    lines = log.read_text().splitlines()
-    summary = next((ln for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)), "no summary")
-    return {"returncode": rc, "summary": summary.strip("= "), "failed": [ln for ln in lines
-                                                                         if ln.startswith(("FAILED", "ERROR"))]}
+        for name, args in TEST_RUNS.items():
+            f.write(f"==== {name}: pytest {' '.join(args)}\n")
+            f.flush()
+            began = f.tell()
+            cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-o", "addopts=", "-n",
+                   str(min(8, os.cpu_count() or 1)), "--dist", "loadfile", "-q", "-rfE"]
+            try:
+                rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                    timeout=max(ends - time.monotonic(), 1)).returncode
+            except subprocess.TimeoutExpired:
+                rc = -1
+            f.flush()
+            with log.open() as r:
+                r.seek(began)
+                lines = r.read().splitlines()
+            summary = next((ln for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)),
+                           "timed out" if rc == -1 else "no summary")
+            figures[name] = {"returncode": rc, "summary": summary.strip("= "),
+                             "failed": [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))]}
+    return figures
 
 
 def stage_zoo(out: Path, minutes: float) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from uopviz import Tensor
 from uopviz import nn as unn
 from uopviz.runtime import device as devices
 
-DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
-STEPS = {"CPU": 50, "CL": 50, "PYTHON": 8}
+DEVICES = ["CPU", "PYTHON", *devices.available(["CL", "CUDA"])]
+STEPS = {"CPU": 50, "CL": 50, "CUDA": 50, "PYTHON": 8}
 """Optimizer steps compared: the first eager, the second captured, the rest replays of the captured step (fewer
 on the PYTHON interpreter, which runs every element in Python)."""
 MODELS = Path(__file__).resolve().parents[2] / "examples" / "models"
