@@ -283,10 +283,10 @@ def main() -> None:
         for w in settings:
             line += f" | {fmt(row[f'cold {w}']):>11s} {fmt(row[f'warm {w}']):>11s}"
         e, j = row[f"eager {last}"], row[f"jit {last}"]
-        line += f" | {fmt(e):>9s} {fmt(j):>9s} {(e / j if e and j else 0):8.2f}x"
+        line += f" | {fmt(e):>9s} {fmt(j):>9s} {f'{e / j:.2f}x' if e and j else '-':>9s}"
         if "torch" in peers:
             tf, ts = row["torch first"], row["torch step"]
-            line += f" | {fmt(tf):>9s} {fmt(ts):>10s} {(j / ts if j and ts else 0):8.2f}x"
+            line += f" | {fmt(tf):>9s} {fmt(ts):>10s} {f'{j / ts:.2f}x' if j and ts else '-':>9s}"
         if len(settings) > 1:
             line += f" | {row[f'cold {settings[0]}'] / row[f'cold {last}']:.2f}x"
         print(line)
