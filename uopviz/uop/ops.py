@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
+import functools
 import weakref
+from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import cached_property
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, overload
 
 from uopviz.dtype import DType, dtypes
 
@@ -224,6 +225,52 @@ ARG_TYPES: tuple[type, ...] = (BufferArg, ParamArg, ConstArg, ReduceArg, RangeAr
                                TensorCore)
 
 
+_T = TypeVar("_T")
+
+
+class _derived(Generic[_T]):
+    """A derived property of a UOp, computed on first read and kept in the node's __dict__ (where later reads find
+    it before this non-data descriptor): functools.cached_property without the lock it takes on every first read in
+    Python 3.11, a cost paid for each of the many nodes an eager step builds. The value is a function of the node
+    alone, so two threads computing it at once store the same."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _derived[_T]: ...
+    @overload
+    def __get__(self, obj: UOp, owner: type | None = None) -> _T: ...
+
+    def __get__(self, obj: UOp | None, owner: type | None = None) -> _T | _derived[_T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = obj._derive(self.name)
+        return value
+
+
+_props: Any = None
+"""uopviz.uop.props (whose DERIVE holds the rules), imported on first use: it imports this module, and an import
+statement in _derive costs a lookup per node."""
+
+
+def _load_props() -> Any:
+    global _props
+    from uopviz.uop import props
+    _props = props
+    return props
+
+
+_nodes: dict[tuple[Any, ...], weakref.ref[UOp]] = {}
+"""The hash-cons table: key -> weak reference to the live node. A plain dict read inline (WeakValueDictionary's get
+is a Python call per node built, and its KeyedRef a Python class); a node's entry goes when it dies, unless a new
+node took the key meanwhile."""
+
+
+def _forget(key: tuple[Any, ...], ref: weakref.ref[UOp]) -> None:
+    _remove_dead_weakref(_nodes, key)
+
+
 def _const_key(arg: ConstArg) -> tuple[Any, ...]:
     """Intern key of a Const: 0.0/-0.0 and 1/1.0/True must stay distinct nodes, and NaN must equal itself."""
     v = arg.value
@@ -238,7 +285,6 @@ class UOp:
     """
 
     __slots__ = ("__dict__", "__weakref__", "arg", "op", "src", "tag")
-    _cache: ClassVar[weakref.WeakValueDictionary[tuple[Any, ...], UOp]] = weakref.WeakValueDictionary()
     op: Ops
     src: tuple[UOp, ...]
     arg: Any
@@ -246,14 +292,14 @@ class UOp:
 
     def __new__(cls, op: Ops, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
         key = (op, src, _const_key(arg) if op is Ops.CONST else arg, tag)
-        if (hit := UOp._cache.get(key)) is not None:
+        if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None:
             return hit
         self = object.__new__(cls)
         object.__setattr__(self, "op", op)
         object.__setattr__(self, "src", src)
         object.__setattr__(self, "arg", arg)
         object.__setattr__(self, "tag", tag)
-        UOp._cache[key] = self
+        _nodes[key] = weakref.ref(self, functools.partial(_forget, key))
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -282,34 +328,24 @@ class UOp:
 
     # ---- derived properties (rules in props.py) ----
     def _derive(self, name: str) -> Any:
-        """Compute property `name`; sources lacking it are filled first, iteratively, so deep graphs never recurse."""
-        from uopviz.uop import props
-        fn = props.DERIVE[name]
-        if any(name not in s.__dict__ for s in self.src):
-            for u in toposort([self], gate=lambda x: name not in x.__dict__):
-                if u is not self and name not in u.__dict__:
-                    u.__dict__[name] = fn(u)
+        """Compute property `name`; sources lacking it are filled first, iteratively, so deep graphs never recurse
+        (a source whose own sources have it, the common case of a node built on a new one, without a walk)."""
+        fn = (_props or _load_props()).DERIVE[name]
+        for s in self.src:
+            if name not in s.__dict__:
+                if any(name not in x.__dict__ for x in s.src):
+                    for u in toposort([s], gate=lambda x: name not in x.__dict__):
+                        if name not in u.__dict__:
+                            u.__dict__[name] = fn(u)
+                else:
+                    s.__dict__[name] = fn(s)
         return fn(self)
 
-    @cached_property
-    def dtype(self) -> DType:
-        return self._derive("dtype")
-
-    @cached_property
-    def shape(self) -> tuple[int | UOp, ...]:
-        return self._derive("shape")
-
-    @cached_property
-    def device(self) -> Device:
-        return self._derive("device")
-
-    @cached_property
-    def min_max(self) -> tuple[Any, Any]:
-        return self._derive("min_max")
-
-    @cached_property
-    def axis(self) -> int | None:
-        return self._derive("axis")
+    dtype: _derived[DType] = _derived("dtype")
+    shape: _derived[tuple[int | UOp, ...]] = _derived("shape")
+    device: _derived[Device] = _derived("device")
+    min_max: _derived[tuple[Any, Any]] = _derived("min_max")
+    axis: _derived[int | None] = _derived("axis")
 
     @property
     def vmin(self) -> Any:
@@ -403,7 +439,10 @@ class UOp:
     @staticmethod
     def shape_src(shape: Iterable[int | UOp]) -> UOp:
         """A shape as a source: a Stack of index scalars (symbolic sizes allowed)."""
-        return UOp(Ops.STACK, tuple(_as_index(s) for s in shape))
+        dims = tuple(shape)
+        if all(type(d) is int for d in dims):
+            return _int_shape(dims)
+        return UOp(Ops.STACK, tuple(_as_index(s) for s in dims))
 
     @staticmethod
     def buffer(size: int, dtype: DType = dtypes.float32, device: Device = "CPU",
@@ -597,11 +636,26 @@ class UOp:
 
 
 def _as_index(x: int | UOp) -> UOp:
+    if type(x) is int:
+        return _index_const(x)
     if isinstance(x, UOp):
         return x
     if isinstance(x, bool) or not isinstance(x, int):
         raise TypeError(f"expected an int or an index UOp, got {type(x).__name__} {x!r}")
     return UOp.const(dtypes.index, x)
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_const(x: int) -> UOp:
+    """An index Const, kept while used often: shapes and offsets name the same few ints in every op a Tensor builds,
+    and each built anew costs a normalize and a hash-cons lookup."""
+    return UOp.const(dtypes.index, x)
+
+
+@functools.lru_cache(maxsize=4096)
+def _int_shape(dims: tuple[int, ...]) -> UOp:
+    """A shape of ints as its Stack, kept while used often (as _index_const)."""
+    return UOp(Ops.STACK, tuple(_index_const(d) for d in dims))
 
 
 def toposort(roots: Iterable[UOp], gate: Callable[[UOp], bool] | None = None) -> list[UOp]:

@@ -26,11 +26,17 @@ _VOID_OPS = frozenset({Ops.STORE, Ops.END, Ops.GROUP, Ops.SINK, Ops.LINEAR, Ops.
                        Ops.CUSTOM_FUNCTION, Ops.PROGRAM, Ops.SOURCE, Ops.PREFETCH})
 _BOOL_OPS = GroupOp.Comparison | {Ops.NOT}
 _FROM_ARG_DTYPE = frozenset({Ops.BUFFER, Ops.PARAM, Ops.CONST, Ops.SLICE})
+_SRC0_DTYPE = frozenset(Ops) - _FROM_ARG_DTYPE - _BOOL_OPS - _VOID_OPS - {
+    Ops.CAST, Ops.BITCAST, Ops.BINARY, Ops.RANGE, Ops.DEFINE_VAR, Ops.SPECIAL, Ops.WHERE, Ops.WMMA, Ops.ATOMIC_ADD,
+    Ops.INS, Ops.CUSTOM, Ops.GETTUPLE, Ops.STACK, Ops.TUPLE}
+"""The ops whose dtype_of is their first source's (every op dtype_of does not name before its last line)."""
 
 
 # ---------------------------------------------------------------- dtype
 def dtype_of(u: UOp) -> DType:
     op = u.op
+    if op in _SRC0_DTYPE and u.src:  # most nodes: what the last line below gives, without the tests before it
+        return u.src[0].dtype
     if op in _FROM_ARG_DTYPE:
         return u.arg.dtype
     if op in (Ops.CAST, Ops.BITCAST):
@@ -80,7 +86,7 @@ def shape_from_src(u: UOp, i: int) -> Shape:
         raise SpecError(u, "shape source must be a Stack of index scalars", i, rule="shape-source")
     out: list[int | UOp] = []
     for e in s.src:
-        if e.dtype != dtypes.index or e.shape != ():
+        if (e.dtype is not dtypes.index and e.dtype != dtypes.index) or e.shape != ():  # is: no DType.__ne__ call
             raise SpecError(u, f"shape entry {e.op.value} must be an index scalar, not {e.dtype.name} "
                             f"{fmt_shape(e.shape)}", i, rule="shape-source")
         out.append(int(e.arg.value) if e.op is Ops.CONST else e)
@@ -116,6 +122,10 @@ def _known(x: int | UOp) -> bool:
 
 def shape_of(u: UOp) -> Shape:
     op, src = u.op, u.src
+    if op in GroupOp.Elementwise and src:  # the most common node, and its sources' shapes most often one
+        s0 = src[0].shape
+        shapes = [s.shape for s in src]
+        return s0 if all(s == s0 for s in shapes) else broadcast(u, shapes)
     if op is Ops.BUFFER:
         n = len(u.arg.device) if isinstance(u.arg.device, tuple) else 1
         return (n * u.arg.size,)
@@ -198,8 +208,6 @@ def shape_of(u: UOp) -> Shape:
         return _call_shape(src[0], u.arg) if src[0].op in (Ops.FUNCTION, Ops.CALL) else elem.shape
     if op in (Ops.CAST,) or op in GroupOp.Unary:
         return s0
-    if op in GroupOp.Elementwise:
-        return broadcast(u, [s.shape for s in src])
     if op is Ops.WMMA:
         return src[2].shape
     # movement/marker/load/copy/after/tuple/codegen values keep their first source's shape
