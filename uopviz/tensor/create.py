@@ -7,6 +7,7 @@ same seed gives the same values on every device, and no state lives on a device.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,17 @@ class CreationMixin:
             raise ValueError("arange step must not be zero")
         if is_symbolic(start) or is_symbolic(stop):
             return cls._symbolic_arange(start, stop, step, dtype, device)
+        dev = devices.canonical_devices(device)
+        if type(start) is int and type(stop) is int and type(step) is int and isinstance(dev, str):
+            n = max(-((start - stop) // step), 0)
+            dt = dtypes.from_py([start, start + max(n - 1, 0) * step], None if dtype is None else to_dtype(dtype))
+            return cls(_int_arange(cls, start, stop, step, dt, dev), dev)
+        return cls._arange(start, stop, step, dtype, device)
+
+    @classmethod
+    def _arange(cls, start: int | float, stop: int | float, step: int | float, dtype: Any,
+                device: str | None) -> Tensor:
+        """arange of a start, stop and step known now, built."""
         ints = all(isinstance(v, int) for v in (start, stop, step))
         n = max(-((start - stop) // step) if ints else math.ceil((stop - start) / step), 0)  # exact for big ints
         dt = dtypes.from_py([start, start + max(n - 1, 0) * step], None if dtype is None else to_dtype(dtype))
@@ -286,3 +298,11 @@ class CreationMixin:
         fan_out, fan_in = dims[0] * field, (dims[1] if len(dims) > 1 else 1) * field
         bound = math.sqrt(6 / max(fan_in + fan_out, 1))
         return cls.uniform(dims, low=-bound, high=bound, seed=seed, dtype=dtype, device=device)
+
+
+@functools.lru_cache(maxsize=256)
+def _int_arange(cls: type[Tensor], start: int, stop: int, step: int, dtype: DType, device: str) -> UOp:
+    """The graph of an arange of ints on one device, kept: the one-hot masks of losses, embeddings and gathers, and
+    triangles, ask for the same few in every step of an eager loop, and building one is a dozen ops (its nodes are
+    constants only, so the graph is the one it would be built as again)."""
+    return cls._arange(start, stop, step, dtype, device).uop

@@ -78,10 +78,14 @@ class ElementwiseMixin:
 
     def _pair(self: Tensor, x: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """(self, x) — or (x, self) when reverse — promoted to one dtype and broadcast to one shape."""
+        if _is_scalar(x):  # the constant made at self's shape at once (the graph _coerce and broadcasting give)
+            dt = _weak_dtype(self.dtype, x)
+            a, b = self.cast(dt), self._new(const_uop(x, dt, self.shape))
+            return (b, a) if reverse else (a, b)
         y = self._coerce(x)
         self._same_device(y)
-        dt = y.dtype if _is_scalar(x) else least_upper_dtype(self.dtype, y.dtype)
-        shape = broadcast_shapes(self.shape, y.shape)
+        dt = least_upper_dtype(self.dtype, y.dtype)
+        shape = s if (s := self.shape) == (t := y.shape) else broadcast_shapes(s, t)
         a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
         return (b, a) if reverse else (a, b)
 
@@ -607,7 +611,7 @@ class ElementwiseMixin:
         int truncates toward zero; a float outside the int's range (or nan, inf) is undefined, as in C, and the
         devices differ on it today (CPU and CL give the hardware's answer, PYTHON wraps, or raises on nan)."""
         dt = to_dtype(dtype)
-        return self if dt == self.dtype else self._new(self.uop.cast(dt))
+        return self if dt is self.dtype or dt == self.dtype else self._new(self.uop.cast(dt))  # is: no __eq__ call
 
     def bitcast(self: Tensor, dtype: Any) -> Tensor:
         """Reinterpret the bits as another dtype of the same size."""

@@ -7,6 +7,7 @@ indexed axis — with `where` instead of a multiply, so a NaN or inf elsewhere i
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
@@ -85,6 +86,23 @@ def _count(n: Dim) -> str:
     return str(n) if isinstance(n, int) else n.render()
 
 
+def _int_reshape(old: tuple[Dim, ...], args: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The shape a valid reshape of ints to ints gives (at most one -1, inferred), without the symbolic rules; None
+    for anything else (symbolic sizes, bad sizes), which reshape's general path decides and words the errors of."""
+    dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    if not all(type(d) is int for d in dims) or not all(type(d) is int for d in old):
+        return None
+    n = math.prod(old)  # type: ignore[arg-type]
+    if -1 in dims:
+        rest = -math.prod(dims)
+        if dims.count(-1) > 1 or rest <= 0 or n % rest or any(d < -1 for d in dims):
+            return None
+        new = tuple(n // rest if d == -1 else d for d in dims)
+    else:
+        new = tuple(dims)
+    return new if math.prod(new) == n and all(d >= 0 for d in new) else None
+
+
 class MovementMixin:
     """Movement and indexing ops of Tensor."""
 
@@ -93,6 +111,8 @@ class MovementMixin:
     def reshape(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         """New shape with the same number of elements; one size may be -1 (inferred). Sizes may be symbolic
         (bound variables): the counts must then be equal for every value of the variables."""
+        if (new := _int_reshape(self.shape, shape)) is not None:
+            return self if new == self.shape else self._new(self.uop.reshape(new))
         new = tuple(sym(d) for d in dim_args(shape))
         n = sym(numel(self.shape))
         ints = [d for d in new if isinstance(d, int)]
@@ -134,6 +154,9 @@ class MovementMixin:
     def expand(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         """Broadcast to shape (NumPy's broadcast_to): size-1 axes grow, new axes are added on the left;
         -1 keeps a size."""
+        dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if tuple(dims) == self.shape and all(type(d) is int for d in dims):  # already that shape (a gradient, assign)
+            return self
         new = tuple(sym(d) for d in dim_args(shape))
         if len(new) < self.ndim:
             raise ShapeError(f"cannot expand {fmt(self.shape)} to {fmt(new)}: the target needs at least {self.ndim} "

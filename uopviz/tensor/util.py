@@ -165,7 +165,21 @@ def to_dtype(dt: Any) -> DType:
 
 
 def const_uop(value: bool | int | float, dtype: DType, shape: Shape) -> UOp:
-    """A constant at the Tensor level: a scalar Const, brought to shape by reshape + expand."""
+    """A constant at the Tensor level: a scalar Const, brought to shape by reshape + expand. Kept for the values a
+    cache can tell apart (not the zeros of either sign, nor NaN, nor NumPy scalars): an eager loop makes the same
+    constants (an optimizer's betas, a scale) at the same shapes in every step, three nodes each time."""
+    kind = type(value)
+    if kind is int or kind is bool or (kind is float and value != 0 and value == value):
+        return _kept_const(value, dtype, tuple(shape))
+    return _const_uop(value, dtype, shape)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)  # typed: True, 1 and 1.0 are three constants
+def _kept_const(value: bool | int | float, dtype: DType, shape: Shape) -> UOp:
+    return _const_uop(value, dtype, shape)
+
+
+def _const_uop(value: bool | int | float, dtype: DType, shape: Shape) -> UOp:
     c = UOp.const(dtype, value)
     if not shape:
         return c
