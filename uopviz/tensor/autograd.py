@@ -33,8 +33,19 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
         return []
     leaves = {_key(t) for t in _requiring.values()}
     reads: dict[UOp, bool] = {}  # one walk for all the tensors (a backward realizes the loss and every gradient)
-    for u in toposort([t.uop for t in tensors]):
-        reads[u] = u in leaves or any(reads[s] for s in u.src)
+    for root in (t.uop for t in tensors):
+        if root in reads:
+            continue
+        stack = [(root, iter(root.src))]  # toposort's walk, each node decided as it is left
+        while stack:
+            node, it = stack[-1]
+            for s in it:
+                if s not in reads:
+                    stack.append((s, iter(s.src)))
+                    break
+            else:
+                stack.pop()
+                reads[node] = node in leaves or any(map(reads.__getitem__, node.src))
     return [t for t in tensors if id(t) not in _requiring and reads[t.uop]]
 
 
@@ -90,11 +101,15 @@ class AutogradMixin:
         """d self / d target for each target, as lazy Tensors; nothing is mutated. self must be a scalar unless
         `gradient` (d loss / d self, self's shape) is given. A target self does not depend on gets zeros."""
         _not_cut(self)
+        return self._gradient(targets, gradient, None)
+
+    def _gradient(self: Tensor, targets: tuple[Tensor, ...], gradient: Any, order: list[UOp] | None) -> list[Tensor]:
+        """gradient(), given the toposort of self's graph where the caller has it (backward: one walk, not two)."""
         seed = self._seed(gradient)
         for t in targets:
             if not t.dtype.is_float:
                 raise GradientError(f"gradients are taken with respect to float tensors, not {t.dtype.name}")
-        grads = backprop({self.uop: seed}, [_key(t) for t in targets])
+        grads = backprop({self.uop: seed}, [_key(t) for t in targets], order)
         out = []
         for t in targets:
             g = grads.get(_key(t))
@@ -118,12 +133,13 @@ class AutogradMixin:
         """Add d self / d t to t.grad for every tensor t with requires_grad that self depends on, and realize the
         gradients together with self. Returns self."""
         _not_cut(self)
-        nodes = set(toposort([self.uop]))
+        order = toposort([self.uop])
+        nodes = set(order)
         leaves = [t for t in list(_requiring.values()) if _key(t) in nodes]
         if not leaves:
             raise GradientError("backward: no tensor this output depends on requires a gradient "
                                 "(set requires_grad=True on the parameters)")
-        grads = self.gradient(*leaves, gradient=gradient)
+        grads = self._gradient(tuple(leaves), gradient, order)
         for t, g in zip(leaves, grads):
             t.grad = g if t.grad is None else t.grad.add(g)
         self.realize(*(t.grad for t in leaves))

@@ -194,15 +194,16 @@ RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
 }
 
 
-def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp]) -> dict[UOp, Tensor]:
+def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] | None = None) -> dict[UOp, Tensor]:
     """The gradients of the seeded outputs (output node -> its gradient) with respect to each target node that
-    they depend on through differentiable ops; a target they do not depend on is left out."""
+    they depend on through differentiable ops; a target they do not depend on is left out. `order`: toposort(seeds),
+    where the caller has it already."""
     targets = set(targets)
-    order = toposort(seeds)
+    order = toposort(seeds) if order is None else order
     # the nodes through which a target reaches an output: only they need gradients
     on_path: set[UOp] = set()
     for u in order:
-        if u in targets or (u.dtype.is_float and any(s in on_path for s in _inputs(u))):
+        if u in targets or (u.dtype.is_float and not on_path.isdisjoint(_inputs(u))):
             on_path.add(u)
     grads: dict[UOp, Tensor] = {}
     called: dict[UOp, dict[int, Tensor]] = {}  # Function -> output index -> gradient of its GetTuple

@@ -59,10 +59,19 @@ def is_realized(u: UOp) -> bool:
 def needs_lowering(roots: Sequence[UOp]) -> bool:
     """Whether any of these graphs holds a multi-device node (so the shard pass must run before scheduling). The
     answer is kept per node, so a walk stops at nodes asked about before (an eager step's weights and constants)."""
-    for u in toposort(roots, gate=lambda x: _HOLDS_MULTI not in x.__dict__):
-        d = u.__dict__
-        if _HOLDS_MULTI not in d:
-            d[_HOLDS_MULTI] = _multi_here(u) or any(s.__dict__[_HOLDS_MULTI] for s in u.src)
+    for root in roots:  # a walk of its own (toposort's gate is a call per node): every node realized is met here
+        if _HOLDS_MULTI in root.__dict__:
+            continue
+        stack = [(root, iter(root.src))]
+        while stack:
+            node, it = stack[-1]
+            for s in it:
+                if _HOLDS_MULTI not in s.__dict__:
+                    stack.append((s, iter(s.src)))
+                    break
+            else:
+                stack.pop()
+                node.__dict__[_HOLDS_MULTI] = _multi_here(node) or any(s.__dict__[_HOLDS_MULTI] for s in node.src)
     return any(r.__dict__[_HOLDS_MULTI] for r in roots)
 
 
