@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from uopviz.dtype import DType
 from uopviz.tensor import Tensor, assign_all
 
 
@@ -93,18 +94,23 @@ class Adam(Optimizer):
     def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         b1_t, b2_t = self.b1_t.mul(self.b1), self.b2_t.mul(self.b2)
         targets, values = [self.b1_t, self.b2_t], [b1_t, b2_t]
+        corrections = b1_t.sub(1, reverse=True), b2_t.sub(1, reverse=True), self.lr
+        scalars: dict[DType, list[Tensor]] = {}  # cast once per dtype, not once per parameter
         for k, p in live:
             g = p.grad
             if self.weight_decay and not self.decoupled:
                 g = g.add(p.mul(self.weight_decay))
+            if p.dtype not in scalars:
+                scalars[p.dtype] = [t.cast(p.dtype) for t in corrections]
+            c1, c2, lr = scalars[p.dtype]
             m = self.m[k].mul(self.b1).add(g.mul(1 - self.b1))
             v = self.v[k].mul(self.b2).add(g.square().mul(1 - self.b2))
-            mhat, vhat = m.div(b1_t.sub(1, reverse=True).cast(p.dtype)), v.div(b2_t.sub(1, reverse=True).cast(p.dtype))
+            mhat, vhat = m.div(c1), v.div(c2)
             d = mhat.div(vhat.sqrt().add(self.eps))
             if self.weight_decay and self.decoupled:
                 d = d.add(p.mul(self.weight_decay))
             targets += [self.m[k], self.v[k], p]
-            values += [m, v, p.sub(d.mul(self.lr.cast(p.dtype)))]
+            values += [m, v, p.sub(d.mul(lr))]
         return targets, values
 
 
