@@ -30,7 +30,7 @@ from uopviz.search import policy
 from uopviz.search.policy import default_opts
 from uopviz.target import Kernel
 from uopviz.uop.alu import evaluate, size_value
-from uopviz.uop.ops import Ops, UOp, prod, toposort
+from uopviz.uop.ops import Ops, UOp, prod
 from uopviz.uop.pattern import recording
 
 
@@ -237,7 +237,7 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
                     if s.__dict__.get(_PURE):
                         ref[s] = s
                     else:
-                        stack.append((s, iter(_below(s))))
+                        stack.append((s, iter(s.src[:1] if s.op is Ops.BIND else s.src)))  # _below, inlined
                         break
             else:
                 stack.pop()
@@ -254,8 +254,8 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
                     ref[node] = len(items)
                     items.append((op, ref[node.src[0]]))
                 else:
-                    srcs = tuple(ref[s] for s in node.src)
-                    if any(type(x) is int for x in srcs):
+                    srcs = tuple([ref[s] for s in node.src])
+                    if int in map(type, srcs):  # a source that is not pure: numbered
                         ref[node] = len(items)
                         items.append((op, node.arg, node.tag, srcs))
                     else:
@@ -386,10 +386,25 @@ def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
             raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
     bufs = [t.src[0] for t in targets]
     device = bufs[0].arg.device
-    read = toposort(values, gate=lambda u: not u.__dict__.get(_PURE))  # (a pure node reads no Buffer)
-    if not set(bufs).isdisjoint(read):  # reading what is written: compute into new memory first, then copy
+    if _reads_any(values, set(bufs)):  # reading what is written: compute into new memory first, then copy
         values = realize(values, device=device)
     realize(values, outputs=dict(enumerate(bufs)), device=device)
+
+
+def _reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:
+    """Whether the graphs of roots read any of bufs: a walk that ends at the first one met (an optimizer's update
+    reads its targets within a few nodes) and does not enter pure nodes (they read no Buffer)."""
+    seen = set(roots)
+    stack = list(roots)
+    while stack:
+        u = stack.pop()
+        if u in bufs:
+            return True
+        for s in u.src:
+            if s not in seen and not s.__dict__.get(_PURE):
+                seen.add(s)
+                stack.append(s)
+    return False
 
 
 def to_host(u: UOp) -> Any:
