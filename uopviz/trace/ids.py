@@ -19,10 +19,13 @@ from uopviz.uop.ops import UOp, toposort
 ID_HEX_DIGITS = 16
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+"""One encoder for every id: json.dumps with options builds a new one per call (a third of saving a trace)."""
+
+
 def content_id(entry: Mapping[str, Any]) -> str:
     """The id of a node entry (its shape, being derived, is not part of it)."""
-    payload = json.dumps([entry["op"], entry["dtype"], entry["arg"], entry["src"], entry["tag"]],
-                         sort_keys=True, separators=(",", ":"), allow_nan=False)
+    payload = _CANONICAL.encode([entry["op"], entry["dtype"], entry["arg"], entry["src"], entry["tag"]])
     return hashlib.sha256(payload.encode("ascii")).hexdigest()[:ID_HEX_DIGITS]
 
 

@@ -6,6 +6,7 @@ each pass and each match is reported to it; with none active the only cost is on
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import linecache
@@ -15,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any, Protocol
 
 from uopviz.dtype import DType
@@ -175,11 +177,21 @@ class Rule:
     def text(self) -> str:
         """The rule's source text (the lambda's line(s), or the function's def), read lazily."""
         if self._text is None:
-            try:
-                self._text = inspect.getsource(self.fn).strip()
-            except (OSError, TypeError):
-                self._text = linecache.getline(self.file, self.line).strip() or repr(self.pat)
+            code = getattr(self.fn, "__code__", None)
+            text = _source(code) if code is not None else None
+            self._text = text or linecache.getline(self.file, self.line).strip() or repr(self.pat)
         return self._text
+
+
+@functools.cache
+def _source(code: CodeType) -> str | None:
+    """A function's source text by its code object: the rules of matchers built again and again (one per kernel,
+    closing over its target) share their code, and reading it anew tokenized the file each time (3 s of saving a
+    GPT step's trace)."""
+    try:
+        return inspect.getsource(code).strip()
+    except (OSError, TypeError):
+        return None
 
 
 def _relpath(path: str) -> str:
