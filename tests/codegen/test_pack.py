@@ -23,12 +23,15 @@ DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
 TINY = Cache(line=16, sets=4, ways=1)  # 64 bytes whose set span is too: rows 16 bytes apart fall in 4 sets
 SAPPHIRE = Cache(line=64, sets=64, ways=12)  # 48 KiB, 12 ways: the L1 the rule was measured on
 
-Case = tuple[tuple[int, ...], tuple[int, ...], Callable[[Tensor, Tensor], Tensor]]
-CASES: dict[str, Case] = {  # A's shape, B's array's shape, the product
-    "gemm": ((65, 5), (5, 12), lambda a, b: a @ b),  # B's rows 48 bytes apart: 4 sets of TINY
-    "transposed": ((66, 8), (10, 8), lambda a, b: a @ b.T),  # B's rows run along k: 32 bytes; 10 columns padded
-    "batched": ((2, 65, 3), (2, 3, 20), lambda a, b: a @ b),  # 80 bytes: 4 sets, a batch of panels
-    "broadcast": ((3, 30, 7), (7, 12), lambda a, b: a @ b),  # B re-read for 3 x 30 rows
+Case = tuple[tuple[int, ...], tuple[int, ...], Callable[[Tensor, Tensor], Tensor], Callable[..., np.ndarray]]
+CASES: dict[str, Case] = {  # A's shape, B's array's shape, the product, NumPy's
+    "gemm": ((65, 5), (5, 12), lambda a, b: a @ b, lambda a, b: a @ b),  # B's rows 48 bytes apart: 4 sets of TINY
+    # B's rows run along k: 32 bytes; 10 columns padded
+    "transposed": ((66, 8), (10, 8), lambda a, b: a @ b.T, lambda a, b: a @ b.T),
+    "batched": ((2, 65, 3), (2, 3, 20), lambda a, b: a @ b, lambda a, b: a @ b),  # 80 bytes: 4 sets, a batch
+    "broadcast": ((3, 30, 7), (7, 12), lambda a, b: a @ b, lambda a, b: a @ b),  # B re-read for 3 x 30 rows
+    # A computed in the kernel (an MLP's activation times the next weight's transpose): B is packed still
+    "computed": ((66, 8), (10, 8), lambda a, b: (a * a + 1) @ b.T, lambda a, b: (a * a + 1) @ b.T),
 }
 
 
@@ -48,12 +51,12 @@ def names(out: Tensor) -> list[str]:
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_packed_operand_gives_numpy_s_product(monkeypatch: pytest.MonkeyPatch, device: str, case: str) -> None:
     with_l1(monkeypatch, device, TINY)
-    ashape, bshape, f = CASES[case]
+    ashape, bshape, f, ref = CASES[case]
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(ashape, dtype=np.float32), rng.standard_normal(bshape, dtype=np.float32)
     out = f(Tensor(a, device=device), Tensor(b, device=device))
     assert names(out) == ["pack", "matmul"]
-    want = a @ (np.swapaxes(b, -1, -2) if case == "transposed" else b)
+    want = ref(a.astype(np.float64), b.astype(np.float64))
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
@@ -132,7 +135,8 @@ def test_other_reductions_and_targets_without_an_l1_keep_one_kernel(monkeypatch:
     x, y = Tensor.empty(1024, 1024), Tensor.empty(1024, 1024)
     assert names((x * y).sum(-1)) == ["matmul"]  # a product summed, but no operand broadcast: not a matmul
     assert names(x.sum(0)) == ["matmul"]
-    assert names((x + 1) @ y) == ["matmul"]  # an operand computed in the kernel, not a view of a buffer
+    assert names(x @ (y + 1)) == ["matmul"]  # B computed in the kernel: no buffer to copy
+    assert names((x + 1) @ y) == ["pack", "matmul"]  # A computed (a GELU, say): B is still copied
     with_l1(monkeypatch, "CPU", None)
     assert names(x @ y) == ["matmul"]  # no L1 described: as GPUs' Targets
 

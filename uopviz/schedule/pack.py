@@ -11,8 +11,10 @@ no two rows compete for a set. The copy is its own small kernel (a Contiguous); 
 through ordinary index math, the same tile as before.
 
 An operand is packed when all of these hold (`_packs`): the Reduce is a sum over one axis of a product of two
-views of realized buffers, each broadcast along an axis the other varies with (a matmul, batched or not); the
-operand is the one the output's innermost axis runs along (B, read in vectors); it is re-read for at least REUSE
+broadcast values, each broadcast along an axis the other varies with (a matmul, batched or not); the operand is
+the one the output's innermost axis runs along (B, read in vectors), a view of a realized buffer (A may be any
+value: the GPT's MLP projection multiplies GELU(x W1) by W2's transpose, whose gathers made it 10x slower than a
+plain gemm); it is re-read for at least REUSE
 rows of the other operand, which is what pays for the copy (about two passes over it); and either it is read
 along that axis with a stride (a transposed B, as attention's `q @ k.T`: each vector of the tile would be a
 gather of 16 loads, where the panels give one load), or its rows (the larger of its strides along that axis and
@@ -24,6 +26,7 @@ but the tile reads only 8 of them at a time, which the ways hold: packing A meas
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from uopviz.runtime import device as devices
 from uopviz.schedule.program import program_order
@@ -77,11 +80,10 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     if k == inner or shape[inner] == 1:
         return None
     x, y = prodn.src
-    vx, vy = _operand(x), _operand(y)
-    if vx is None or vy is None:
+    if x.op is not Ops.EXPAND or y.op is not Ops.EXPAND:
         return None
-    (va, (b, vb)) = (vx, (y, vy)) if vx[0][inner] == 1 else (vy, (x, vx))
-    if not _broadcast_matmul(va, vb, k, inner, shape):
+    a, b = (x, y) if x.src[0].shape[inner] == 1 else (y, x)  # A is broadcast along the tile's columns
+    if (vb := _operand(b)) is None or not _broadcast_matmul(a.src[0].shape, vb, k, inner, shape):
         return None
     bshape, bstrides, param = vb
     target = devices.target_of(param.arg.device)
@@ -96,11 +98,12 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     return b.src[0], max(target.vectors, default=0) or cache.line // item  # panels one widest vector wide
 
 
-def _broadcast_matmul(va: View, vb: View, k: int, inner: int, shape: tuple[int, ...]) -> bool:
-    """Whether the two views are a matmul's operands: both vary with the summed axis k, B with the innermost output
-    axis and A not, and A varies with some output axis that B is broadcast along (the rows B is re-read for)."""
-    (ash, ast, _), (bsh, bst, _) = va, vb
-    if not (ast[k] and bst[k] and bst[inner] and ash[inner] == 1):
+def _broadcast_matmul(ash: tuple[Any, ...], vb: View, k: int, inner: int, shape: tuple[int, ...]) -> bool:
+    """Whether A (any value, of shape ash before its broadcast) and B (a view) are a matmul's operands: both vary
+    with the summed axis k, B with the innermost output axis and A not, and A varies with some output axis that B
+    is broadcast along (the rows B is re-read for)."""
+    bsh, bst, _ = vb
+    if not (ash[k] == shape[k] > 1 and bst[k] and bst[inner] and ash[inner] == 1):
         return False
     return any(ash[i] == shape[i] > 1 and bsh[i] == 1 for i in range(len(shape)) if i not in (k, inner))
 
