@@ -10,8 +10,9 @@ Every first call is taken in a fresh subprocess (a process's own caches would ma
 times, and the table gives medians; the steady times are medians of `--steps` calls after two untimed ones, from the
 warm processes. With `--workers 0,auto` (the default) uopviz runs both ways in the same run: 0 lowers every kernel in
 the realizing process one by one (as before issue 29 item 4), auto lowers a schedule's kernels in build workers
-(UOPVIZ_COMPILE_WORKERS) beside it; the workers' ratio is of the two within this run. The load average is printed at
-the start and the end: figures taken on a loaded machine compare only within one run.
+(UOPVIZ_COMPILE_WORKERS) beside it; the workers' ratio is of the two within this run, whose settings take turns
+(each repeat runs every setting). The load average is printed at the start and the end: figures taken on a loaded
+machine compare only within one run.
 
     python bench/compile.py [CASE ...] [--device CPU] [--repeats 3] [--steps 5] [--workers 0,auto] [--no-peers]
 
@@ -244,21 +245,22 @@ def main() -> None:
     rows = []
     for case in args.cases:
         row: dict[str, Any] = {"case": case}
-        for w in settings:
-            cold, warm, steady = [], [], []
-            for r in range(args.repeats):
+        cold: dict[str, list[dict[str, Any]]] = {w: [] for w in settings}
+        warm: dict[str, list[dict[str, Any]]] = {w: [] for w in settings}
+        for r in range(args.repeats):  # the settings in turns: a load that drifts during the run weighs on each alike
+            for w in settings:
                 cache = Path(tempfile.mkdtemp(prefix="uopviz-bench-compile-"))
                 try:
-                    cold.append(run_child(case, args.device, cache, w, 0))
+                    cold[w].append(run_child(case, args.device, cache, w, 0))
                     # the steady times once per setting (the last warm process); a warm first call each time
-                    warm.append(run_child(case, args.device, cache, w, args.steps if r == args.repeats - 1 else 0))
+                    warm[w].append(run_child(case, args.device, cache, w, args.steps if r == args.repeats - 1 else 0))
                 finally:
                     shutil.rmtree(cache, ignore_errors=True)
-                steady.append(warm[-1])
-            row[f"cold {w}"] = statistics.median(c["first_s"] for c in cold)
-            row[f"warm {w}"] = statistics.median(c["first_s"] for c in warm)
-            row[f"split {w}"] = (tuple(cold[-1]["split"]), tuple(warm[-1]["split"]))
-            row[f"eager {w}"], row[f"jit {w}"] = steady[-1].get("eager_s"), steady[-1].get("jit_s")
+        for w in settings:
+            row[f"cold {w}"] = statistics.median(c["first_s"] for c in cold[w])
+            row[f"warm {w}"] = statistics.median(c["first_s"] for c in warm[w])
+            row[f"split {w}"] = (tuple(cold[w][-1]["split"]), tuple(warm[w][-1]["split"]))
+            row[f"eager {w}"], row[f"jit {w}"] = warm[w][-1].get("eager_s"), warm[w][-1].get("jit_s")
             print(f"  {case}: workers {w}: cold {fmt(row[f'cold {w}'])}, warm {fmt(row[f'warm {w}'])} "
                   f"(kernels lowered here/in workers/read back lowered, cold and warm: {row[f'split {w}']}); "
                   f"eager {fmt(row[f'eager {w}'])}, @jit {fmt(row[f'jit {w}'])}", flush=True)
