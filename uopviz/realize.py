@@ -261,8 +261,22 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
                     else:
                         node.__dict__[_PURE] = True
                         ref[node] = node
-    key = (tuple(items), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device)
+    key = _Hashed((tuple(items), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device))
     return _Structure(key, bufs, values)
+
+
+class _Hashed(tuple):  # type: ignore[type-arg]
+    """A tuple that hashes its items once: the schedule cache's key (every node's op, arg and sources) and the
+    compile keys of its launches (opts whose enums hash in Python) are looked up twice per use (get, then
+    move_to_end), on every eager realize."""
+
+    def __new__(cls, items: tuple[Any, ...]) -> _Hashed:
+        self = super().__new__(cls, items)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def _below(u: UOp) -> tuple[UOp, ...]:
@@ -359,7 +373,7 @@ class ScheduleCache:
             refs = tuple(ref(b) for b in launch.buffers)
             names = launch.kernel.vars
             fixed = {v: launch.vals[v] for v in names if v not in found.values}
-            kept_launches.append((launch.key, copy, refs, names, fixed))
+            kept_launches.append((_Hashed(launch.key) if launch.key is not None else None, copy, refs, names, fixed))
         outputs = [ref(b) if b is not None else -1 for b in written]
         used = sorted({i for _, _, refs, _, _ in kept_launches for i in refs} | {i for i in outputs if i >= 0})
         entry = _Entry(kept_launches, fresh, outputs, used, len(found.key[0]), _settings())
