@@ -62,7 +62,7 @@ class ElementwiseMixin:
 
     # ---------------------------------------------------------------- operands
     def _alu(self: Tensor, op: Ops, *others: Tensor) -> Tensor:
-        return self._new(UOp(op, (self.uop, *(o.uop for o in others))))
+        return self._new(UOp(op, (self._uop, *[o._uop for o in others])))
 
     def _const_like(self: Tensor, value: Scalar, dtype: DType | None = None) -> Tensor:
         """A constant of self's shape and device (and dtype unless given)."""
@@ -84,7 +84,9 @@ class ElementwiseMixin:
             return (b, a) if reverse else (a, b)
         y = self._coerce(x)
         self._same_device(y)
-        dt = least_upper_dtype(self.dtype, y.dtype)
+        if (dt := self.dtype) is y.dtype and dt is not dtypes.void and (s := self.shape) == y.shape:
+            return (y, self) if reverse else (self, y)  # one dtype and shape already (most ops of a model)
+        dt = least_upper_dtype(dt, y.dtype)
         shape = s if (s := self.shape) == (t := y.shape) else broadcast_shapes(s, t)
         a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
         return (b, a) if reverse else (a, b)

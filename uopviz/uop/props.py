@@ -124,8 +124,10 @@ def shape_of(u: UOp) -> Shape:
     op, src = u.op, u.src
     if op in GroupOp.Elementwise and src:  # the most common node, and its sources' shapes most often one
         s0 = src[0].shape
-        shapes = [s.shape for s in src]
-        return s0 if all(s == s0 for s in shapes) else broadcast(u, shapes)
+        for s in src:
+            if s.shape != s0:
+                return broadcast(u, [x.shape for x in src])
+        return s0
     if op is Ops.BUFFER:
         n = len(u.arg.device) if isinstance(u.arg.device, tuple) else 1
         return (n * u.arg.size,)
