@@ -124,9 +124,8 @@ class CreationMixin:
             return cls._symbolic_arange(start, stop, step, dtype, device)
         dev = devices.canonical_devices(device)
         if type(start) is int and type(stop) is int and type(step) is int and isinstance(dev, str):
-            n = max(-((start - stop) // step), 0)
-            dt = dtypes.from_py([start, start + max(n - 1, 0) * step], None if dtype is None else to_dtype(dtype))
-            return cls(_int_arange(cls, start, stop, step, dt, dev), dev)
+            given = None if dtype is None else to_dtype(dtype)
+            return cls(_int_arange(cls, start, stop, step, given, dtypes.default_int, dev), dev)
         return cls._arange(start, stop, step, dtype, device)
 
     @classmethod
@@ -301,8 +300,10 @@ class CreationMixin:
 
 
 @functools.lru_cache(maxsize=256)
-def _int_arange(cls: type[Tensor], start: int, stop: int, step: int, dtype: DType, device: str) -> UOp:
+def _int_arange(cls: type[Tensor], start: int, stop: int, step: int, dtype: DType | None, default_int: DType,
+                device: str) -> UOp:
     """The graph of an arange of ints on one device, kept: the one-hot masks of losses, embeddings and gathers, and
-    triangles, ask for the same few in every step of an eager loop, and building one is a dozen ops (its nodes are
-    constants only, so the graph is the one it would be built as again)."""
+    triangles, ask for the same few in every step of an eager loop, and building one is a dozen ops and a dtype
+    check in NumPy (its nodes are constants only, so the graph is the one it would be built as again). default_int
+    is part of the key: the dtype of an arange given none depends on it."""
     return cls._arange(start, stop, step, dtype, device).uop
