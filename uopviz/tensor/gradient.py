@@ -92,13 +92,17 @@ def _recomputes_a_sum(x: UOp) -> bool:
     return any(v.op is Ops.REDUCE for v in toposort([x], gate=lambda v: v.op is not Ops.CONTIGUOUS))
 
 
-def _pow_grad(g: Tensor, u: UOp) -> Grads:
-    """d(a^b)/da = b·a^(b−1), 0 where b = 0 (a^0 is 1 for every a; 0·0^−1 would be NaN); d(a^b)/db = a^b·ln a, 0
-    at a = 0 with b >= 0 (where a^b is 0 or 1 and flat in b from the right). PyTorch's conventions."""
+def _pow_base_grad(g: Tensor, u: UOp) -> Tensor:
+    """d(a^b)/da = b·a^(b−1), 0 where b = 0 (a^0 is 1 for every a; 0·0^−1 would be NaN). PyTorch's convention."""
+    a, b = _src(g, u, 0), _src(g, u, 1)
+    return b.eq(0).where(0.0, _nonzero(g, g.mul(b.mul(a.pow(b.sub(1))))))
+
+
+def _pow_exponent_grad(g: Tensor, u: UOp) -> Tensor:
+    """d(a^b)/db = a^b·ln a, 0 at a = 0 with b >= 0 (where a^b is 0 or 1 and flat in b from the right). PyTorch's
+    convention."""
     a, b, out = _src(g, u, 0), _src(g, u, 1), _out(g, u)
-    da = b.eq(0).where(0.0, _nonzero(g, g.mul(b.mul(a.pow(b.sub(1))))))
-    db = a.eq(0).bitwise_and(b.ge(0)).where(0.0, _nonzero(g, g.mul(out.mul(a.log()))))
-    return da, db
+    return a.eq(0).bitwise_and(b.ge(0)).where(0.0, _nonzero(g, g.mul(out.mul(a.log()))))
 
 
 def _logistic(g: Tensor, u: UOp, targets: set[UOp]) -> tuple[UOp, Tensor] | None:
@@ -161,18 +165,25 @@ def _cast_grad(g: Tensor, u: UOp) -> Grads:
     return (g.cast(u.src[0].dtype) if u.src[0].dtype.is_float else None,)
 
 
+# op -> one rule per source (gradient of the output, the node) -> that source's gradient: ops whose sources'
+# gradients are built apart, so only those of sources on the path are built (x·2, max(x, 0), a masked fill and the
+# data side of a matmul would build one each, unused)
+PER_SOURCE: dict[Ops, tuple[Callable[[Tensor, UOp], Tensor | None], ...]] = {
+    Ops.MUL: (lambda g, u: g.mul(_src(g, u, 1)), lambda g, u: g.mul(_src(g, u, 0))),
+    Ops.MAX: (lambda g, u: _max_share(g, _src(g, u, 0), _src(g, u, 1)),
+              lambda g, u: _max_share(g, _src(g, u, 1), _src(g, u, 0))),
+    Ops.POW: (_pow_base_grad, _pow_exponent_grad),
+    Ops.WHERE: (lambda g, u: None, lambda g, u: _src(g, u, 0).where(g, 0.0), lambda g, u: _src(g, u, 0).where(0.0, g)),
+}
+
 # op -> rule(gradient of the output, the node) -> gradients of its sources
 RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
     Ops.ADD: lambda g, u: (g, g),
-    Ops.MUL: lambda g, u: (g.mul(_src(g, u, 1)), g.mul(_src(g, u, 0))),
-    Ops.MAX: lambda g, u: (_max_share(g, _src(g, u, 0), _src(g, u, 1)), _max_share(g, _src(g, u, 1), _src(g, u, 0))),
     Ops.RECIP: lambda g, u: (_nonzero(g, g.mul(_out(g, u)).mul(_out(g, u)).neg()),),
     Ops.EXP2: lambda g, u: (_nonzero(g, g.mul(_out(g, u)).mul(_LN2)),),
     Ops.LOG2: lambda g, u: (_nonzero(g, g.div(_src(g, u, 0).mul(_LN2))),),
     Ops.SIN: lambda g, u: (g.mul(_src(g, u, 0).cos()),),
     Ops.SQRT: lambda g, u: (_nonzero(g, g.div(_out(g, u).mul(2))),),
-    Ops.POW: _pow_grad,
-    Ops.WHERE: lambda g, u: (None, _src(g, u, 0).where(g, 0.0), _src(g, u, 0).where(0.0, g)),
     Ops.CAST: _cast_grad,
     # piecewise constant (zero almost everywhere), and reinterpreted bits (no derivative): no gradient
     Ops.TRUNC: lambda g, u: (None,),
@@ -231,6 +242,11 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] 
         if (fused := _logistic(grads[u], u, targets)) is not None:
             if fused[0] in on_path:
                 add(*fused)
+            continue
+        if (parts := PER_SOURCE.get(u.op)) is not None:
+            for s, part in zip(u.src, parts):
+                if s in on_path and (sg := part(grads[u], u)) is not None:
+                    add(s, sg)
             continue
         rule = RULES.get(u.op)
         if rule is None:
