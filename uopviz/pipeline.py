@@ -31,6 +31,7 @@ from uopviz.renderer.cstyle import render
 from uopviz.runtime.buffer import new_buffer
 from uopviz.schedule.callify import callify
 from uopviz.schedule.memory import plan_memory
+from uopviz.schedule.operands import store_operands
 from uopviz.schedule.pack import pack
 from uopviz.schedule.pads import store_pads
 from uopviz.schedule.program import program_order
@@ -139,6 +140,7 @@ SCHEDULE: tuple[Pass, ...] = (
     Transform("fuse rows", "Rangeify", lambda f, s: fuse_rows(f), origin=fuse_rows),
     Transform("split reductions", "Rangeify", lambda f, s: split_reductions(f), origin=split_reductions),
     Transform("store pads", "Rangeify", lambda f, s: store_pads(f), origin=store_pads),
+    Transform("store operands", "Rangeify", lambda f, s: store_operands(f), origin=store_operands),
     Transform("pack", "Rangeify", lambda f, s: pack(f), origin=pack),
     Transform("kernel split", "Rangeify", lambda f, s: split(f, s.outputs, s.device), origin=split),
     Transform("memory plan", "Register/Memory Plan", lambda g, s: plan_memory(g), origin=plan_memory),

@@ -100,7 +100,7 @@ def test_trace_of_realize_shows_every_stage() -> None:
     assert (sched.name, sched.kind) == ("schedule", "schedule")
     assert [(p.name, p.stage) for p in sched.passes if p.depth == 0] == [
         ("callify", "Callify"), ("fuse rows", "Rangeify"), ("split reductions", "Rangeify"),
-        ("store pads", "Rangeify"), ("pack", "Rangeify"), ("kernel split", "Rangeify"),
+        ("store pads", "Rangeify"), ("store operands", "Rangeify"), ("pack", "Rangeify"), ("kernel split", "Rangeify"),
         ("memory plan", "Register/Memory Plan")]
     assert [(p.name, p.parent) for p in sched.passes if p.depth == 1] == [("buffers to params", 0)]
     assert kern.name == "r_L3_r4"  # realize's default opts: the heuristic unrolls the short reduction

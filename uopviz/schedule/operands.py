@@ -1,0 +1,85 @@
+"""Stored operands: a costly value that a matmul reads many times is computed once, into a buffer of its own.
+
+The kernel split fuses elementwise work into the kernel that reads it, which is free when each element is read
+once. A matmul's operand is read once per output it is broadcast to: its value, computed in the kernel, is computed
+again for every tile of outputs. For a view of memory or a cheap expression that is what a fused kernel should do,
+but a training step's operands are often long expressions: the GPT's MLP projection multiplies GELU(x W1 + b) (an
+erf, some 45 operations) by W2, and the gradient of the first linear layer of a block reads layernorm's backward
+(30 buffers, a square root and its derivative) for each of its 384 output columns. Those kernels ran 5-10x longer
+than a matmul of their size. Storing the operand first (one elementwise kernel, one pass over memory) leaves the
+matmul plain loads, which `pack` can then lay out.
+
+The pass stores the operand of a sum of products (a Reduce of a Mul of two broadcast values) when the Reduce reads
+each of its elements at least `REREAD` times and computing an element costs at least `COSTLY` operations
+(`_cost`: each elementwise op 1, each decomposed function `DECOMPOSED`, counted up to values that are stored
+anyway: buffers, stored reductions, Contiguous).
+"""
+
+from __future__ import annotations
+
+from uopviz.schedule.program import program_order
+from uopviz.schedule.rows import ROW
+from uopviz.uop.ops import GroupOp, Ops, UOp, prod
+
+REREAD = 64
+"""The fewest reads of each operand element by the matmul (its broadcast) for the operand to be stored."""
+COSTLY = 8
+"""The fewest operations per element (`_cost`) for an operand to be worth storing."""
+DECOMPOSED = 16
+"""What a decomposed function (exp2, log2, sin, sqrt...) counts for: the operations its decomposition takes."""
+
+
+def store_operands(fn: UOp) -> UOp:
+    """Function fn with each costly, much re-read matmul operand made Contiguous (stored); fn unchanged when there
+    is none."""
+    body = fn.src[0]
+    order = program_order(body)
+    values = {v for u in order if u.op is Ops.REDUCE for v in _reread_operands(u)}
+    if not values:
+        return fn
+    new: dict[UOp, UOp] = {}
+    for u in order:
+        new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
+        if u in values:
+            new[u] = UOp(Ops.CONTIGUOUS, (new[u],))
+    return fn.replace(src=(new[body], *fn.src[1:]))
+
+
+def _reread_operands(red: UOp) -> list[UOp]:
+    """The computed values below the broadcasts of a sum of products that it re-reads REREAD times or more and that
+    cost COSTLY operations or more an element."""
+    if red.tag is not None or red.arg.op is not Ops.ADD or red.src[0].op is not Ops.MUL:
+        return []
+    out = []
+    for x in red.src[0].src:
+        if x.op is not Ops.EXPAND:
+            continue
+        v = x.src[0]
+        while v.op in GroupOp.Movement:
+            v = v.src[0]
+        n, m = prod(x.shape), prod(v.shape)
+        if not isinstance(n, int) or not isinstance(m, int) or m == 0 or n < REREAD * m:
+            continue
+        if v.op in GroupOp.Elementwise and _cost(v) >= COSTLY:
+            out.append(v)
+    return out
+
+
+def _cost(v: UOp) -> int:
+    """Operations to compute one element of v in the kernel that reads it: its elementwise ops (decomposed ones
+    DECOMPOSED each), down to the values a kernel reads from memory (buffers, stored reductions, Contiguous)."""
+    seen: set[UOp] = set()
+    todo, cost = [v], 0
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u.op in GroupOp.Decomposed:
+            cost += DECOMPOSED
+        elif u.op in GroupOp.ALU:
+            cost += 1
+        elif not (u.op in GroupOp.Movement or (u.op is Ops.REDUCE and u.tag == ROW)):
+            continue  # memory, a stored value, a constant: read, not computed
+        todo += u.src
+    return cost
