@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import uopviz
+from uopviz.runtime import device as devices
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -127,12 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="lower and run a gemm under the recorder; print its kernel; save the trace")
     demo.add_argument("--out", default="demo.uopviz-trace.json", help="where to save the trace")
     demo.add_argument("--shape", type=int, nargs=3, default=(33, 7, 5), metavar=("M", "N", "K"))
-    demo.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
+    demo.add_argument("--device", default=None, help=devices.device_help())
     demo.set_defaults(fn=cmd_demo)
     kern = sub.add_parser("kernels", help="list the kernel zoo, or run one kernel and check it against NumPy")
     kern.add_argument("name", nargs="?", help="a zoo kernel to run (omit to list them all)")
     kern.add_argument("--small", action="store_true", help="the small sizes (as the tests use)")
-    kern.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
+    kern.add_argument("--device", default=None, help=devices.device_help())
     kern.add_argument("--source", action="store_true", help="print each kernel's generated source")
     kern.add_argument("--json", action="store_true", help="the list as JSON")
     kern.set_defaults(fn=cmd_kernels)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from uopviz.runtime import device as devices
 from uopviz.search.db import TuningDBError
 from uopviz.search.report import VARIANTS
 
@@ -36,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="a zoo kernel name (all: the whole zoo), or path.py:function returning a Tensor")
     p.add_argument("--beam", type=_width, default=4, metavar="N", help="beam width (default: 4)")
     p.add_argument("--rounds", type=_width, default=8, metavar="N", help="at most N rounds (default: 8)")
-    p.add_argument("--device", default=None, help="CPU, CL or PYTHON (default: $UOPVIZ_DEVICE or CPU)")
+    p.add_argument("--device", default=None, help=devices.device_help())
     p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=VALUE",
                    help="a size of the zoo kernel (e.g. M=512), or a keyword argument of the function; repeatable")
     p.add_argument("--small", action="store_true", help="the zoo kernel's small sizes (as the tests use)")

@@ -191,6 +191,13 @@ def available(names: Sequence[str] | None = None) -> list[str]:
     return out
 
 
+def device_help() -> str:
+    """The sentence a command line's --device option shows: the registered devices and the default."""
+    _load_builtin()
+    *first, last = sorted(_FACTORIES)
+    return f"{', '.join(first)} or {last} (default: $UOPVIZ_DEVICE or CPU)"
+
+
 def _load_builtin() -> None:
     if _FACTORIES:
         return
