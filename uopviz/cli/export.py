@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                               description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("trace", metavar="TRACE", help="a saved .uopviz-trace.json")
     p.add_argument("-o", "--out", type=Path, default=None,
-                   help="the HTML file to write (default: TRACE's name with .html)")
+                   help="the HTML file to write (default: beside TRACE, its name ending .uopviz-trace.html, which "
+                        "the repository's .gitignore ignores as it does traces)")
     p.add_argument("--db", metavar="PATH", type=Path,
                    help="the tuning database (default: $UOPVIZ_CACHE_DIR/tuning.db, else ~/.cache/uopviz/tuning.db)")
     p.set_defaults(fn=cmd_export)
@@ -29,7 +30,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from uopviz.widget.export import to_html
 
     source = Path(args.trace)
-    out = args.out or source.with_name(source.name.removesuffix(".json").removesuffix(".uopviz-trace") + ".html")
+    out = args.out or source.with_name(source.name.removesuffix(".json").removesuffix(".uopviz-trace")
+                                       + ".uopviz-trace.html")
     try:
         text = to_html(source, db=args.db)
         out.write_text(text, encoding="utf-8")
