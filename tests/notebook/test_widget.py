@@ -39,8 +39,10 @@ def test_show_says_what_it_takes() -> None:
         uopviz.show("no/such.uopviz-trace.json")
     t = uopviz.Tensor([1.0, 2.0]) + 1
     t.realize()
-    with pytest.raises(ValueError, match="realized already"):
+    with pytest.raises(ValueError, match="realized already, so there is nothing left to record"):
         uopviz.show(t)
+    with pytest.raises(ValueError, match="realized already, so there is nothing left to search"):
+        t.beam(2)  # it searched nothing and returned [] before
 
 
 def test_a_tensor_a_trace_a_file_and_a_kernel_all_show(gemm: TraceView, tmp_path: Path) -> None:

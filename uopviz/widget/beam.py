@@ -122,7 +122,9 @@ def search_tensor(t: Any, width: int = 4, *, db: str | os.PathLike[str] | None =
     from uopviz.search.beam import beam
     from uopviz.search.db import TuningDB
     from uopviz.search.report import report
+    from uopviz.widget.sources import require_lazy
 
+    require_lazy(t, "search", "build the value again (a new lazy Tensor) and search that")
     kernels = kernels_of(schedule([t.uop]))
     name = label or f"{t.dtype.name}{list(t.shape)} on {t.device}"
     view = None

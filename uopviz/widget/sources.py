@@ -30,12 +30,17 @@ def stored(x: Any, store: TraceStore, device: str | None = None) -> StoredTrace:
                     + (f" ({x.op.name})" if isinstance(x, UOp) else ""))
 
 
+def require_lazy(t: Any, what: str, instead: str) -> None:
+    """ValueError where Tensor t is realized already: its graph is gone, so there is nothing to `what`; `instead`
+    says what to do."""
+    if t.is_realized:
+        raise ValueError(f"this Tensor is realized already, so there is nothing left to {what}: call it before the "
+                         f"Tensor's first .realize()/.numpy(), or {instead}")
+
+
 def _realized(t: Any) -> Trace:
     import uopviz
-    if t.is_realized:
-        raise ValueError("this Tensor is realized already, so realizing it records nothing: show it before its "
-                         "first .realize()/.numpy(), or record that yourself (`with uopviz.trace() as tr:`) and "
-                         "show the trace")
+    require_lazy(t, "record", "record that yourself (`with uopviz.trace() as tr:`) and show the trace")
     with uopviz.trace() as tr:
         t.realize()
     return tr
