@@ -388,6 +388,12 @@ def test_running_scripts_under_the_recorder(fresh: TestClient, tmp_path: Path) -
     assert d["contexts"][1]["stack"][-1] == {"file": str(script.resolve()), "line": 6, "function": "<module>",
                                              "code": line}
 
+    own = tmp_path / "own.py"  # a script that records a trace of its own (README's first program does)
+    own.write_text("import uopviz\nfrom uopviz import Tensor\nwith uopviz.trace() as tr:\n"
+                   "    print((Tensor([1.0, 2.0], device='PYTHON') * 3).sum().numpy())\nassert len(tr.contexts) == 2\n")
+    assert fresh.post("/api/traces", json={"script": str(own)}).status_code == 201
+    assert [c["kind"] for c in fresh.get("/api/traces/own").json()["contexts"]] == ["schedule", "kernel"]
+
     failing = tmp_path / "failing.py"
     failing.write_text("x = 1\nraise RuntimeError('the script broke')\n")
     r = fresh.post("/api/traces", json={"script": str(failing)})

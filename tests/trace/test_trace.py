@@ -191,6 +191,8 @@ def test_a_failing_pass_is_recorded_and_recording_stops() -> None:
 
 
 def test_recording_off_after_the_block_and_nesting_restores() -> None:
+    """A trace inside another records into both (a script's own `with uopviz.trace()` under `uopviz serve`, which
+    records the script, left the server's trace empty); after the inner block the outer goes on alone."""
     assert pattern._recorder is None
     g = UOp.variable("a", 0, 3) + 0
     with trace() as outer_tr:
@@ -202,7 +204,7 @@ def test_recording_off_after_the_block_and_nesting_restores() -> None:
     assert pattern._recorder is None
     graph_rewrite(g, algebra, name="not recorded")
     assert [p.name for p in inner_tr.passes] == ["in inner"]
-    assert [p.name for p in outer_tr.passes] == ["in outer"]
+    assert [p.name for p in outer_tr.passes] == ["in inner", "in outer"]
 
 
 def test_trace_is_a_module_and_a_context_manager() -> None:
@@ -378,3 +380,4 @@ def test_a_context_keeps_the_frames_of_the_code_that_made_it() -> None:
         Trace.from_dict(doc)
     del doc["contexts"][0]["stack"]  # older traces have none
     assert Trace.from_dict(doc).contexts[0].stack == []
+

@@ -20,7 +20,7 @@ from uopviz.trace.kernels import check_kernels
 from uopviz.trace.nodes import Entry, NodeTable
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
 from uopviz.uop.ops import UOp
-from uopviz.uop.pattern import Rule, set_recorder
+from uopviz.uop.pattern import Rule, current_recorder, set_recorder
 
 
 @dataclass(frozen=True)
@@ -288,9 +288,11 @@ def _uopviz_version() -> str:
 
 @contextmanager
 def record() -> Iterator[Trace]:
-    """Record every graph_rewrite run inside the block; the previous recorder is restored on exit."""
+    """Record every graph_rewrite run inside the block; the previous recorder is restored on exit. Inside another
+    recording, both record the block."""
     tr = Trace()
-    prev = set_recorder(Recorder(tr._log))
+    outer = current_recorder()
+    prev = set_recorder(Recorder((tr._log, *(outer.logs if isinstance(outer, Recorder) else ()))))
     try:
         yield tr
     finally:

@@ -120,20 +120,26 @@ def stage(name: str) -> Iterator[None]:
 
 
 class Recorder:
-    """Implements pattern.Recorder by appending to a log; a match is the plain tuple (rule, matched, new, ns)."""
+    """Implements pattern.Recorder by appending to logs (one per trace recording; a trace opened inside another,
+    as a script's own `with uopviz.trace()` under `uopviz serve`, records into both); a match is the plain tuple
+    (rule, matched, new, ns)."""
 
-    __slots__ = ("_log",)
+    __slots__ = ("logs",)
 
-    def __init__(self, log: list[Any]) -> None:
-        self._log = log
+    def __init__(self, logs: tuple[list[Any], ...]) -> None:
+        self.logs = logs
+
+    def _add(self, event: Any) -> None:
+        for log in self.logs:
+            log.append(event)
 
     def begin_pass(self, name: str, stage: str | None, root: UOp) -> None:
-        self._log.append(PassBegin(name, _stage if stage is None else stage, root, _context, time.perf_counter_ns()))
+        self._add(PassBegin(name, _stage if stage is None else stage, root, _context, time.perf_counter_ns()))
 
     def on_match(self, rule: Rule, matched: UOp, replacement: UOp, time_ns: int) -> None:
-        self._log.append((rule, matched, replacement, time_ns))
+        self._add((rule, matched, replacement, time_ns))
 
     def end_pass(self, output: UOp | None, error: BaseException | None) -> None:
         # the error is kept as text at once: the exception would pin its traceback's frames
         why = None if error is None else f"{type(error).__name__}: {error}"
-        self._log.append(PassEnd(output, why, time.perf_counter_ns()))
+        self._add(PassEnd(output, why, time.perf_counter_ns()))

@@ -248,6 +248,11 @@ def set_recorder(rec: Recorder | None) -> Recorder | None:
     return prev
 
 
+def current_recorder() -> Recorder | None:
+    """The active recorder (None: recording off)."""
+    return _recorder
+
+
 class RewriteError(RuntimeError):
     """A pass did not reach a fixpoint: a rule set loops or keeps growing the graph."""
 
