@@ -209,9 +209,10 @@ def _table(doc: dict[str, Any], colour: bool) -> str:
                      f"{_num(row['gflops']):>9s} {_num(row['gbs']):>8s} {_ratio(row['vs_unoptimized']):>8s} "
                      f"{_ratio(row['vs_heuristic']):>12s}")
     for k in doc["kernels"]:
+        searched = k["rounds"] - k["checked"]
         where = (f"search {k['search_id']}, from the database" if k["from_db"] else
-                 f"search {k['search_id']}: {k['compiled']} candidates compiled in {k['rounds']} "
-                 f"round{'s' * (k['rounds'] != 1)}")
+                 f"search {k['search_id']}: {k['compiled']} candidates compiled in {searched} "
+                 f"round{'s' * (searched != 1)}" + (", then a final check in turns" if k["checked"] else ""))
         lines += ["", f"{_coloured(k['kernel'], colour)} → {_coloured(k['name'], colour)}  ({where})",
                   f"  unoptimized {format_seconds(k['unoptimized_s'])}, heuristic {format_seconds(k['heuristic_s'])}"
                   f", BEAM {format_seconds(k['beam_s'])}",

@@ -76,8 +76,10 @@ class BeamResult:
     measured them (None otherwise, e.g. for an imported result).
 
     kernel_name / name: the kernel's name without opts and with the chosen ones (its axes, e.g. r_L64_L16_R64_u4).
-    rounds: the last round the search reached; candidates: how many it stored; compiled: how many this call
-    compiled (0 when answered from the database).
+    rounds: the last round the search reached (its final check included); candidates: how many it stored;
+    compiled: how many this call compiled (0 when answered from the database). checked: its last round was the
+    final check (the winner, the heuristic's and the unoptimized kernels timed again in turns; the three times
+    are from there).
     """
 
     kernel_name: str
@@ -92,6 +94,7 @@ class BeamResult:
     rounds: int
     candidates: int
     compiled: int
+    checked: bool = False
     span: tuple[float, float] = (0.0, 0.0)
     """time.perf_counter() when the call began and ended this kernel (searches of beam_many overlap)."""
 
@@ -272,6 +275,7 @@ class Progress:
         self.name, self.round, self.done, self.total = "", 0, 0, 0
         self.best_s: float | None = None
         self.best_id: int | None = None
+        self.final = False  # the round under way is the final check
         self.waited = False
 
     def waiting(self, busy: SearchBusyError) -> None:
@@ -289,10 +293,10 @@ class Progress:
         self._emit("start", search_id=search_id, kernel=name, device=device, resumed=resumed, stored=stored,
                    executor=executor)
 
-    def add(self, name: str, round: int, total: int, done: int) -> None:
-        """More candidates for a round (`done` of them already measured)."""
+    def add(self, name: str, round: int, total: int, done: int, final: bool = False) -> None:
+        """More candidates for a round (`done` of them already measured; `final`: the final check's re-timings)."""
         if (name, round) != (self.name, self.round):
-            self.name, self.round, self.total, self.done = name, round, 0, 0
+            self.name, self.round, self.total, self.done, self.final = name, round, 0, 0, final
         self.total, self.done = self.total + total, self.done + done
         self._emit("round", round=round, candidates=self.total, measured=self.done)
         if self.tty:
@@ -329,8 +333,8 @@ class Progress:
     def _show(self) -> None:
         if not self.enabled:
             return
-        line = (f"beam {self.name}: round {self.round}, {self.done}/{self.total} candidates, "
-                f"best {format_seconds(self.best_s)}")
+        stage = "final check" if self.final else f"round {self.round}"
+        line = f"beam {self.name}: {stage}, {self.done}/{self.total} candidates, best {format_seconds(self.best_s)}"
         self.stream.write(f"\r{line}\x1b[K" if self.tty else line + "\n")
         self.stream.flush()
 
@@ -429,33 +433,36 @@ class _Search:
             if not gained:
                 break
             beam = new
-        checked = self._final_check(best, [h_node, base], rounds + 1)
-        rounds += checked is not None
-        best = self._right_everywhere(checked or best)
+        final = self._final_check(best, [h_node, base], rounds + 1)
+        rounds += bool(final)
+        best = self._right_everywhere(min(final.values(), key=lambda n: n.time) if final else best)
         self.db.finish_search(self.handle.id, best.id)
-        return BeamResult(self.name, kernel_name(best.sched.ast), best.opts, best.time, base.time,
-                          h_node.time if h_node and h_node.ok else None, heur, self.handle.id,
-                          False, rounds, self.stored, self.station.built)
+        # the three times the result reports come from the same turns where the final check took them
+        base_s = final.get(base.id, base).time
+        heur_s = (final.get(h_node.id, h_node).time if h_node.ok else None) if h_node else None
+        return BeamResult(self.name, kernel_name(best.sched.ast), best.opts, best.time, base_s, heur_s, heur,
+                          self.handle.id, False, rounds, self.stored, self.station.built, bool(final))
 
-    def _final_check(self, best: _Node, rivals: list[_Node | None], round: int) -> _Node | None:
+    def _final_check(self, best: _Node, rivals: list[_Node | None], round: int) -> dict[int, _Node]:
         """The search's winner against the heuristic's and the unoptimized kernels, timed again in turns with
         FINAL_REPEATS runs each: a candidate's time in its round may be luck (noise, a cache warmed by the one
         before), and the answer must not end slower than either. Each re-timing is stored as a candidate of one
         last round, whose parent is the candidate it times again, so the database shows why the result is what
-        it is: the fastest of that round. None when the winner has no rival left (then there is no such round)."""
+        it is: the fastest of that round. Each contender's re-timing by its id; empty when the winner has no rival
+        left (then there is no such round)."""
         contenders = list({n.id: n for n in [best, *rivals] if n is not None and n.ok}.values())
         if len(contenders) < 2:
-            return None
+            return {}
         samples, where = self.station.retime([_opts_json(n.opts) for n in contenders], FINAL_REPEATS)
-        self.progress.add(self.name, round, len(contenders), 0)
-        final = []
+        self.progress.add(self.name, round, len(contenders), 0, final=True)
+        final = {}
         for n, times in zip(contenders, samples, strict=True):
             node = self._store((n.opts, n.id, n.sched), round, Built(None, where=None), n.program_hash,
                                Measured(Timing(times), where))
             self.progress.candidate(round, node, n.id, measured=True)
-            final.append(node)
+            final[n.id] = node
         self.progress.end_round()
-        return min(final, key=lambda n: n.time)
+        return final
 
     def _right_everywhere(self, best: _Node) -> _Node:
         """A symbolic kernel is timed at one value of its variables: the winner must also be right at others
@@ -558,13 +565,15 @@ def _answered(db: TuningDB, hit: Result, ast: UOp, target: Target) -> BeamResult
     cands: list[Candidate] = db.candidates(hit.search_id) if hit.search_id is not None else []
 
     def median_of(o: tuple[Opt, ...]) -> float | None:
+        """Its latest time: the final check's, where it took part (the result's own time is from there too)."""
         want = _opts_json(o)
-        return next((c.median_s for c in cands if c.opts == want and c.error is None and c.median_s is not None),
-                    None)
+        return next((c.median_s for c in reversed(cands) if c.opts == want and c.error is None
+                     and c.median_s is not None), None)
 
+    last = max((c.round for c in cands), default=0)
+    checked = last > 0 and all(c.compile_s is None for c in cands if c.round == last)  # re-timings, no builds
     return BeamResult(kernel_name(sched0.ast), kernel_name(chosen.ast), opts, hit.median_s,
-                      median_of(()), median_of(heur), heur, hit.search_id, True,
-                      max((c.round for c in cands), default=0), len(cands), 0)
+                      median_of(()), median_of(heur), heur, hit.search_id, True, last, len(cands), 0, checked)
 
 
 def program_hash(device: str, kernel: Kernel) -> str:

@@ -19,7 +19,8 @@ def report(label: str, device: str, width: int, results: Sequence[BeamResult], w
     kernels = [{"kernel": r.kernel_name, "name": r.name, "opts": [o.to_json() for o in r.opts],
                 "unoptimized_s": r.unoptimized_s, "heuristic_s": r.heuristic_s, "beam_s": r.time_s,
                 "heuristic_opts": [o.to_json() for o in r.heuristic_opts], "search_id": r.search_id,
-                "from_db": r.from_db, "rounds": r.rounds, "candidates": r.candidates, "compiled": r.compiled,
+                "from_db": r.from_db, "rounds": r.rounds, "checked": r.checked, "candidates": r.candidates,
+                "compiled": r.compiled,
                 "opts_text": [str(o) for o in r.opts]} for r in results]
     total: dict[str, Any] = {}
     base = _sum([k["unoptimized_s"] for k in kernels])
