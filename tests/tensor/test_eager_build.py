@@ -55,3 +55,12 @@ def test_the_node_table_forgets_dead_nodes_and_keeps_live_ones() -> None:
     assert key not in ops._nodes
     v = UOp(Ops.CONST, (), ops.ConstArg(12345.5, dtypes.float32))
     assert ops._nodes[key]() is v
+
+
+def test_the_multi_device_check_sees_every_node_naming_several_devices() -> None:
+    from uopviz.tensor.multi import needs_lowering
+    from uopviz.uop.ops import Built
+    one = UOp.buffer(4, dtypes.float32, "CPU").reshape((4,))
+    assert not needs_lowering([one + one])
+    several = UOp.buffer(4, dtypes.float32, ("CPU", "CPU")).reshape((8,))
+    assert Built.several_devices and needs_lowering([several + several]) and not needs_lowering([one + one])

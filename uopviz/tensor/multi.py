@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from uopviz.runtime import buffer
 from uopviz.runtime.device import canonical_devices
 from uopviz.trace.recorder import context, stage
-from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
+from uopviz.uop.ops import Built, GroupOp, Ops, UOp, prod, toposort
 from uopviz.uop.pattern import function_pass
 
 if TYPE_CHECKING:
@@ -58,7 +58,10 @@ def is_realized(u: UOp) -> bool:
 
 def needs_lowering(roots: Sequence[UOp]) -> bool:
     """Whether any of these graphs holds a multi-device node (so the shard pass must run before scheduling). The
-    answer is kept per node, so a walk stops at nodes asked about before (an eager step's weights and constants)."""
+    answer is kept per node, so a walk stops at nodes asked about before (an eager step's weights and constants); no
+    walk at all while no node naming several devices was ever built."""
+    if not Built.several_devices:
+        return False
     for root in roots:  # a walk of its own (toposort's gate is a call per node): every node realized is met here
         if _HOLDS_MULTI in root.__dict__:
             continue

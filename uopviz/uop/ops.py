@@ -271,6 +271,24 @@ def _forget(key: tuple[Any, ...], ref: weakref.ref[UOp]) -> None:
     _remove_dead_weakref(_nodes, key)
 
 
+class Built:
+    """What this process has built so far: `several_devices`, whether any node names several devices (a Buffer,
+    Param or Load of a multi-device, a Copy to one). Until one is, no graph holds one, so the front-end's check
+    for multi-device graphs (a walk of every graph realized) is answered without a walk."""
+
+    several_devices: bool = False
+
+
+_NAMES_DEVICES = frozenset({Ops.BUFFER, Ops.PARAM, Ops.COPY, Ops.LOAD})
+
+
+def _names_several_devices(op: Ops, arg: Any) -> bool:
+    """Whether a node of op and arg names several devices itself (uopviz.tensor.multi's test, on the arg)."""
+    if op is Ops.COPY:
+        return isinstance(arg, tuple)
+    return arg is not None and isinstance(getattr(arg, "device", None), tuple)
+
+
 def _const_key(arg: ConstArg) -> tuple[Any, ...]:
     """Intern key of a Const: 0.0/-0.0 and 1/1.0/True must stay distinct nodes, and NaN must equal itself."""
     v = arg.value
@@ -300,6 +318,8 @@ class UOp:
         object.__setattr__(self, "arg", arg)
         object.__setattr__(self, "tag", tag)
         _nodes[key] = weakref.ref(self, functools.partial(_forget, key))
+        if op in _NAMES_DEVICES and not Built.several_devices and _names_several_devices(op, arg):
+            Built.several_devices = True
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
