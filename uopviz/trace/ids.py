@@ -29,6 +29,19 @@ def content_id(entry: Mapping[str, Any]) -> str:
     return hashlib.sha256(payload.encode("ascii")).hexdigest()[:ID_HEX_DIGITS]
 
 
+def id_parts(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """The canonical JSON of an entry before and after its sources: a node rebuilt over other sources (trace
+    replay) has the id `parted_id(parts, src)`, the same as content_id's, without encoding its arg again."""
+    head = _CANONICAL.encode([entry["op"], entry["dtype"], entry["arg"]])
+    return head[:-1] + ",", "," + _CANONICAL.encode(entry["tag"]) + "]"
+
+
+def parted_id(parts: tuple[str, str], src: list[str]) -> str:
+    """content_id of the entry `parts` came from, with these sources (hex ids need no escaping)."""
+    payload = parts[0] + '["' + '","'.join(src) + '"]' + parts[1] if src else parts[0] + "[]" + parts[1]
+    return hashlib.sha256(payload.encode("ascii")).hexdigest()[:ID_HEX_DIGITS]
+
+
 def base_entry(u: UOp, src_ids: list[str]) -> dict[str, Any]:
     """A node's entry without its shape, in the document's key order."""
     try:

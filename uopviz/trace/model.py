@@ -17,7 +17,7 @@ from typing import Any
 
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
 from uopviz.trace.kernels import check_kernels
-from uopviz.trace.nodes import Entry, NodeTable
+from uopviz.trace.nodes import Entry, NodeTable, Replay
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import Rule, current_recorder, set_recorder
@@ -59,7 +59,7 @@ class TracePass:
     steps: list[TraceStep] = field(default_factory=list)
     _table: NodeTable = field(default_factory=NodeTable, repr=False, kw_only=True)
     _roots: list[str] = field(default_factory=list, repr=False, kw_only=True)
-    _rewrites: dict[str, str] = field(default_factory=dict, repr=False, kw_only=True)  # of the steps replayed
+    _replay: Replay | None = field(default=None, repr=False, kw_only=True)  # the steps replayed so far
 
     def graph_at(self, k: int) -> str:
         """Root id of the graph after the first k steps (0: the input; len(steps): the output, replayed).
@@ -71,10 +71,13 @@ class TracePass:
         if not 0 <= k <= len(self.steps):
             raise IndexError(f"pass {self.name!r} has {len(self.steps)} steps; graph_at takes 0..{len(self.steps)}")
         roots = self._roots or [self.input]
-        while len(roots) <= k:
-            s = self.steps[len(roots) - 1]
-            self._rewrites[s.match] = s.replacement
-            roots.append(self._table.substitute(roots[-1], self._rewrites))
+        if len(roots) <= k:
+            replay = self._replay = self._replay or self._table.replay(self.input)
+            while len(roots) <= k:
+                s = self.steps[len(roots) - 1]
+                roots.append(replay.step(s.match, s.replacement))
+            if len(roots) > len(self.steps):
+                self._replay = None  # every graph is replayed: its node sets are not needed again
         self._roots = roots
         return roots[k]
 
