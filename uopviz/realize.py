@@ -222,11 +222,13 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     bufs: list[UOp] = []
     values: dict[str, int] = {}
     ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its position in items
+    named = ref.__getitem__
     pinned = list((pins or {}).items())
+    BUFFER, BIND, pure = Ops.BUFFER, Ops.BIND, _PURE  # locals: the loop runs once per node of every eager realize
     for root in (*roots, *(b for _, b in pinned)):
         if root in ref:
             continue
-        if root.__dict__.get(_PURE):
+        if root.__dict__.get(pure):
             ref[root] = root
             continue
         stack = [(root, iter(_below(root)))]
@@ -234,32 +236,32 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
             node, it = stack[-1]
             for s in it:
                 if s not in ref:
-                    if s.__dict__.get(_PURE):
+                    if s.__dict__.get(pure):
                         ref[s] = s
                     else:
-                        stack.append((s, iter(s.src[:1] if s.op is Ops.BIND else s.src)))  # _below, inlined
+                        stack.append((s, iter(s.src[:1] if s.op is BIND else s.src)))  # _below, inlined
                         break
             else:
                 stack.pop()
                 op = node.op
-                if op is Ops.BUFFER:
+                if op is BUFFER:
                     a = node.arg
                     ref[node] = len(items)
                     items.append((op, a.size, a.dtype, a.device, a.addrspace))
                     bufs.append(node)
-                elif op is Ops.BIND:
+                elif op is BIND:
                     name, value = node.src[0].arg.name, node.src[1].arg.value
                     if values.setdefault(name, value) != value:
                         raise _Uncached
                     ref[node] = len(items)
                     items.append((op, ref[node.src[0]]))
                 else:
-                    srcs = tuple([ref[s] for s in node.src])
+                    srcs = tuple(map(named, node.src))
                     if int in map(type, srcs):  # a source that is not pure: numbered
                         ref[node] = len(items)
                         items.append((op, node.arg, node.tag, srcs))
                     else:
-                        node.__dict__[_PURE] = True
+                        node.__dict__[pure] = True
                         ref[node] = node
     key = _Hashed((tuple(items), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device))
     return _Structure(key, bufs, values)

@@ -33,6 +33,7 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
         return []
     leaves = {_key(t) for t in _requiring.values()}
     reads: dict[UOp, bool] = {}  # one walk for all the tensors (a backward realizes the loss and every gradient)
+    read = reads.__getitem__
     for root in (t.uop for t in tensors):
         if root in reads:
             continue
@@ -45,7 +46,7 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
                     break
             else:
                 stack.pop()
-                reads[node] = node in leaves or any(map(reads.__getitem__, node.src))
+                reads[node] = node in leaves or any(map(read, node.src))
     return [t for t in tensors if id(t) not in _requiring and reads[t.uop]]
 
 
