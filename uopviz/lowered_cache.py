@@ -6,10 +6,11 @@ An entry's key is everything lowering reads: the kernel graph and the device's T
 the same in every process), the opts, and the code that lowers (a digest of uopviz's own source files: an edit to
 any pass is a miss, never a stale kernel). A graph or target holding a value without a canonical form is not kept.
 
-Entries are pickles of the Kernel's fields (its Linear program as flat rows) in `<cache>/lowered/`, created and
-read as the libraries beside it are (runtime/trust.py: CacheTrustError where another user could have written one),
-so loading one trusts no more than loading a library there does. A damaged or unreadable entry is a miss; a cache
-that cannot be written keeps nothing.
+Entries are JSON (the Kernel's fields, its Linear program as rows of op, sources, and arg and tag as the trace
+format encodes them: uopviz/trace/serialize.py), never pickles: an entry is data, read without running anything it
+names. They live in `<cache>/lowered/`, created and read as the libraries beside it are (runtime/trust.py:
+CacheTrustError where another user could have written one). A kernel is kept only where its entry reads back as the
+very same kernel; a damaged or unreadable entry is a miss; a cache that cannot be written keeps nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import enum
 import hashlib
 import json
 import os
-import pickle
 import tempfile
 from collections.abc import Sequence
 from functools import cache
@@ -28,14 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from uopviz.codegen.opt import Opt
+from uopviz.dtype import dtypes
+from uopviz.pipeline import source_of
 from uopviz.runtime.cpu import cache_dir
 from uopviz.runtime.trust import open_checked, trusted_dir
-from uopviz.search.executor import flatten, unflatten
+from uopviz.search.executor import flatten
 from uopviz.target import Kernel, Target
-from uopviz.uop.ops import UOp
+from uopviz.trace.errors import TraceFormatError
+from uopviz.trace.serialize import decode, encode
+from uopviz.uop.ops import Ops, UOp
 
-FORMAT = 1
-"""The entries' layout; bump it when Kernel's fields or their pickled form change."""
+FORMAT = 2
+"""The entries' layout; bump it when Kernel's fields or their JSON form change."""
 
 
 class _NoCanonicalForm(Exception):
@@ -55,53 +59,85 @@ def key(ast: UOp, device: str, opts: Sequence[Opt], target: Target) -> str | Non
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def load(name: str) -> Kernel | None:
-    """The kernel kept under name, None where there is none (or it cannot be read back)."""
+def load(name: str, target: Target) -> Kernel | None:
+    """The kernel kept under name for target, None where there is none (or it cannot be read back); its source
+    rendered again from its Linear program, never read from the entry."""
     folder = cache_dir() / "lowered"
     try:
         at = open_checked(folder, directory=True)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
-        with os.fdopen(open_checked(folder / f"{name}.pickle", dir_fd=at), "rb") as f:
-            fields = pickle.load(f)
-        fields["linear"] = unflatten(fields["linear"])
-        return Kernel(**fields)
+        with os.fdopen(open_checked(folder / f"{name}.json", dir_fd=at), "rb") as f:
+            return _kernel(json.loads(f.read()), target)
     except FileNotFoundError:
         return None
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError, IndexError, KeyError,
-            TypeError, ValueError):  # damaged, or written by other code under the same name: lowered again
-        return None
+    except (OSError, TraceFormatError, AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None  # damaged, or written by other code under the same name: lowered again
     finally:
         os.close(at)
 
 
 def fields_of(kernel: Kernel) -> dict[str, Any]:
     """The kernel's fields, its Linear program as flat rows: picklable without recursion (what a build worker
-    sends back, and what an entry holds)."""
+    sends back to the process that asked for it)."""
     fields = {f.name: getattr(kernel, f.name) for f in dataclasses.fields(Kernel)}
     fields["linear"] = flatten(kernel.linear)
     return fields
 
 
-def store(name: str, fields: dict[str, Any]) -> None:
-    """Keep a kernel's fields_of under name (atomically: a reader sees the whole entry or none); nothing where the
-    cache cannot be written. Only a kernel whose bounds were checked (uopviz.uop.bounds) is kept: one read back is
-    compiled without checking them again."""
+def store(name: str, kernel: Kernel, target: Target) -> None:
+    """Keep a kernel under name (atomically: a reader sees the whole entry or none); nothing where the cache cannot
+    be written or the entry would not read back as this kernel. Only a kernel whose bounds were checked
+    (uopviz.uop.bounds) is kept: one read back is compiled without checking them again."""
+    try:
+        text = json.dumps(_document(kernel), separators=(",", ":"), allow_nan=False)
+        back = _kernel(json.loads(text), target)
+    except (TraceFormatError, KeyError, TypeError, ValueError):
+        return
+    if back != kernel or back.linear is not kernel.linear or back.meta != kernel.meta:
+        return  # a value the JSON form does not rebuild exactly
     try:
         folder = trusted_dir(cache_dir() / "lowered")
         fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=folder)
     except OSError:
         return
     try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(fields, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, folder / f"{name}.pickle")
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
-        pass  # a full disk, or a field that does not pickle: the kernel is lowered again next time
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(text)
+        os.replace(tmp, folder / f"{name}.json")
+    except OSError:
+        pass  # a full disk: the kernel is lowered again next time
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _document(k: Kernel) -> dict[str, Any]:
+    """A kernel as JSON data (what an entry holds)."""
+    nodes = k.linear.toposort()
+    at = {u: i for i, u in enumerate(nodes)}
+    return {"format": FORMAT, "name": k.name, "params": [d.name for d in k.params],
+            "global_size": k.global_size, "local_size": k.local_size, "vars": list(k.vars), "threads": k.threads,
+            "opts": [o.to_json() for o in k.meta.get("opts", ())],
+            "linear": [[u.op.value, [at[s] for s in u.src], encode(u.arg), encode(u.tag)] for u in nodes]}
+
+
+def _kernel(doc: dict[str, Any], target: Target) -> Kernel:
+    """The kernel of a document (_document's) for target, its source rendered from its Linear program;
+    TraceFormatError, KeyError, TypeError or ValueError where it is not one."""
+    if doc["format"] != FORMAT:
+        raise ValueError(f"an entry of format {doc['format']!r}")
+    built: list[UOp] = []
+    for op, src, arg, tag in doc["linear"]:
+        built.append(UOp(Ops(op), tuple(built[i] for i in src), decode(arg), decode(tag)))
+
+    def size(v: list[int] | None) -> tuple[int, ...] | None:
+        return None if v is None else tuple(int(x) for x in v)
+    name, params = str(doc["name"]), tuple(dtypes.from_name(d) for d in doc["params"])
+    return Kernel(name, built[-1], source_of(built[-1], name, params, target), params,
+                  size(doc["global_size"]), size(doc["local_size"]), tuple(str(v) for v in doc["vars"]),
+                  int(doc["threads"]), {"opts": tuple(Opt.from_json(o) for o in doc["opts"])})
 
 
 @cache

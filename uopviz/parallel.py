@@ -123,7 +123,7 @@ def _from_disk(missing: list[Key], progress: Progress) -> list[Todo]:
     for key in missing:
         ast, device, opts = key
         name = lowered_cache.key(ast, device, opts, devices.get(device).target)
-        kernel = lowered_cache.load(name) if name is not None else None
+        kernel = lowered_cache.load(name, devices.get(device).target) if name is not None else None
         if kernel is None:
             todo.append((key, name))
             continue
@@ -145,7 +145,7 @@ def _here(item: Todo) -> None:
     except Exception:
         return  # raised again, in schedule order, by the caller's compile_kernel
     if name is not None:
-        lowered_cache.store(name, lowered_cache.fields_of(kernel))
+        lowered_cache.store(name, kernel, devices.get(key[1]).target)
 
 
 def _before_the_pool(todo: list[Todo], n: int, progress: Progress) -> int:
@@ -226,10 +226,9 @@ def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, targ
             rt.kernel_library(kernel)
     except Exception as e:  # the requester's compile_kernel raises it again, in schedule order
         return Built(time.perf_counter() - t0, f"{type(e).__name__}: {e}")
-    fields = lowered_cache.fields_of(kernel)
     if name is not None:
-        lowered_cache.store(name, fields)
-    return Built(time.perf_counter() - t0, None, fields, len(kernel.linear.src))
+        lowered_cache.store(name, kernel, target)
+    return Built(time.perf_counter() - t0, None, lowered_cache.fields_of(kernel), len(kernel.linear.src))
 
 
 def _result(f: Future[Built]) -> Built | None:

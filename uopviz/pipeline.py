@@ -276,7 +276,12 @@ def scheduler(ast: UOp, target: Target) -> Scheduler:
 
 
 def _program(linear: UOp, c: Lowering) -> UOp:
-    d = c.target.dialect
-    text = render(linear, c.name, d, c.params, c.target.emulated) if d is not None else ""
-    return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), text)), c.name)
+    return UOp(Ops.PROGRAM, (linear, UOp(Ops.SOURCE, (), source_of(linear, c.name, c.params, c.target) or "")), c.name)
+
+
+def source_of(linear: UOp, name: str, params: tuple[DType, ...], target: Target) -> str | None:
+    """A Linear program's source in the target's dialect (None for the PYTHON interpreter, which runs the program
+    itself): machine code is compiled only from source rendered from the IR."""
+    d = target.dialect
+    return render(linear, name, d, params, target.emulated) if d is not None else None
 

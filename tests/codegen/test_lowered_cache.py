@@ -5,6 +5,7 @@ a damaged entry or a value without a canonical form is a miss, never an error or
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from uopviz.codegen.opt import Opt
 from uopviz.pipeline import calls_of, lower, schedule
 from uopviz.realize import _key
 from uopviz.runtime import device as devices
-from uopviz.target import Cache, Kernel
+from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops, UOp
 
 
@@ -27,6 +28,10 @@ from uopviz.uop.ops import Ops, UOp
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path))
     return tmp_path
+
+
+def cpu_target() -> Target:
+    return devices.get("CPU").target
 
 
 def a_kernel(f: Callable[[Tensor], Tensor] = lambda x: (x.sin() * 2.0).sum(1)) -> tuple[UOp, str, tuple[Opt, ...]]:
@@ -41,15 +46,22 @@ def stored() -> tuple[str, Kernel]:
     name = lowered_cache.key(ast, device, opts, target)
     assert name is not None
     kernel = lower(ast, target, opts)
-    lowered_cache.store(name, lowered_cache.fields_of(kernel))
+    lowered_cache.store(name, kernel, target)
     return name, kernel
 
 
 def test_a_stored_kernel_is_read_back_as_lowering_gives_it() -> None:
     name, kernel = stored()
-    back = lowered_cache.load(name)
+    back = lowered_cache.load(name, cpu_target())
     assert back is not None and back == kernel  # every compared field
     assert back.linear is kernel.linear and back.meta == kernel.meta
+
+
+def test_an_entry_is_data_and_its_source_is_rendered_again(cache: Path) -> None:
+    """No pickle and no stored source: machine code comes only from source rendered from the IR."""
+    name, kernel = stored()
+    doc = json.loads((cache / "lowered" / f"{name}.json").read_text())
+    assert "source" not in doc and doc["linear"] and lowered_cache.load(name, cpu_target()).source == kernel.source
 
 
 def test_the_key_changes_with_whatever_lowering_reads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,14 +92,14 @@ def test_the_key_is_the_same_in_every_process() -> None:
 
 
 def test_a_damaged_or_missing_entry_is_a_miss(cache: Path) -> None:
-    assert lowered_cache.load("0" * 40) is None  # no folder yet
+    assert lowered_cache.load("0" * 40, cpu_target()) is None  # no folder yet
     name, _ = stored()
-    entry = cache / "lowered" / f"{name}.pickle"
+    entry = cache / "lowered" / f"{name}.json"
     entry.write_bytes(entry.read_bytes()[:100])
-    assert lowered_cache.load(name) is None
-    entry.write_bytes(b"not a pickle")
-    assert lowered_cache.load(name) is None
-    assert lowered_cache.load("1" * 40) is None
+    assert lowered_cache.load(name, cpu_target()) is None
+    entry.write_bytes(b"not json")
+    assert lowered_cache.load(name, cpu_target()) is None
+    assert lowered_cache.load("1" * 40, cpu_target()) is None
 
 
 def test_a_value_without_a_canonical_form_is_not_kept() -> None:
@@ -112,4 +124,4 @@ def test_nothing_is_kept_where_the_code_cannot_be_read(monkeypatch: pytest.Monke
 def test_nothing_is_kept_where_the_cache_cannot_be_written(cache: Path) -> None:
     (cache / "lowered").write_text("a file where the folder would be")
     name, _ = stored()  # no error
-    assert lowered_cache.load(name) is None
+    assert lowered_cache.load(name, cpu_target()) is None

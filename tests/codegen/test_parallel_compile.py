@@ -135,7 +135,7 @@ def test_a_kernel_out_of_bounds_fails_in_the_worker_and_is_not_kept(tmp_path: Pa
     assert name is not None
     built = parallel._build(env, flatten(ast), [], "CPU", rt.target, True, name)
     assert built.error is not None and "KernelBoundsError" in built.error
-    assert lowered_cache.load(name) is None and not list((tmp_path / "cpu").glob("*.so"))  # nothing compiled
+    assert lowered_cache.load(name, rt.target) is None and not list((tmp_path / "cpu").glob("*.so"))  # nothing compiled
 
 
 @pytest.mark.usefixtures("fresh")
