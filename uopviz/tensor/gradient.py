@@ -89,7 +89,17 @@ def _recomputes_a_sum(x: UOp) -> bool:
     """Whether a kernel reading the lazy x computes a reduction in it again: its adds may run in another order there
     (other opts), so x == max(x) could hold for no element and the max's gradient vanish (fuzzer, CPU seed 50038:
     the min of a variance). Elementwise ops give the same bits in every kernel; a Contiguous is read, not redone."""
-    return any(v.op is Ops.REDUCE for v in toposort([x], gate=lambda v: v.op is not Ops.CONTIGUOUS))
+    seen, todo = {x}, [x]  # a search that ends at the first reduction (attention scores: a matmul's, at once)
+    while todo:
+        v = todo.pop()
+        if v.op is Ops.REDUCE:
+            return True
+        if v.op is not Ops.CONTIGUOUS:
+            for s in v.src:
+                if s not in seen:
+                    seen.add(s)
+                    todo.append(s)
+    return False
 
 
 def _pow_base_grad(g: Tensor, u: UOp) -> Tensor:
