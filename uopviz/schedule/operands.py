@@ -17,7 +17,7 @@ anyway: buffers, stored reductions, Contiguous).
 
 from __future__ import annotations
 
-from uopviz.schedule.program import program_order
+from uopviz.schedule.program import program_order, stored
 from uopviz.schedule.rows import ROW
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod
 
@@ -32,17 +32,9 @@ DECOMPOSED = 16
 def store_operands(fn: UOp) -> UOp:
     """Function fn with each costly, much re-read matmul operand made Contiguous (stored); fn unchanged when there
     is none."""
-    body = fn.src[0]
-    order = program_order(body)
+    order = program_order(fn.src[0])
     values = {v for u in order if u.op is Ops.REDUCE for v in _reread_operands(u)}
-    if not values:
-        return fn
-    new: dict[UOp, UOp] = {}
-    for u in order:
-        new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
-        if u in values:
-            new[u] = UOp(Ops.CONTIGUOUS, (new[u],))
-    return fn.replace(src=(new[body], *fn.src[1:]))
+    return stored(fn, order, values)
 
 
 def _reread_operands(red: UOp) -> list[UOp]:

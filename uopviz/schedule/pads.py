@@ -13,7 +13,7 @@ copy's own kernel is one guarded load per element; on a CPU the heuristic copies
 
 from __future__ import annotations
 
-from uopviz.schedule.program import program_order
+from uopviz.schedule.program import program_order, stored
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod
 
 REUSE = 8
@@ -25,17 +25,9 @@ _THROUGH = GroupOp.Movement | GroupOp.Elementwise
 def store_pads(fn: UOp) -> UOp:
     """Function fn with each Pad that a reduction re-reads at least REUSE times made Contiguous (stored); fn
     unchanged when there is none."""
-    body = fn.src[0]
-    order = program_order(body)
+    order = program_order(fn.src[0])
     pads = {p for u in order if u.op is Ops.REDUCE for p in _reread_pads(u)}
-    if not pads:
-        return fn
-    new: dict[UOp, UOp] = {}
-    for u in order:
-        new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
-        if u in pads:
-            new[u] = UOp(Ops.CONTIGUOUS, (new[u],))
-    return fn.replace(src=(new[body], *fn.src[1:]))
+    return stored(fn, order, pads)
 
 
 def _reread_pads(red: UOp) -> list[UOp]:

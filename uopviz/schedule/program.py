@@ -26,3 +26,17 @@ def program_order(root: UOp) -> list[UOp]:
             stack.pop()
             out.append(node)
     return out
+
+
+def stored(fn: UOp, order: list[UOp], values: set[UOp]) -> UOp:
+    """Function fn (its body's program_order given) with each of values made Contiguous, so the kernel split stores
+    it by a kernel of its own; fn itself when values is empty."""
+    if not values:
+        return fn
+    body = fn.src[0]
+    new: dict[UOp, UOp] = {}
+    for u in order:
+        new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
+        if u in values:
+            new[u] = UOp(Ops.CONTIGUOUS, (new[u],))
+    return fn.replace(src=(new[body], *fn.src[1:]))
