@@ -18,13 +18,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from support import ROOT, example
+from support import ROOT, example, timed
 
 import uopviz
 from uopviz import Tensor, nn
@@ -99,12 +97,6 @@ CASES: dict[str, Callable[[], Case]] = {"gpt-forward": lambda: gpt_case(False), 
                                         "resnet-step": resnet_case}
 
 
-def seconds(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def run(name: str, steps: int, threads: list[int]) -> None:
     import torch
     case = CASES[name]()
@@ -116,10 +108,10 @@ def run(name: str, steps: int, threads: list[int]) -> None:
     mine: list[float] = []
     peers: dict[int, list[float]] = {t: [] for t in threads}
     for _ in range(steps):  # in turns, so both meet the same machine
-        mine.append(seconds(case.ours))
+        mine.append(timed(case.ours))
         for t in threads:
             torch.set_num_threads(t)
-            peers[t].append(seconds(case.theirs))
+            peers[t].append(timed(case.theirs))
     ms = statistics.median(mine) * 1e3
     row = "  ".join(f"torch {t} thread{'s' * (t > 1)} {statistics.median(p) * 1e3:7.2f} ms "
                     f"({statistics.median(p) * 1e3 / ms:.2f}x)" for t, p in peers.items())

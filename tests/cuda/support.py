@@ -15,6 +15,7 @@ from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.dtype import DType, dtypes
 from uopviz.pipeline import kernels_of, lower, schedule, scheduler
 from uopviz.runtime import buffer as buffers
+from uopviz.runtime import device as devices
 from uopviz.runtime.cuda import cuda_target, nvrtc_version
 from uopviz.runtime.device import DeviceUnavailableError
 from uopviz.runtime.python import PythonRuntime
@@ -34,6 +35,8 @@ def _nvrtc_missing() -> str | None:
     return None
 
 
+HAVE_GPU = "CUDA" in devices.available(["CUDA"])
+"""Whether an NVIDIA GPU with its driver and cuda-bindings starts here."""
 NVRTC_MISSING = _nvrtc_missing()
 needs_nvrtc = pytest.mark.skipif(NVRTC_MISSING is not None,
                                  reason=f"NVRTC is not installed here ({NVRTC_MISSING}); CI installs it with the dev "

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernels import ZOO
-from tests.cuda.support import matmul, run_python
+from tests.cuda.support import HAVE_GPU, matmul, run_python
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.codegen.tc import MMA_SYNC
@@ -27,7 +27,6 @@ from uopviz.target import Kernel
 from uopviz.tensor import Tensor
 from uopviz.uop.ops import UOp
 
-HAVE_GPU = "CUDA" in devices.available(["CUDA"])
 needs_gpu = pytest.mark.skipif(not HAVE_GPU, reason="no NVIDIA GPU with a driver and cuda-bindings here")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cuda.test_cuda_runtime import HAVE_GPU
+from tests.cuda.support import HAVE_GPU
 
 ROOT = Path(__file__).parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -38,3 +38,4 @@ def test_a_benchmark_stage_checks_against_torch(tmp_path: Path, name: str, monke
     row = gpu.stage_bench(name, tmp_path, 0.02, device="CPU", n=48)
     assert row["kernels"] and all(k["beam_ms"] > 0 and k["heuristic_ms"] > 0 for k in row["kernels"])
     assert row["max_abs_err"] <= 1e-4 * max(1.0, row["max_abs_want"]) and row["ms"] > 0 and row["torch_ms"] > 0
+    assert row["torch_result_dtype"] == "torch.float32"  # fp16 inputs: torch's gemm as it ran is in the row
