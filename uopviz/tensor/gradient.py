@@ -9,7 +9,9 @@ Matmul, conv, gather and scatter need no rules of their own: they are compositio
 movement ops (SPEC), so their gradients are the compositions of these rules (a matmul's gradient is again a
 broadcast multiply and a sum, i.e. two matmuls). One composition has a rule of its own, recognised by its shape:
 the logistic function 1/(1 + 2^z) that sigmoid is (and tanh, silu and gelu's tanh form are built on), whose
-chain rule through its parts overflows.
+chain rule through its parts overflows. And a composition can be given a rule of its own where it is built
+(`own_gradient`): convolution, whose chain rule through its sliding-window view is a col2im of div/mod index
+chains, where its gradients are convolutions again.
 
 Conventions are PyTorch's: at a tie, max gives each side half; the side of a where not taken gets exactly 0, and a
 zero gradient stays zero through a rule whose local derivative is infinite there (2^z that overflowed, 1/x at 0),
@@ -24,6 +26,7 @@ arguments. It is scheduled once per body, like the forward function.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -36,6 +39,22 @@ if TYPE_CHECKING:
 
 Grads = tuple["Tensor | None", ...]
 _LN2 = math.log(2)
+
+OwnRule = Callable[["Tensor", tuple["Tensor", ...], tuple[bool, ...]], Grads]
+"""(gradient of the output, the inputs, whether each needs a gradient) -> the inputs' gradients (None where not
+needed)."""
+
+# output node -> (its inputs' nodes, its rule); weak, so an entry goes with its graph. Not in the graph itself: a
+# node's arg is hashable data the spec checks, and hash-consing makes the same composition of the same inputs the
+# same node, whose rule is then the same too
+_own: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], OwnRule]] = weakref.WeakKeyDictionary()
+
+
+def own_gradient(out: Tensor, inputs: tuple[Tensor, ...], rule: OwnRule) -> Tensor:
+    """out, a composition of inputs, differentiated by rule instead of through its parts (the rule must give the
+    same gradients, built any way that lowers better). Returns out."""
+    _own[out.uop] = (tuple(t.uop for t in inputs), rule)
+    return out
 
 
 class GradientError(RuntimeError):
@@ -248,6 +267,13 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] 
                     add(arg, g)
             continue
         if u.op in (Ops.BUFFER, Ops.PARAM, Ops.CONST):
+            continue
+        if (own := _own.get(u)) is not None:
+            srcs, own_rule = own
+            g = grads[u]
+            for s, sg in zip(srcs, own_rule(g, tuple(g._new(s) for s in srcs), tuple(s in on_path for s in srcs))):
+                if sg is not None and s in on_path:
+                    add(s, sg)
             continue
         if (fused := _logistic(grads[u], u, targets)) is not None:
             if fused[0] in on_path:

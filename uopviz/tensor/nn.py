@@ -7,11 +7,13 @@ multiply and one sum over the window axes.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import dtypes, least_upper_dtype
-from uopviz.tensor.util import ShapeError, broadcast_shapes, concrete, fmt
+from uopviz.tensor.gradient import own_gradient
+from uopviz.tensor.util import ArgumentError, ShapeError, broadcast_shapes, concrete, fmt
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -41,6 +43,33 @@ def _pool_out(i: int, k: int, s: int, d: int, pad: tuple[int, int], ceil_mode: b
     span = i + pad[0] + pad[1] - d * (k - 1) - 1
     out = (-(-span // s) if ceil_mode else span // s) + 1
     return out - 1 if ceil_mode and (out - 1) * s >= i + pad[0] else out
+
+
+def _conv_grads(g: Tensor, inputs: tuple[Tensor, ...], need: tuple[bool, ...], pads: list[tuple[int, int]],
+                stride: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> tuple[Tensor | None, ...]:
+    """conv's gradients as convolutions: the input's is the transposed convolution of g with the weight, the
+    weight's the correlation of the input's windows with g. Through the window view the chain rule gives the same
+    values as a col2im that sums the window copies back through div/mod index chains, several times slower."""
+    x, w = inputs
+    nd = w.ndim - 2
+    n, cout, *outs = g.shape
+    ks = w.shape[2:]
+    g = g.contiguous()  # both gradients read it, each many times: computed once, not in every read
+    dx = dw = None
+    if need[0]:
+        # rows of the padded input past the last window get no gradient: output_padding restores them
+        extra = [i + b + a - ((o - 1) * s + d * (k - 1) + 1)
+                 for i, (b, a), o, s, d, k in zip(x.shape[2:], pads, outs, stride, dilation, ks)]
+        dx = g.conv_transpose(w, None, stride, pads, extra, dilation, groups)
+    if need[1]:
+        win = x._conv_windows(pads, ks, stride, dilation, groups)              # (N, G, 1, Cin/G, *out, *ks)
+        sp, kk = range(4, 4 + nd), range(4 + nd, 4 + 2 * nd)
+        win = win.permute(0, *sp, 1, *kk, 3, 2)                                # (N, *out, G, *ks, Cin/G, 1)
+        gt = g.permute(0, *range(2, 2 + nd), 1).contiguous()                   # (N, *out, Cout)
+        gt = gt.reshape(n, *outs, groups, *(1,) * nd, 1, cout // groups)
+        dw = win.mul(gt).sum(tuple(range(1 + nd))).contiguous()               # (G, *ks, Cin/G, Cout/G)
+        dw = dw.permute(0, 2 + nd, 1 + nd, *range(1, 1 + nd)).reshape(w.shape)
+    return dx, dw
 
 
 class NNMixin:
@@ -123,20 +152,27 @@ class NNMixin:
         if not isinstance(groups, int) or groups < 1 or c % groups or cout % groups or c // groups != cin_g:
             raise ShapeError(f"conv: input channels {c}, weight {fmt(weight.shape)} and groups={groups} do not fit; "
                              "need Cin = groups · weight.shape[1] and Cout divisible by groups")
-        dil = _tuple(dilation, nd, "dilation")
+        st, dil = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
         if padding == "same":
             padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(ks, dil)]
-        x = self.pad([(0, 0), (0, 0), *_padding(padding, nd)])
-        win = x._pool(tuple(ks), _tuple(stride, nd, "stride"), dil)             # (N, C, *out, *ks)
-        outs = win.shape[2:2 + nd]
-        win = win.reshape(n, groups, 1, cin_g, *outs, *ks)
+        pads = _padding(padding, nd)
+        win = self._conv_windows(pads, tuple(ks), st, dil, groups)             # (N, G, 1, Cin/G, *out, *ks)
         w = weight.reshape(1, groups, cout // groups, cin_g, *(1,) * nd, *ks)
-        out = win.mul(w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *outs)
+        out = win.mul(w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *win.shape[4:4 + nd])
+        out = own_gradient(out, (self, weight), functools.partial(_conv_grads, pads=pads, stride=st, dilation=dil,
+                                                                   groups=groups))
         if bias is None:
             return out
         if bias.shape != (cout,):
             raise ShapeError(f"conv bias must have shape ({cout},), got {fmt(bias.shape)}")
         return out.add(bias.reshape(1, cout, *(1,) * nd))
+
+    def _conv_windows(self: Tensor, pads: list[tuple[int, int]], ks: tuple[int, ...], stride: tuple[int, ...],
+                      dilation: tuple[int, ...], groups: int) -> Tensor:
+        """The padded input's windows as conv multiplies them, (N, groups, 1, Cin/groups, *out, *ks)."""
+        n, c = self.shape[:2]
+        win = self.pad([(0, 0), (0, 0), *pads])._pool(ks, stride, dilation)  # (N, C, *out, *ks)
+        return win.reshape(n, groups, 1, c // groups, *win.shape[2:])
 
     def conv1d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
                dilation: Any = 1, groups: int = 1) -> Tensor:
@@ -335,11 +371,15 @@ class NNMixin:
 
     def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                      dropout_p: float = 0.0, is_causal: bool = False,
-                                     scale: float | None = None) -> Tensor:
+                                     scale: float | None = None, enable_gqa: bool = False) -> Tensor:
         """softmax(q·kᵀ·scale + mask)·v over (..., L, E) queries and (..., S, E) keys: a bool mask keeps where true
-        (−inf elsewhere), a float mask is added; is_causal keeps key j <= query i. scale defaults to 1/√E."""
+        (−inf elsewhere), a float mask is added; is_causal keeps key j <= query i. scale defaults to 1/√E.
+        enable_gqa: keys and values of fewer heads (axis -3) serve groups of query heads, as in torch."""
         if attn_mask is not None and is_causal:
-            raise ValueError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+            raise ArgumentError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
+        if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
+            key = key.repeat_interleave(self.shape[-3] // key.shape[-3], -3)
+            value = value.repeat_interleave(self.shape[-3] // value.shape[-3], -3)
         q = self._float()
         scores = q.matmul(key.transpose(-2, -1)).mul(scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
         if is_causal:
