@@ -4,6 +4,11 @@ with the unoptimized kernels and the heuristic's opts.
 KERNEL is a zoo name (`uopviz kernels` lists them; `all` is the whole zoo) or `path.py:function`, a function
 returning a lazy Tensor (--shape values are passed to it as keyword arguments). Every kernel the programs' realize
 runs is searched; results go to the tuning database, so running the same command again answers from it at once.
+
+`uopviz beam script.py [--budget 5m]` tunes a whole model: it runs the script (a training step, a few steps of a
+loop, under @jit or not), times every kernel it ran on the script's own buffers, and searches them most time first
+within the budget (uopviz.tune), then prints each kernel's time before and after. Run again, it answers the kernels
+already searched from the database and spends the budget on the rest.
 Locally the kernels are searched one after another; with --ray the candidates are built and timed on a Ray
 cluster (`uopviz ray-resources` says what its nodes advertise), several kernels at once, and this process keeps
 the searches and the database.
@@ -16,10 +21,13 @@ measured so far are stored: the same command resumes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
+import runpy
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,13 +42,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser("beam", help="search the fastest opts for a program's kernels (BEAM)",
                               description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("kernels", nargs="+", metavar="KERNEL",
-                   help="a zoo kernel name (all: the whole zoo), or path.py:function returning a Tensor")
+                   help="a zoo kernel name (all: the whole zoo), path.py:function returning a Tensor, or script.py "
+                        "(every kernel the script runs: whole-model tuning)")
     p.add_argument("--beam", type=_width, default=4, metavar="N", help="beam width (default: 4)")
     p.add_argument("--rounds", type=_width, default=8, metavar="N", help="at most N rounds (default: 8)")
     p.add_argument("--device", default=None, help=devices.device_help())
     p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=VALUE",
                    help="a size of the zoo kernel (e.g. M=512), or a keyword argument of the function; repeatable")
     p.add_argument("--small", action="store_true", help="the zoo kernel's small sizes (as the tests use)")
+    p.add_argument("--budget", type=_duration, default=None, metavar="TIME",
+                   help="with a script: the time the whole tuning may take (e.g. 300, 90s, 5m, 1h), shared among its "
+                        "kernels by their time (default: every search runs to its end)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--db", metavar="PATH", type=Path,
                    help="the tuning database (default: $UOPVIZ_CACHE_DIR/tuning.db, else ~/.cache/uopviz/tuning.db)")
@@ -85,12 +97,20 @@ def cmd_beam(args: argparse.Namespace) -> int:
     from uopviz.search.report import report
     docs = []
     executor: Executor | None = None
+    scripts = [n for n in args.kernels if n.endswith(".py")]
+    if scripts and (len(scripts) > 1 or len(args.kernels) > 1 or args.shape or args.small):
+        return _fail(UsageError("a script is tuned alone: give one script.py, without other kernels, --shape or "
+                                "--small"), 2)
+    if args.budget is not None and not scripts:
+        return _fail(UsageError("--budget applies to a script (whole-model tuning); give script.py"), 2)
     try:
         device = devices.canonical(args.device)
-        programs = [_program(args, name, device) for name in _names(args.kernels)]
         if args.ray is not None:
             from uopviz.search.ray_executor import RayExecutor
             executor = RayExecutor(args.ray)
+        if scripts:
+            return _tune_script(args, scripts[0], device, executor)
+        programs = [_program(args, name, device) for name in _names(args.kernels)]
         kernels = [kernels_of(schedule([program.tensor.uop])) for program in programs]
         for program, ks in zip(programs, kernels, strict=True):
             if program.bytes is None:
@@ -117,6 +137,36 @@ def cmd_beam(args: argparse.Namespace) -> int:
         print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
     else:
         print("\n\n".join(_table(doc, colour=sys.stdout.isatty()) for doc in docs))
+    return 0
+
+
+def _tune_script(args: argparse.Namespace, script: str, device: str, executor: Any) -> int:
+    """Run the script, capturing its launches, and tune them all (whole-model tuning); print the report."""
+    from uopviz.realize import capture
+    from uopviz.search.db import TuningDB
+    from uopviz.tune import runs_of, tune
+    path = Path(script)
+    if not path.is_file():
+        raise UsageError(f"no file {script!r}")
+    argv, sys_path0 = sys.argv, sys.path[0]
+    sys.argv, sys.path[0] = [str(path)], str(path.resolve().parent)
+    try:
+        with _default_device(device), capture() as launches:
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except SystemExit as e:
+                if e.code not in (None, 0):
+                    raise ProgramError(f"{script} exited with status {e.code}") from None
+            except Exception as e:
+                raise ProgramError(f"{script} failed: {type(e).__name__}: {e}") from None
+    finally:
+        sys.argv, sys.path[0] = argv, sys_path0
+    if not launches:
+        raise ProgramError(f"{script} ran no kernel: there is nothing to tune")
+    with TuningDB(args.db) as db:
+        tuning = tune(runs_of(launches), args.beam, budget_s=args.budget, db=db, executor=executor,
+                      max_rounds=args.rounds, force=args.force, scope=f"a run of {path.name}")
+    print(json.dumps(tuning.to_json(), indent=2) if args.json else tuning)
     return 0
 
 
@@ -170,9 +220,7 @@ def _function_program(spec: str, shapes: dict[str, int], device: str) -> Program
     if module_spec is None or module_spec.loader is None:
         raise UsageError(f"{path_text} cannot be imported as Python")
     module = importlib.util.module_from_spec(module_spec)
-    prev = os.environ.get("UOPVIZ_DEVICE")
-    os.environ["UOPVIZ_DEVICE"] = device
-    try:
+    with _default_device(device):
         try:
             module_spec.loader.exec_module(module)
         except Exception as e:
@@ -184,15 +232,24 @@ def _function_program(spec: str, shapes: dict[str, int], device: str) -> Program
             out = fn(**shapes)
         except Exception as e:
             raise ProgramError(f"{spec} failed: {type(e).__name__}: {e}") from None
+    if not isinstance(out, Tensor):
+        raise UsageError(f"{spec} returned {type(out).__name__}, not a Tensor")
+    label = spec + (f" ({', '.join(f'{k}={v}' for k, v in shapes.items())})" if shapes else "")
+    return Program(label, out, None, None)
+
+
+@contextlib.contextmanager
+def _default_device(device: str) -> Iterator[None]:
+    """The user's program runs with `device` as the default (UOPVIZ_DEVICE), restored after."""
+    prev = os.environ.get("UOPVIZ_DEVICE")
+    os.environ["UOPVIZ_DEVICE"] = device
+    try:
+        yield
     finally:
         if prev is None:
             del os.environ["UOPVIZ_DEVICE"]
         else:
             os.environ["UOPVIZ_DEVICE"] = prev
-    if not isinstance(out, Tensor):
-        raise UsageError(f"{spec} returned {type(out).__name__}, not a Tensor")
-    label = spec + (f" ({', '.join(f'{k}={v}' for k, v in shapes.items())})" if shapes else "")
-    return Program(label, out, None, None)
 
 
 def _table(doc: dict[str, Any], colour: bool) -> str:
@@ -260,6 +317,14 @@ def _width(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return n
+
+
+def _duration(text: str) -> float:
+    from uopviz.tune import parse_duration
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _shape(text: str) -> tuple[str, int]:

@@ -23,6 +23,8 @@ generator while capturing is a JitError (draw them outside and pass them in).
 from __future__ import annotations
 
 import functools
+import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,6 +36,7 @@ from uopviz.uop.ops import Ops, UOp
 if TYPE_CHECKING:
     from uopviz.realize import Launch
     from uopviz.tensor.tensor import Tensor
+    from uopviz.tune import Run, Tuning
 
 _capturing: list[str] = []  # the jitted functions being captured, innermost last
 
@@ -59,6 +62,8 @@ class _Replay:
     fixed: list[dict[str, int]]  # each launch's variable values that no input's size gives
     outputs: list[tuple[UOp, tuple[int | UOp, ...], str | tuple[str, ...]]]
     single: bool
+    keys: list[tuple[UOp, str, tuple[Any, ...]] | None]  # each launch's kernel, device and opts (None: a copy)
+    names: list[str]
 
     def run(self, inputs: Sequence[Tensor], values: dict[str, int]) -> Any:
         for k, t in enumerate(inputs):
@@ -71,6 +76,31 @@ class _Replay:
                              device) for u, shape, device in self.outputs)
         return outs[0] if self.single else outs
 
+    def runs(self, inputs: Sequence[Tensor], values: dict[str, int]) -> list[Run]:
+        """Each launch ready to run on its own with the inputs' buffers in place (what whole-model tuning times)."""
+        from uopviz.tune import Run
+        for k, t in enumerate(inputs):
+            hs = [buffers.handle(b) for b in multi.buffers_of(t.uop)]
+            for launch, arg, j in self.slots[k]:
+                self.handles[launch][arg] = hs[j]
+        return [Run(key, name, prog, handles, tuple(values[v] if v in values else fixed[v] for v in names_))
+                for key, name, prog, handles, names_, fixed in zip(self.keys, self.names, self.progs, self.handles,
+                                                                   self.variables, self.fixed, strict=True)]
+
+    def step_time(self, inputs: Sequence[Tensor], values: dict[str, int], runs: int) -> float:
+        """The median wall time of `runs` replays (each waits for its devices), after one to warm up."""
+        from uopviz.runtime import device as devices
+        used = {key[1] for key in self.keys if key is not None}
+
+        def once() -> float:
+            t0 = time.perf_counter()
+            self.run(inputs, values)
+            for d in used:
+                devices.get(d).synchronize()
+            return time.perf_counter() - t0
+        once()
+        return statistics.median(once() for _ in range(runs))
+
 
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Capture `fn`'s kernels (Tensors in, a Tensor or a tuple of Tensors out) on its second call per signature
@@ -82,11 +112,7 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
-        from uopviz.tensor.tensor import Tensor
-        inputs = [a for a in args if isinstance(a, Tensor)]
-        if len(inputs) != len(args) or len({id(t) for t in inputs}) != len(inputs):
-            raise JitError(f"@jit {name} takes distinct Tensors as positional arguments only (its kernels are "
-                           "replayed on new Tensors, not on new Python values)")
+        inputs = _inputs(args, name)
         key = tuple(_signature(t) for t in inputs)
         for t in inputs:
             t.realize()
@@ -99,9 +125,38 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         call.captures += 1  # type: ignore[attr-defined]
         return result
 
+    def beam(*args: Any, width: int = 2, budget_s: float | None = None, runs: int = 10, **options: Any) -> Tuning:
+        """Tune every kernel this function runs on inputs like `args` (whole-model tuning, uopviz.tune): BEAM of
+        `width` over them, most time first, within budget_s seconds; then capture again with the tuned kernels.
+        The report has the step's replay time before and after (medians of `runs`). It calls the function (up to
+        twice to capture it, once to capture it again) and replays it 2 x (runs + 1) times: a training step's
+        weights move as they would in training. `options` are uopviz.tune.tune's (db, executor, workers, ...)."""
+        from uopviz.tune import tune
+        inputs = _inputs(args, name)
+        key = tuple(_signature(t) for t in inputs)
+        while key not in replays:
+            call(*args)
+        values = _values(inputs)
+        before = replays[key].step_time(inputs, values, runs)
+        tuning = tune(replays[key].runs(inputs, values), width, budget_s=budget_s, **options)
+        replays[key], _ = _capture(fn, name, inputs)
+        tuning.step_before_s, tuning.step_after_s = before, replays[key].step_time(inputs, values, runs)
+        return tuning
+
     call.captures = 0  # type: ignore[attr-defined]
     call.replays = replays  # type: ignore[attr-defined]  (by signature: what a replay runs, for inspection)
+    call.beam = beam  # type: ignore[attr-defined]
     return call
+
+
+def _inputs(args: Sequence[Any], name: str) -> list[Tensor]:
+    """The call's arguments, which must be distinct Tensors."""
+    from uopviz.tensor.tensor import Tensor
+    inputs = [a for a in args if isinstance(a, Tensor)]
+    if len(inputs) != len(args) or len({id(t) for t in inputs}) != len(inputs):
+        raise JitError(f"@jit {name} takes distinct Tensors as positional arguments only (its kernels are "
+                       "replayed on new Tensors, not on new Python values)")
+    return inputs
 
 
 def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_Replay, Any]:
@@ -130,7 +185,8 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
                      [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
-                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
+                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single,
+                     [launch.key for launch in launches], [launch.kernel.name for launch in launches])
     _check_outputs(launches, outs, inputs, name)
     return replay, result
 

@@ -1,0 +1,126 @@
+"""Whole-model tuning (uopviz.tune): a @jit step's `.beam()` and `uopviz beam script.py --budget`. Every kernel of a
+step is searched once, most time first, within the budget; results land in the tuning database (a second run
+answers from it), and the step computes the same values with the tuned kernels as NumPy does."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import uopviz
+from uopviz import Tensor
+from uopviz.cli import main
+from uopviz.tune import MIN_SHARE_S, parse_duration, share_s
+
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((13, 11)).astype(np.float32)
+B = RNG.standard_normal((11, 7)).astype(np.float32)
+
+
+def _step(w: Tensor):
+    @uopviz.jit
+    def step(x: Tensor) -> Tensor:
+        return ((x @ w).relu() * 2 + 1).sum(axis=1)
+    return step
+
+
+def _expected(x: np.ndarray) -> np.ndarray:
+    return (np.maximum(x @ B, 0) * 2 + 1).sum(axis=1)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("300", 300.0), ("90s", 90.0), ("5m", 300.0), ("1.5h", 5400.0),
+                                               ("2m30s", 150.0), (" 10S ", 10.0)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "m", "5x", "-3", "0", "0s", "1..5m", "5m3"])
+def test_bad_durations_say_what_is_expected(text: str) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(text)
+
+
+def test_budget_shares_follow_time_within_bounds() -> None:
+    assert share_s(100.0, 30.0, 60.0) == 50.0       # half of what is left for half of the time left
+    assert share_s(100.0, 0.1, 60.0) == MIN_SHARE_S  # a small kernel still gets a search that can find something
+    assert share_s(3.0, 30.0, 60.0) == 3.0           # never more than is left
+    assert share_s(10.0, 0.0, 0.0) == 10.0
+
+
+def test_jit_beam_tunes_every_kernel_once_then_answers_from_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "tuning.db"
+    step = _step(Tensor(B))
+    x = Tensor(A)
+    tuning = step.beam(x, width=1, max_rounds=1, db=db, progress=False, runs=2)
+    assert tuning.launches == len(tuning.kernels) + 0 == sum(k.launches for k in tuning.kernels)
+    assert [k.before_s for k in tuning.kernels] == sorted((k.before_s for k in tuning.kernels), reverse=True)
+    assert all(k.result is not None and not k.result.from_db for k in tuning.kernels)
+    assert tuning.step_before_s is not None and tuning.step_after_s is not None
+    np.testing.assert_allclose(step(x).numpy(), _expected(A), rtol=1e-5)  # the replay captured again, tuned
+    again = _step(Tensor(B)).beam(Tensor(A), width=1, max_rounds=1, db=db, progress=False, runs=2)
+    assert all(k.result is not None and k.result.from_db and k.result.compiled == 0 for k in again.kernels)
+    assert "answered from the tuning database" in str(again)
+
+
+def test_a_spent_budget_leaves_the_rest_unsearched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(0, 10_000, 7))  # every reading of the clock is 7 s later: the 10 s budget lasts one search
+    monkeypatch.setattr("uopviz.tune.time", SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    tuning = _step(Tensor(B)).beam(Tensor(A), width=1, max_rounds=1, db=tmp_path / "t.db", progress=False, runs=1,
+                                   budget_s=10)
+    searched = [k for k in tuning.kernels if k.result is not None]
+    assert len(searched) == 1 and searched[0] is tuning.kernels[0]  # the kernel with the most time
+    assert all(k.skipped == "not searched: the budget was spent" and k.after_s == k.before_s
+               for k in tuning.kernels[1:])
+
+
+def test_uopviz_beam_script_tunes_what_the_script_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "model.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np
+        from uopviz import Tensor
+        x = Tensor(np.arange(35, dtype=np.float32).reshape(5, 7))
+        print("total", float((x * 2).sum().item()))
+    """))
+    db = tmp_path / "tuning.db"
+    args = ["beam", str(script), "--beam", "1", "--rounds", "1", "--db", str(db), "--budget", "2m", "--json"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("total 1190.0\n")
+    doc = json.loads(out[out.index("{"):])
+    assert doc["budget_s"] == 120.0 and doc["launches"] >= 1
+    assert all(k["from_db"] is False and k["skipped"] is None for k in doc["kernels"])
+    assert main(args) == 0
+    doc = json.loads((out := capsys.readouterr().out)[out.index("{"):])
+    assert all(k["from_db"] is True for k in doc["kernels"])
+
+
+@pytest.mark.parametrize(("body", "args", "status", "said"), [
+    ("raise RuntimeError('broken model')", [], 1, "broken model"),
+    ("import sys; sys.exit(3)", [], 1, "exited with status 3"),
+    ("x = 1", [], 1, "ran no kernel"),
+    ("x = 1", ["gemm"], 2, "tuned alone"),
+    ("x = 1", ["--small"], 2, "tuned alone"),
+])
+def test_uopviz_beam_script_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, args: list[str],
+                                   status: int, said: str) -> None:
+    script = tmp_path / "model.py"
+    script.write_text(body + "\n")
+    argv = sys.argv[:]
+    assert main(["beam", str(script), *args, "--db", str(tmp_path / "t.db")]) == status
+    assert said in capsys.readouterr().err
+    assert sys.argv == argv  # the script's argv is put back
+
+
+def test_budget_needs_a_script_and_a_duration(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["beam", "gemm", "--small", "--budget", "5m"]) == 2
+    assert "--budget applies to a script" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["beam", "model.py", "--budget", "soon"])
+    assert e.value.code == 2
+    assert main(["beam", "absent.py"]) == 2
