@@ -175,9 +175,12 @@ class CreationMixin:
     @classmethod
     def linspace(cls, start: int | float, stop: int | float, num: int, dtype: Any = None,
                  device: str | None = None) -> Tensor:
-        """num evenly spaced values from start to stop, both included."""
+        """num evenly spaced values from start to stop, both included. An int dtype gets the float values truncated
+        toward zero (torch's linspace: 5, 7.5, 10 as int32 is 5, 7, 10)."""
         if not isinstance(num, int) or num < 0:
             raise ValueError(f"linspace needs a non-negative int count, got {num!r}")
+        if dtype is not None and (want := to_dtype(dtype)).is_int:
+            return cls.linspace(start, stop, num, device=device).cast(want)
         dt = _float_dtype(dtype, "linspace", start, stop)
         if num == 1:
             return cls.full((1,), float(start), dt, device)

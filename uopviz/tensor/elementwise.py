@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
-from uopviz.tensor.util import broadcast_shapes, const_uop, expand_to, to_dtype
+from uopviz.tensor.util import ArgumentError, broadcast_shapes, const_uop, expand_to, to_dtype
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class ElementwiseMixin:
             q = a.floordiv(b)
             return q.add(a.fmod(b).ne(0).bitwise_and(a.lt(0).ne(b.lt(0))).cast(q.dtype))
         if rounding_mode is not None:
-            raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         a, b = self._pair(x, reverse)
         a, b = a._float(), b._float()
         return a._alu(Ops.MUL, b.reciprocal())
@@ -163,7 +163,7 @@ class ElementwiseMixin:
         if not reverse and _is_scalar(x) and not isinstance(x, bool):
             if isinstance(x, int) and not self.dtype.is_float:
                 if x < 0:
-                    raise ValueError(f"integers to negative integer powers are not allowed ({x}); "
+                    raise ArgumentError(f"integers to negative integer powers are not allowed ({x}); "
                                      "cast the base to a float dtype first")
                 return self._int_pow_const(x)
             if x == 2:
@@ -271,6 +271,11 @@ class ElementwiseMixin:
 
     # ---------------------------------------------------------------- bitwise (ints and bools)
     def _bitwise(self: Tensor, op: Ops, x: Any, reverse: bool) -> Tensor:
+        """A bitwise op; a Python int that fits the tensor's width with the other signedness is taken as that bit
+        pattern (`int32 | 0xFFFFFFFF` is `| -1`, as in torch)."""
+        dt = self.dtype
+        if type(x) is int and dt.is_int and not dt.min <= x <= dt.max and -(1 << (dt.bits - 1)) <= x < (1 << dt.bits):
+            x = x - (1 << dt.bits) if x > dt.max else x + (1 << dt.bits)
         a, b = self._pair(x, reverse)
         a._need(f"bitwise {op.value}", a.dtype.is_int or a.dtype.is_bool, "cast to an int dtype first")
         return a._alu(op, b)
@@ -467,7 +472,7 @@ class ElementwiseMixin:
         """Each value limited to [min_, max_] (either may be None; scalars or tensors, broadcast). At a bound the
         gradient goes to self (PyTorch's clamp), beyond it to the bound."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs min_ or max_ (or both)")
+            raise ArgumentError("clip needs min_ or max_ (or both)")
         out = self if min_ is None else self.lt(min_).where(min_, self)
         return out if max_ is None else out.gt(max_).where(max_, out)
 

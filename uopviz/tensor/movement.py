@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
 from uopviz.tensor.util import (
+    ArgumentError,
     AxisError,
     Dim,
     ShapeError,
@@ -73,13 +74,19 @@ def _is_scalar_value(x: Any) -> bool:
     return type(x) in (bool, int, float)
 
 
-def _unpack(first: Any, others: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
-    """cat/stack's tensors, given as `Tensor.cat((a, b))` (a sequence first) or as `a.cat(b)`."""
+def _unpack(first: Any, others: tuple[Any, ...], dim: int) -> tuple[Any, tuple[Any, ...], int]:
+    """cat/stack's tensors and dim, given as `Tensor.cat((a, b), 1)` (a sequence, then torch's positional dim) or
+    as `a.cat(b, dim=1)`. Anything after a sequence but one int dim is refused, as torch does."""
     if isinstance(first, (list, tuple)):
         if not first:
             raise ShapeError("cat/stack need at least one tensor")
-        return first[0], (*first[1:], *others)
-    return first, others
+        if len(others) == 1 and isinstance(others[0], int) and not isinstance(others[0], bool):
+            return first[0], tuple(first[1:]), others[0]
+        if others:
+            raise TypeError(f"cat/stack take a sequence of tensors and a dim, or tensors one by one; after the "
+                            f"sequence came {', '.join(type(o).__name__ for o in others)}")
+        return first[0], tuple(first[1:]), dim
+    return first, others, dim
 
 
 def _count(n: Dim) -> str:
@@ -271,13 +278,10 @@ class MovementMixin:
         return self._new(self.uop.flip(tuple(k in axes for k in range(self.ndim))))
 
     def squeeze(self: Tensor, axis: int | tuple[int, ...] | None = None) -> Tensor:
-        """Remove size-1 axes (all of them, or the given ones, which must have size 1)."""
-        if axis is None:
-            axes = tuple(k for k, d in enumerate(self.shape) if d == 1)
-        else:
-            axes = normalize_axes(axis, self.ndim)
-            if any(self.shape[k] != 1 for k in axes):
-                raise ShapeError(f"cannot squeeze axis {axis} of {fmt(self.shape)}: only size-1 axes can go")
+        """Remove size-1 axes: all of them, or those among the given ones (an axis of another size stays, as in
+        torch)."""
+        axes = tuple(k for k in (range(self.ndim) if axis is None else normalize_axes(axis, self.ndim))
+                     if isinstance(d := self.shape[k], int) and d == 1)
         return self.reshape(tuple(d for k, d in enumerate(self.shape) if k not in axes))
 
     def unsqueeze(self: Tensor, axis: int) -> Tensor:
@@ -295,12 +299,15 @@ class MovementMixin:
         return self.reshape((*self.shape[:s], sym(numel(self.shape[s:e + 1])), *self.shape[e + 1:]))
 
     def repeat(self: Tensor, *repeats: int | tuple[int, ...]) -> Tensor:
-        """Tile the tensor (NumPy's tile): axis k repeated repeats[k] times; extra repeats add leading axes."""
+        """Tile the tensor (torch's repeat): axis k repeated repeats[k] times; extra repeats add leading axes. Fewer
+        counts than axes are refused, as torch does (NumPy's tile would pad them with 1s)."""
         reps = int_args(repeats)
         if any(r < 0 for r in reps):
             raise ShapeError(f"repeat counts must be non-negative, got {reps}")
-        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape) if len(reps) > self.ndim else self
-        reps = (1,) * (x.ndim - len(reps)) + reps
+        if len(reps) < self.ndim:
+            raise ShapeError(f"repeat of {fmt(self.shape)} needs a count for each of its {self.ndim} axes (or more), "
+                             f"got {reps}")
+        x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         inter = tuple(v for d in x.shape for v in (1, d))
         tiled = tuple(v for r, d in zip(reps, x.shape) for v in (r, d))
         return x.reshape(inter).expand(tiled).reshape(tuple(r * d for r, d in zip(reps, x.shape)))
@@ -308,7 +315,7 @@ class MovementMixin:
     def cat(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
         """Join tensors along an existing axis (`Tensor.cat(a, b, dim=1)` or `a.cat(b, dim=1)`): each is padded
         into place with zeros and the pieces are added (or-ed for bools)."""
-        self, others = _unpack(self, others)
+        self, others, dim = _unpack(self, others, dim)
         ts = (self, *others)
         if self.ndim == 0:
             raise ShapeError("0-d tensors cannot be concatenated; stack them instead")
@@ -331,7 +338,7 @@ class MovementMixin:
 
     def stack(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
         """Join tensors of one shape along a new axis (`Tensor.stack((a, b), dim=1)` or `a.stack(b, dim=1)`)."""
-        self, others = _unpack(self, others)
+        self, others, dim = _unpack(self, others, dim)
         for t in others:
             if t.shape != self.shape:
                 raise ShapeError(f"stack needs tensors of one shape, got {fmt(self.shape)} and {fmt(t.shape)}")
@@ -341,7 +348,7 @@ class MovementMixin:
     # ---------------------------------------------------------------- indexing
     def __getitem__(self: Tensor, index: Any) -> Tensor:
         """NumPy indexing: ints (negative too), slices with any step, None, Ellipsis, and integer index arrays
-        (Python lists, NumPy arrays or Tensors: advanced indexing, broadcast together).
+        (Python lists or tuples inside the index, NumPy arrays or Tensors: advanced indexing, broadcast together).
 
         Indices known now (ints, lists, NumPy arrays) are checked: one outside [-size, size) is an IndexError
         with NumPy's message, and negatives wrap. Index Tensors are lazy, so their values cannot be checked
@@ -349,7 +356,7 @@ class MovementMixin:
         selects nothing, so its element reads 0 (a masked read) where NumPy would raise."""
         import numpy as np
         items = list(index) if isinstance(index, tuple) else [index]
-        items = [int(i) if isinstance(i, np.integer) else i for i in items]
+        items = [int(i) if isinstance(i, np.integer) else list(i) if isinstance(i, tuple) else i for i in items]
         if sum(i is Ellipsis for i in items) > 1:
             raise IndexError("an index can only have a single ellipsis ('...')")
         for i in items:
@@ -576,7 +583,7 @@ class MovementMixin:
         sh = (shifts,) if isinstance(shifts, int) else tuple(shifts)
         ds = (dims,) if isinstance(dims, int) else tuple(dims)
         if len(sh) != len(ds):
-            raise ValueError(f"roll needs one shift per dim, got shifts {shifts} and dims {dims}")
+            raise ArgumentError(f"roll needs one shift per dim, got shifts {shifts} and dims {dims}")
         x = self
         for s, d in zip(sh, ds):
             d = normalize_axis(d, self.ndim)
@@ -712,6 +719,9 @@ class MovementMixin:
         if not idx.dtype.is_int or idx.ndim != self.ndim:
             raise IndexError(f"scatter index must be an int tensor of self's {self.ndim} dims, got "
                              f"{idx.dtype.name} {fmt(idx.shape)}")
+        if isinstance(src, type(self)) and src.dtype != self.dtype:
+            raise DTypeError(f"scatter of a {src.dtype.name} src into a {self.dtype.name} tensor: the dtypes must "
+                             "be the same (torch's rule); cast src first")
         src_t = self._coerce(src).cast(self.dtype) if not _is_scalar_value(src) else \
             self._const_like(src).shrink([(0, s) for s in idx.shape])
         if any(a > b for k, (a, b) in enumerate(zip(idx.shape, self.shape)) if k != d) or \
@@ -727,9 +737,19 @@ class MovementMixin:
         vals = src_l.unsqueeze(-1).pad([*lead, (0, 0), (0, 0)])
         return d, hit, vals
 
-    def scatter(self: Tensor, dim: int, index: Any, src: Any) -> Tensor:
+    def scatter(self: Tensor, dim: int, index: Any, src: Any = None, reduce: str | None = None, *,
+                value: Any = None) -> Tensor:
         """self with self[..., index[i], ...] = src[i] along dim (torch.scatter; index has self's dims, src at least
-        index's shape, or a scalar). Where an index repeats, the last write (highest position) wins."""
+        index's shape, or a scalar, also given as value=). Where an index repeats, the last write (highest
+        position) wins; reduce="add" or "multiply" combines the writes with self's value instead (scatter_reduce's
+        "sum" and "prod")."""
+        if (src is None) == (value is None):
+            raise TypeError("scatter takes src or value (one of them)")
+        src = value if src is None else src
+        if reduce is not None:
+            if reduce not in ("add", "multiply"):
+                raise ArgumentError(f"scatter reduce must be 'add' or 'multiply', got {reduce!r}")
+            return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
         d, hit, vals = self._scatter_parts(dim, index, src)
         m = hit.shape[-2]
         order = type(self).arange(m, dtype=dtypes.int32, device=self.device).reshape(m, 1)
@@ -762,5 +782,6 @@ class MovementMixin:
             acc = hit.where(vals, lo).max(-2) if reduce == "amax" else hit.where(vals, hi).min(-2)
             total = (acc.maximum(base) if reduce == "amax" else acc.minimum(base)) if include_self else acc
         else:
-            raise ValueError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+            raise ArgumentError(f"scatter_reduce reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', "
+                                f"got {reduce!r}")
         return got.where(total.cast(self.dtype), base).transpose(d, -1)

@@ -26,10 +26,21 @@ from uopviz.tensor.movement import MovementMixin
 from uopviz.tensor.multi import MultiMixin, ShardError, needs_lowering
 from uopviz.tensor.nn import NNMixin
 from uopviz.tensor.reduce import ReduceMixin
-from uopviz.tensor.util import AxisError, Dim, ShapeError, concrete, const_uop, fmt, numel, to_dtype, value_of
+from uopviz.tensor.util import (
+    ArgumentError,
+    AxisError,
+    Dim,
+    ShapeError,
+    concrete,
+    const_uop,
+    fmt,
+    numel,
+    to_dtype,
+    value_of,
+)
 from uopviz.uop.ops import Ops, UOp
 
-__all__ = ["AxisError", "DeviceMismatchError", "ShapeError", "ShardError", "Tensor"]
+__all__ = ["ArgumentError", "AxisError", "DeviceMismatchError", "ShapeError", "ShardError", "Tensor"]
 
 
 class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixin, LossMixin, AutogradMixin,

@@ -29,8 +29,14 @@ class ShapeError(ValueError, RuntimeError):
     as PyTorch raises for them)."""
 
 
-class AxisError(ValueError, IndexError):
-    """An axis outside a tensor's dimensions (a ValueError and an IndexError, like NumPy's AxisError)."""
+class AxisError(ValueError, IndexError, RuntimeError):
+    """An axis outside a tensor's dimensions, or one named twice (a ValueError and an IndexError, like NumPy's
+    AxisError, and a RuntimeError, which PyTorch raises for repeated or identical dims)."""
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument an op does not take (an unknown mode's name, shifts that do not pair with dims, both of two
+    exclusive options): a ValueError, and a RuntimeError as PyTorch raises for these."""
 
 
 def fmt(shape: Sequence[Dim]) -> str:
