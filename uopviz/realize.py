@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -51,6 +51,7 @@ class Launch(NamedTuple):
 
 
 _captures: list[list[Launch]] = []  # open capture() blocks, innermost last
+_profiles: list[Callable[[Launch, tuple[int, ...], float], None]] = []  # open profiling() blocks, innermost last
 
 
 @contextmanager
@@ -64,6 +65,27 @@ def capture() -> Iterator[list[Launch]]:
         _captures.remove(launches)
 
 
+@contextmanager
+def profiling(report: Callable[[Launch, tuple[int, ...], float], None]) -> Iterator[None]:
+    """Inside the block every launch (realize's, a cached schedule's, a @jit replay's) waits for its kernel, and
+    `report` is told the launch, its variables' values and its time in seconds (uopviz.profile)."""
+    _profiles.append(report)
+    try:
+        yield
+    finally:
+        _profiles.remove(report)
+
+
+def run_launch(launch: Launch, handles: Sequence[Any], vals: tuple[int, ...], wait: bool = False) -> float:
+    """Run one launch on these handles; its time in seconds where it waited (wait, or a profile is open), else 0."""
+    if not _profiles:
+        return launch.prog(handles, vals, wait=wait) or 0.0
+    t = launch.prog(handles, vals, wait=True) or 0.0
+    for report in _profiles:
+        report(launch, vals, t)
+    return t
+
+
 def run_schedule(graph: UOp, timed: bool = False) -> float:
     """Run the graph's Calls in dependency order; with timed, wait for each and return the kernels' total
     time in seconds (device time where the device measures it). A graph over several devices runs each device's
@@ -73,12 +95,13 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     compile_all([key for _, key in calls if key is not None])  # side by side, before any runs
     for call, key in calls:
         kernel, prog = _program(call, key)
-        steps.append((call.buffers, prog, tuple(call.vals[v] for v in kernel.vars)))
+        launch = Launch(kernel, prog, call.buffers, call.vals, key)
+        steps.append((launch, tuple(call.vals[v] for v in kernel.vars)))
         for launches in _captures:
-            launches.append(Launch(kernel, prog, call.buffers, call.vals, key))
-    if len({bufs[0].arg.device for bufs, _, _ in steps}) > 1:
+            launches.append(launch)
+    if len({launch.buffers[0].arg.device for launch, _ in steps}) > 1:
         return _run_concurrently(steps, timed)
-    return sum(prog([buffers.handle(b) for b in bufs], vals, wait=timed) or 0.0 for bufs, prog, vals in steps)
+    return sum(run_launch(launch, [buffers.handle(b) for b in launch.buffers], vals, timed) for launch, vals in steps)
 
 
 def _program(call: KernelCall, key: tuple[UOp, str, tuple[Any, ...]] | None) -> tuple[Kernel, Program]:
@@ -103,7 +126,7 @@ def _key(call: KernelCall) -> tuple[UOp, str, tuple[Any, ...]]:
     return (call.ast, device, default_opts(call.ast, device))
 
 
-def _run_concurrently(steps: list[tuple[list[UOp], Program, tuple[int, ...]]], timed: bool) -> float:
+def _run_concurrently(steps: list[tuple[Launch, tuple[int, ...]]], timed: bool) -> float:
     """Run steps (in dependency order) on each device's worker thread: a step waits for the last writer of each
     buffer it reads and, for the buffer it writes, for its last writer and the readers since (memory the plan
     reuses). Steps reach each worker in order, so a step's dependencies are always queued before it. The
@@ -111,21 +134,22 @@ def _run_concurrently(steps: list[tuple[list[UOp], Program, tuple[int, ...]]], t
     workers could each wait for a step queued behind the other."""
     from concurrent.futures import Future, wait
 
-    def run(deps: list[Future[float]], prog: Program, handles: list[Any], vals: tuple[int, ...]) -> float:
+    def run(deps: list[Future[float]], launch: Launch, handles: list[Any], vals: tuple[int, ...]) -> float:
         wait(deps)
         for d in deps:
             d.result()  # a failed dependency fails this step too
-        return prog(handles, vals, wait=timed) or 0.0
+        return run_launch(launch, handles, vals, timed)
 
     writer: dict[UOp, Future[float]] = {}
     readers: dict[UOp, list[Future[float]]] = {}
     futures: list[Future[float]] = []
     with _ONE_GRAPH_AT_A_TIME:
         try:
-            for bufs, prog, vals in steps:
-                out, ins = bufs[0], bufs[1:]
+            for launch, vals in steps:
+                out, ins = launch.buffers[0], launch.buffers[1:]
                 deps = [writer[b] for b in (out, *ins) if b in writer] + readers.get(out, [])
-                f = _device_worker(out.arg.device).submit(run, deps, prog, [buffers.handle(b) for b in bufs], vals)
+                handles = [buffers.handle(b) for b in launch.buffers]
+                f = _device_worker(out.arg.device).submit(run, deps, launch, handles, vals)
                 futures.append(f)
                 writer[out], readers[out] = f, []
                 for b in ins:
@@ -351,9 +375,13 @@ class ScheduleCache:
         values = found.values
         for (kernel, prog), (key, _, refs, names, fixed) in zip(progs, entry.launches, strict=True):
             vals = {v: values[v] if v in values else fixed[v] for v in names}
-            prog([handles[i] for i in refs], tuple(vals.values()))
+            if not (_captures or _profiles):
+                prog([handles[i] for i in refs], tuple(vals.values()))
+                continue
+            launch = Launch(kernel, prog, [table[i] for i in refs], vals, key)
+            run_launch(launch, [handles[i] for i in refs], tuple(vals.values()))
             for launches in _captures:
-                launches.append(Launch(kernel, prog, [table[i] for i in refs], vals, key))
+                launches.append(launch)
         return [table[i] if i >= 0 else None for i in entry.outputs]
 
     def add(self, found: _Structure, launches: Sequence[Launch], written: Sequence[UOp | None]) -> None:
