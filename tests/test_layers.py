@@ -35,6 +35,7 @@ EXCEPTIONS = {  # (importer, imported): why it may
     ("uopviz", "uopviz.widget"): "uopviz.show() is the widget's face, imported when called",
     ("uopviz.trace.model", "uopviz.widget"): "Trace.to_html() and a trace shown as a cell's value, on use",
     ("uopviz.tensor.tensor", "uopviz.widget"): "Tensor.viz() and Tensor.beam(), on use",
+    ("uopviz.tensor.tensor", "uopviz.profile"): "Tensor.profile(), on use",
 }
 THIRD_PARTY_ABOVE = {"fastapi": "uopviz.cli", "pydantic": "uopviz.cli", "uvicorn": "uopviz.cli",
                      "starlette": "uopviz.cli", "anywidget": "uopviz.cli", "ipywidgets": "uopviz.cli",

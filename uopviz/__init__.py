@@ -3,6 +3,8 @@
 `import uopviz` stays light: it loads the IR and the trace recorder, not NumPy, FastAPI or any runtime.
 """
 
+import sys
+
 from uopviz import hooks, trace
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import AxisType, GroupOp, Ops, SpecError, UOp
@@ -10,7 +12,7 @@ from uopviz.uop.variable import Variable
 from uopviz.version import __version__
 
 __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", "Variable", "__version__", "dtypes",
-           "function", "jit", "show", "trace"]
+           "function", "jit", "profile", "show", "trace"]
 
 
 def show(x: object, **kwargs: object) -> object:
@@ -50,9 +52,12 @@ hooks.compile_display = _compile_display
 
 
 def __getattr__(name: str) -> object:
-    """`uopviz.Tensor`, `uopviz.function` and `uopviz.jit` are imported on first use: they bring NumPy, which
-    `import uopviz` must not load."""
+    """`uopviz.Tensor`, `uopviz.function`, `uopviz.jit` and `uopviz.profile` are imported on first use: they bring
+    NumPy, which `import uopviz` must not load."""
     if name in ("Tensor", "function", "jit"):
         import uopviz.tensor
         return getattr(uopviz.tensor, name)
+    if name == "profile":  # the package, callable: `with uopviz.profile() as p:`
+        import uopviz.profile
+        return sys.modules["uopviz.profile"]
     raise AttributeError(f"module 'uopviz' has no attribute {name!r}")

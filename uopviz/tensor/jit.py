@@ -64,14 +64,16 @@ class _Replay:
     single: bool
     keys: list[tuple[UOp, str, tuple[Any, ...]] | None]  # each launch's kernel, device and opts (None: a copy)
     names: list[str]
+    launches: list[Launch]  # as captured: what an open uopviz.profile() is told each replayed launch is
 
     def run(self, inputs: Sequence[Tensor], values: dict[str, int]) -> Any:
+        from uopviz.realize import run_launch
         for k, t in enumerate(inputs):
             hs = [buffers.handle(b) for b in multi.buffers_of(t.uop)]
             for launch, arg, j in self.slots[k]:
                 self.handles[launch][arg] = hs[j]
-        for prog, handles, names, fixed in zip(self.progs, self.handles, self.variables, self.fixed, strict=True):
-            prog(handles, tuple(values[v] if v in values else fixed[v] for v in names))
+        for launch, handles, names, fixed in zip(self.launches, self.handles, self.variables, self.fixed, strict=True):
+            run_launch(launch, handles, tuple(values[v] if v in values else fixed[v] for v in names))
         outs = tuple(_tensor(u if multi.is_realized(u) else u.src[0].reshape(tuple(_rebind(d, values) for d in shape)),
                              device) for u, shape, device in self.outputs)
         return outs[0] if self.single else outs
@@ -186,7 +188,7 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
                      [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single,
-                     [launch.key for launch in launches], [launch.kernel.name for launch in launches])
+                     [launch.key for launch in launches], [launch.kernel.name for launch in launches], launches)
     _check_outputs(launches, outs, inputs, name)
     return replay, result
 

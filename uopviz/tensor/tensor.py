@@ -176,6 +176,13 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         from uopviz.widget import search_tensor
         return search_tensor(self, width, **kwargs)
 
+    def profile(self) -> Any:
+        """Realize this tensor inside `uopviz.profile()` and return the Profile of the kernels it ran."""
+        from uopviz.profile import profile
+        with profile() as p:
+            self.realize()
+        return p
+
     def contiguous(self) -> Tensor:
         return self._new(UOp(Ops.CONTIGUOUS, (self._uop,)))
 

@@ -21,7 +21,8 @@ FORMAT = "uopviz-trace"
 VERSION = 1
 
 _OP_NAMES = frozenset(o.value for o in Ops)
-__all__ = ["FORMAT", "VERSION", "TraceFormatError", "check_document", "check_size", "max_bytes", "parse"]
+__all__ = ["FORMAT", "VERSION", "TraceFormatError", "check_document", "check_profile", "check_size", "max_bytes",
+           "parse"]
 
 
 def max_bytes() -> int:
@@ -111,11 +112,47 @@ def _check_document(doc: Any) -> None:
                 _obj(opt, f"{where}.opts[{k}]")
         if "stack" in ctx:  # optional: the frames that made the context (older traces have none)
             for k, frame in enumerate(_get(ctx, "stack", list, where)):
-                at = f"{where}.stack[{k}]"
-                for key, kind in (("file", str), ("line", int), ("function", str), ("code", str)):
-                    _get(_obj(frame, at), key, kind, at)
+                _check_frame(frame, f"{where}.stack[{k}]")
         for p, pas in enumerate(_get(ctx, "passes", list, where)):
             _check_pass(nodes, len(rules), pas, p, f"{where}.passes[{p}]")
+    if "profiles" in doc:  # optional: uopviz.profile() blocks that ended while the trace recorded
+        for k, prof in enumerate(_get(doc, "profiles", list, "trace")):
+            check_profile(prof, f"profiles[{k}]")
+
+
+def check_profile(doc: Any, where: str = "profile") -> None:
+    """TraceFormatError unless `doc` is a profile's document: `wall_s`, `roofs` (device -> `gflops`, `gbs`) and
+    `launches` (each `kernel`, `device`, `ast`, `time_s`, `flops`, `bytes`, `line`), times and counts >= 0."""
+    _nonnegative(_obj(doc, where), "wall_s", (int, float), where)
+    for device, roof in _get(doc, "roofs", dict, where).items():
+        at = f"{where}.roofs[{device!r}]"
+        for key in ("gflops", "gbs"):
+            if _nonnegative(_obj(roof, at), key, (int, float), at) == 0:
+                raise TraceFormatError(f"{at}.{key}: a roof must be > 0")
+    for i, launch in enumerate(_get(doc, "launches", list, where)):
+        at = f"{where}.launches[{i}]"
+        _get(_obj(launch, at), "kernel", str, at)
+        if _get(launch, "device", str, at) not in doc["roofs"]:
+            raise TraceFormatError(f"{at}.device: {launch['device']!r} has no roofs")
+        _get(launch, "ast", (str, type(None)), at)
+        _nonnegative(launch, "time_s", (int, float), at)
+        _nonnegative(launch, "flops", int, at)
+        _nonnegative(launch, "bytes", int, at)
+        if (line := _get(launch, "line", (dict, type(None)), at)) is not None:
+            _check_frame(line, f"{at}.line")
+
+
+def _check_frame(frame: Any, where: str) -> None:
+    """A frame of the user's code, as recorder.frames() writes it."""
+    for key, kind in (("file", str), ("line", int), ("function", str), ("code", str)):
+        _get(_obj(frame, where), key, kind, where)
+
+
+def _nonnegative(obj: dict[str, Any], key: str, types: type | tuple[type, ...], where: str) -> Any:
+    v = _get(obj, key, types, where)
+    if not 0 <= v < float("inf"):
+        raise TraceFormatError(f"{where}.{key}: expected a finite number >= 0, got {v!r}")
+    return v
 
 
 def _check_node(nodes: dict[str, Any], nid: str, entry: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
 from uopviz.trace.kernels import check_kernels
 from uopviz.trace.nodes import Entry, NodeTable, Replay
-from uopviz.trace.recorder import Context, PassBegin, PassEnd, Recorder
+from uopviz.trace.recorder import Context, PassBegin, PassEnd, Profiled, Recorder
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import Rule, current_recorder, set_recorder
 
@@ -124,6 +124,7 @@ class Trace:
         self._ctx_of: dict[Context, TraceContext] = {}
         self._rule_of: dict[Rule, int] = {}
         self._rule_index: dict[TraceRule, int] = {}
+        self._profiles: list[dict[str, Any]] = []
 
     # ---- reading ----
     @property
@@ -135,6 +136,13 @@ class Trace:
     def passes(self) -> list[TracePass]:
         """Every pass, context by context, in the order they began."""
         return [p for c in self.contexts for p in c.passes]
+
+    @property
+    def profiles(self) -> list[dict[str, Any]]:
+        """The `uopviz.profile()` blocks that ended while this trace recorded, as documents (docs/trace-format.md;
+        `uopviz.profile.Profile.from_dict` makes one a Profile again)."""
+        self._sync()
+        return self._profiles
 
     @property
     def rules(self) -> list[TraceRule]:
@@ -179,6 +187,7 @@ class Trace:
             "rules": [{"location": r.location, "text": r.text} for r in self._rules],
             "contexts": [{"name": c.name, "kind": c.kind, "opts": c.opts, **({"stack": c.stack} if c.stack else {}),
                           "passes": [p.to_dict() for p in c.passes]} for c in self._contexts],
+            **({"profiles": self._profiles} if self._profiles else {}),
         }
 
     def to_json(self, indent: int | None = None) -> str:
@@ -223,6 +232,7 @@ class Trace:
                       for p in c["passes"]]
             tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", [])),
                                              list(c.get("stack", []))))
+        tr._profiles = list(doc.get("profiles", []))
         check_kernels(tr._contexts, tr.uop)
         return tr
 
@@ -237,6 +247,8 @@ class Trace:
                 self._step(*ev)
             elif isinstance(ev, PassBegin):
                 self._begin(ev)
+            elif isinstance(ev, Profiled):
+                self._profiles.append(ev.doc)
             else:
                 self._end(ev)
         for c, tc in self._ctx_of.items():

@@ -7,6 +7,8 @@ its trace's log; ids, node entries and rule text are computed later, when the tr
 
 from __future__ import annotations
 
+import functools
+import linecache
 import os
 import sys
 import sysconfig
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uopviz.uop.ops import UOp
-from uopviz.uop.pattern import Rule, recording
+from uopviz.uop.pattern import Rule, current_recorder, recording
 
 STACK_FRAMES = 12  # the innermost frames of the code that made a context that a trace keeps
 _CODE_CHARS = 200
@@ -46,6 +48,14 @@ def _library_dirs() -> tuple[str, ...]:
 _LIBRARY = _library_dirs()
 
 
+@functools.cache
+def _user_file(filename: str) -> str | None:
+    """The path of a code object's file as frames name it, or None for code that is not the user's (uopviz's, the
+    standard library's, an installed package's, frozen modules')."""
+    path = os.path.realpath(filename) if not filename.startswith("<") else filename
+    return None if path.startswith(_LIBRARY) or filename.startswith("<frozen") else path
+
+
 def frames() -> list[dict[str, Any]]:
     """The frames of the running code outside uopviz, the standard library and installed packages (the user's
     script, notebook cell or program that asked for the work), outermost first, at most STACK_FRAMES of the
@@ -54,12 +64,28 @@ def frames() -> list[dict[str, Any]]:
     cwd = os.path.join(os.getcwd(), "")
     out = []
     for f in traceback.extract_stack(sys._getframe(1)):
-        path = os.path.realpath(f.filename) if not f.filename.startswith("<") else f.filename
-        if path.startswith(_LIBRARY) or f.filename.startswith("<frozen"):
+        if (path := _user_file(f.filename)) is None:
             continue
         out.append({"file": path.removeprefix(cwd), "line": f.lineno or 0, "function": f.name,
                     "code": (f.line or "")[:_CODE_CHARS]})
     return out[-STACK_FRAMES:]
+
+
+def user_line() -> tuple[str, int, str] | None:
+    """The innermost frame of the user's code (as `frames()` chooses them) as (path, line, function), or None:
+    cheap enough to ask on every kernel launch (a walk of frame objects, no source read; frames() reads it)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if (path := _user_file(f.f_code.co_filename)) is not None:
+            return path, f.f_lineno, f.f_code.co_name
+        f = f.f_back
+    return None
+
+
+def frame_of(path: str, line: int, function: str) -> dict[str, Any]:
+    """A `user_line()` as `frames()` writes a frame: {"file", "line", "function", "code"}."""
+    return {"file": path.removeprefix(os.path.join(os.getcwd(), "")), "line": line, "function": function,
+            "code": linecache.getline(path, line).strip()[:_CODE_CHARS]}
 
 
 @dataclass(slots=True)
@@ -117,6 +143,20 @@ def stage(name: str) -> Iterator[None]:
         yield
     finally:
         _stage = prev
+
+
+@dataclass(slots=True)
+class Profiled:
+    """A finished `uopviz.profile()` block's document (format.check_profile), filed where it ended."""
+
+    doc: dict[str, Any]
+
+
+def file_profile(doc: dict[str, Any]) -> None:
+    """File a profile's document into every trace recording now (the trace's `profiles`); none records: no-op."""
+    rec = current_recorder()
+    if isinstance(rec, Recorder):
+        rec._add(Profiled(doc))
 
 
 class Recorder:

@@ -1,0 +1,188 @@
+"""The profile of what ran inside a `uopviz.profile()` block: every kernel launch with its time, share, work, rates
+and place under the device's roofs, grouped by the line of the user's code that ran it.
+
+While a block is open every launch waits for its kernel (uopviz.realize.profiling), so a launch's time is its own
+(device time where the device measures it) and the launches' times add up to the time the block spent in kernels.
+A launch is filed under the innermost line of the user's code running when it was launched: for a `@jit` step,
+the line that called it; for eager code, the line whose realize (numpy, item, backward, an optimizer's step) ran
+it. When the block ends, the work of each launch is counted from its kernel graph (work.py), the roofs of each
+device used are looked up (roofs.py: measured once per device), and the profile is filed into every trace
+recording then (its `profiles`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from uopviz.profile.roofs import Roofs, roofs_of
+from uopviz.profile.work import Work, kernel_work
+from uopviz.realize import Launch, profiling
+from uopviz.trace.format import check_profile
+from uopviz.trace.ids import node_id
+from uopviz.trace.recorder import file_profile, frame_of, user_line
+from uopviz.uop.ops import UOp
+
+
+class Run(NamedTuple):
+    """One kernel launch: its kernel's name and graph id (`ast`, a trace node id; None where unknown), its device,
+    its time in seconds, its work, and the line of the user's code that ran it ({"file", "line", "function",
+    "code"}, or None)."""
+
+    kernel: str
+    ast: str | None
+    device: str
+    time_s: float
+    flops: int
+    bytes: int
+    line: dict[str, Any] | None
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.time_s / 1e9 if self.time_s > 0 else 0.0
+
+    @property
+    def gbs(self) -> float:
+        return self.bytes / self.time_s / 1e9 if self.time_s > 0 else 0.0
+
+
+@dataclass
+class Profile:
+    """Every launch of a profiled block (`runs`, in launch order), the block's wall time and each device's roofs.
+    `rows()`, `by_kernel()` and `by_line()` are the data of the table that `table()` (and print) shows."""
+
+    runs: list[Run] = field(default_factory=list)
+    wall_s: float = 0.0
+    roofs: dict[str, Roofs] = field(default_factory=dict)
+
+    @property
+    def kernel_s(self) -> float:
+        """The launches' times added up: the block's time in kernels."""
+        return sum(r.time_s for r in self.runs)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each launch as data: its Run's fields, its `share` of the kernel time, `gflops`, `gbs`, `roof` (its place
+        under the roofline: 1.0 is on it) and `bound` ("compute" or "memory": the roof it is under)."""
+        return [{**r._asdict(), **self._totals([r])} for r in self.runs]
+
+    def by_kernel(self) -> list[dict[str, Any]]:
+        """The launches of each kernel (one graph on one device) together, most time first: its `kernel`, `ast`,
+        `device`, the `lines` that ran it, and `launches`, `time_s`, `share`, work, rates, `roof` and `bound` over
+        all its launches."""
+        return self._kernels(self.runs)
+
+    def _kernels(self, runs: list[Run]) -> list[dict[str, Any]]:
+        return [{"kernel": runs[0].kernel, "ast": runs[0].ast, "device": runs[0].device,
+                 "lines": list({_line_key(r.line): r.line for r in runs}.values()), **self._totals(runs)}
+                for runs in _grouped(runs, lambda r: (r.ast or r.kernel, r.device))]
+
+    def by_line(self) -> list[dict[str, Any]]:
+        """The launches of each line of the user's code together, most time first: its `line` (None: no user code
+        ran them), `launches`, `time_s`, `share`, work and rates, and its `kernels` (as `by_kernel` has them, over
+        that line's launches)."""
+        return [{"line": runs[0].line, **{k: v for k, v in self._totals(runs).items() if k not in ("roof", "bound")},
+                 "kernels": self._kernels(runs)}
+                for runs in _grouped(self.runs, lambda r: _line_key(r.line))]
+
+    def _totals(self, runs: list[Run]) -> dict[str, Any]:
+        """launches, time_s, share (of the whole profile's kernel time), flops, bytes, gflops, gbs, and (for runs on
+        one device) roof and bound."""
+        t, flops, nbytes = sum(r.time_s for r in runs), sum(r.flops for r in runs), sum(r.bytes for r in runs)
+        gflops, gbs = (flops / t / 1e9, nbytes / t / 1e9) if t > 0 else (0.0, 0.0)
+        roof = self.roofs[runs[0].device]
+        total = self.kernel_s
+        return {"launches": len(runs), "time_s": t, "share": t / total if total else 0.0, "flops": flops,
+                "bytes": nbytes, "gflops": gflops, "gbs": gbs, "roof": roof.fraction(gflops, gbs),
+                "bound": roof.bound(flops, nbytes)}
+
+    def table(self, top: int = 10) -> str:
+        """The profile as text: the totals, each device's roofs, then each line of the user's code (most time
+        first) with its `top` kernels."""
+        from uopviz.profile.table import render
+        return render(self, top)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    # ---- the document (docs/trace-format.md, "profiles") ----
+    def to_dict(self) -> dict[str, Any]:
+        return {"wall_s": self.wall_s, "roofs": {d: r._asdict() for d, r in self.roofs.items()},
+                "launches": [r._asdict() for r in self.runs]}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Profile:
+        """A profile from its document (a trace's `profiles` entry, a `--json` file); TraceFormatError if it is
+        malformed."""
+        check_profile(doc)
+        return cls([Run(**{k: r[k] for k in Run._fields}) for r in doc["launches"]], float(doc["wall_s"]),
+                   {d: Roofs(float(r["gflops"]), float(r["gbs"])) for d, r in doc["roofs"].items()})
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1, allow_nan=False)
+
+
+def _grouped(runs: list[Run], key: Any) -> list[list[Run]]:
+    """The runs in groups of equal key, most time first."""
+    groups: dict[Any, list[Run]] = {}
+    for r in runs:
+        groups.setdefault(key(r), []).append(r)
+    return sorted(groups.values(), key=lambda g: -sum(r.time_s for r in g))
+
+
+def _line_key(line: dict[str, Any] | None) -> tuple[str, int] | None:
+    return None if line is None else (line["file"], line["line"])
+
+
+class _Seen(NamedTuple):
+    launch: Launch
+    vals: tuple[int, ...]
+    time_s: float
+    where: tuple[str, int, str] | None
+
+
+@contextmanager
+def profile() -> Iterator[Profile]:
+    """Profile every kernel launch inside the block (realizes, cached schedules and `@jit` replays alike): the
+    Profile is filled when the block ends, and filed into every trace recording then."""
+    seen: list[_Seen] = []
+    p = Profile()
+
+    def report(launch: Launch, vals: tuple[int, ...], t: float) -> None:
+        seen.append(_Seen(launch, vals, t, user_line()))
+
+    t0 = time.perf_counter()
+    try:
+        with profiling(report):
+            yield p
+    finally:
+        p.wall_s = time.perf_counter() - t0
+        p.runs = _runs(seen)
+        p.roofs = {d: roofs_of(d) for d in dict.fromkeys(r.device for r in p.runs)}
+        file_profile(p.to_dict())
+
+
+def _runs(seen: list[_Seen]) -> list[Run]:
+    """Each launch seen as a Run (a kernel graph's work and id counted once per graph and variables' values)."""
+    works: dict[tuple[UOp, tuple[int, ...]], Work] = {}
+    ids: dict[UOp, str] = {}
+    lines: dict[tuple[str, int, str], dict[str, Any]] = {}
+    out = []
+    for launch, vals, t, where in seen:
+        ast = launch.key[0] if launch.key is not None else launch.kernel.linear  # a copy's kernel holds its Copy
+        k = (ast, vals)
+        if k not in works:
+            works[k] = kernel_work(ast, dict(zip(launch.kernel.vars, vals, strict=True)))
+        if ast not in ids:
+            ids[ast] = node_id(ast)
+        if where is not None and where not in lines:
+            lines[where] = frame_of(*where)
+        out.append(Run(launch.kernel.name, ids[ast], launch.buffers[0].arg.device, t, works[k].flops,
+                       works[k].bytes, lines[where] if where is not None else None))
+    return out
+
