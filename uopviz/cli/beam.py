@@ -21,17 +21,14 @@ measured so far are stored: the same command resumes).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
-import os
-import runpy
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from uopviz.cli.script import ProgramError, UsageError, default_device, run_script
 from uopviz.runtime import device as devices
 from uopviz.search.db import TuningDBError
 from uopviz.search.report import VARIANTS
@@ -66,14 +63,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                                           "should time BEAM candidates (each device's runtime is started here).")
     r.add_argument("devices", nargs="+", metavar="DEVICE", help="CPU, CL, CUDA or PYTHON")
     r.set_defaults(fn=cmd_ray_resources)
-
-
-class UsageError(ValueError):
-    """What the user asked for does not exist or does not fit (exit status 2)."""
-
-
-class ProgramError(RuntimeError):
-    """The user's program failed to import or to build its Tensor (exit status 1)."""
 
 
 @dataclass
@@ -145,27 +134,13 @@ def _tune_script(args: argparse.Namespace, script: str, device: str, executor: A
     from uopviz.realize import capture
     from uopviz.search.db import TuningDB
     from uopviz.tune import runs_of, tune
-    path = Path(script)
-    if not path.is_file():
-        raise UsageError(f"no file {script!r}")
-    argv, sys_path0 = sys.argv, sys.path[0]
-    sys.argv, sys.path[0] = [str(path)], str(path.resolve().parent)
-    try:
-        with _default_device(device), capture() as launches:
-            try:
-                runpy.run_path(str(path), run_name="__main__")
-            except SystemExit as e:
-                if e.code not in (None, 0):
-                    raise ProgramError(f"{script} exited with status {e.code}") from None
-            except Exception as e:
-                raise ProgramError(f"{script} failed: {type(e).__name__}: {e}") from None
-    finally:
-        sys.argv, sys.path[0] = argv, sys_path0
+    with capture() as launches:
+        run_script(script, device)
     if not launches:
         raise ProgramError(f"{script} ran no kernel: there is nothing to tune")
     with TuningDB(args.db) as db:
         tuning = tune(runs_of(launches), args.beam, budget_s=args.budget, db=db, executor=executor,
-                      max_rounds=args.rounds, force=args.force, scope=f"a run of {path.name}")
+                      max_rounds=args.rounds, force=args.force, scope=f"a run of {Path(script).name}")
     print(json.dumps(tuning.to_json(), indent=2) if args.json else tuning)
     return 0
 
@@ -220,7 +195,7 @@ def _function_program(spec: str, shapes: dict[str, int], device: str) -> Program
     if module_spec is None or module_spec.loader is None:
         raise UsageError(f"{path_text} cannot be imported as Python")
     module = importlib.util.module_from_spec(module_spec)
-    with _default_device(device):
+    with default_device(device):
         try:
             module_spec.loader.exec_module(module)
         except Exception as e:
@@ -236,20 +211,6 @@ def _function_program(spec: str, shapes: dict[str, int], device: str) -> Program
         raise UsageError(f"{spec} returned {type(out).__name__}, not a Tensor")
     label = spec + (f" ({', '.join(f'{k}={v}' for k, v in shapes.items())})" if shapes else "")
     return Program(label, out, None, None)
-
-
-@contextlib.contextmanager
-def _default_device(device: str) -> Iterator[None]:
-    """The user's program runs with `device` as the default (UOPVIZ_DEVICE), restored after."""
-    prev = os.environ.get("UOPVIZ_DEVICE")
-    os.environ["UOPVIZ_DEVICE"] = device
-    try:
-        yield
-    finally:
-        if prev is None:
-            del os.environ["UOPVIZ_DEVICE"]
-        else:
-            os.environ["UOPVIZ_DEVICE"] = prev
 
 
 def _table(doc: dict[str, Any], colour: bool) -> str:
