@@ -1,6 +1,6 @@
 """`uopviz` command line: `serve` (the web UI, the main job), `demo`, `kernels`, `trace show` here; `beam` (beam.py),
-`cache` (cache.py) and `export` (export.py) beside it. The faces of the lower layers: nothing below imports this
-package."""
+`cache` (cache.py), `export` (export.py) and `profile` (profile.py) beside it. The faces of the lower layers: nothing
+below imports this package."""
 
 from __future__ import annotations
 
@@ -157,10 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-token", action="store_true",
                        help="serve the API without the token printed in the URL: any local user can use it")
     serve.set_defaults(fn=cmd_serve)
-    from uopviz.cli import beam, cache, export
+    from uopviz.cli import beam, cache, export, profile
     cache.add_parser(sub)
     beam.add_parser(sub)
     export.add_parser(sub)
+    profile.add_parser(sub)
     return p
 
 

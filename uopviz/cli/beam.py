@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from uopviz.cli.script import ProgramError, UsageError, default_device, run_script
+from uopviz.cli.script import ProgramError, UsageError, default_device, fail, positive, run_script
 from uopviz.runtime import device as devices
 from uopviz.search.db import TuningDBError
 from uopviz.search.report import VARIANTS
@@ -41,8 +41,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("kernels", nargs="+", metavar="KERNEL",
                    help="a zoo kernel name (all: the whole zoo), path.py:function returning a Tensor, or script.py "
                         "(every kernel the script runs: whole-model tuning)")
-    p.add_argument("--beam", type=_width, default=4, metavar="N", help="beam width (default: 4)")
-    p.add_argument("--rounds", type=_width, default=8, metavar="N", help="at most N rounds (default: 8)")
+    p.add_argument("--beam", type=positive, default=4, metavar="N", help="beam width (default: 4)")
+    p.add_argument("--rounds", type=positive, default=8, metavar="N", help="at most N rounds (default: 8)")
     p.add_argument("--device", default=None, help=devices.device_help())
     p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=VALUE",
                    help="a size of the zoo kernel (e.g. M=512), or a keyword argument of the function; repeatable")
@@ -88,10 +88,10 @@ def cmd_beam(args: argparse.Namespace) -> int:
     executor: Executor | None = None
     scripts = [n for n in args.kernels if n.endswith(".py")]
     if scripts and (len(scripts) > 1 or len(args.kernels) > 1 or args.shape or args.small):
-        return _fail(UsageError("a script is tuned alone: give one script.py, without other kernels, --shape or "
+        return fail(UsageError("a script is tuned alone: give one script.py, without other kernels, --shape or "
                                 "--small"), 2)
     if args.budget is not None and not scripts:
-        return _fail(UsageError("--budget applies to a script (whole-model tuning); give script.py"), 2)
+        return fail(UsageError("--budget applies to a script (whole-model tuning); give script.py"), 2)
     try:
         device = devices.canonical(args.device)
         if args.ray is not None:
@@ -112,9 +112,9 @@ def cmd_beam(args: argparse.Namespace) -> int:
             wall_s = max(r.span[1] for r in rs) - min(r.span[0] for r in rs) if rs else 0.0
             docs.append(report(program.label, device, args.beam, rs, wall_s, program.flops, program.bytes))
     except (UsageError, UnknownDeviceError) as e:
-        return _fail(e, 2)
+        return fail(e, 2)
     except (ProgramError, TuningDBError, DeviceError, BeamError, RayUnavailableError, RayClusterError, OSError) as e:
-        return _fail(e, 1)
+        return fail(e, 1)
     except KeyboardInterrupt:
         print("uopviz: interrupted; the candidates measured so far are stored: run the same command to resume",
               file=sys.stderr)
@@ -151,9 +151,9 @@ def cmd_ray_resources(args: argparse.Namespace) -> int:
     try:
         print(json.dumps(device_resources(args.devices)))
     except UnknownDeviceError as e:
-        return _fail(e, 2)
+        return fail(e, 2)
     except DeviceError as e:
-        return _fail(e, 1)
+        return fail(e, 1)
     return 0
 
 
@@ -262,22 +262,6 @@ def _num(x: float | None) -> str:
 
 def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
-
-
-def _fail(e: BaseException, status: int) -> int:
-    print(f"uopviz: {e}", file=sys.stderr)
-    return status
-
-
-def _width(text: str) -> int:
-    """A positive integer (a beam width, a number of rounds)."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return n
 
 
 def _duration(text: str) -> float:

@@ -1,8 +1,10 @@
 """A user's script run in this process as `python script.py` would run it: what `uopviz beam script.py` tunes and
-`uopviz profile script.py` profiles, and the errors of commands that run the user's programs."""
+`uopviz profile script.py` profiles; and what the commands that run the user's programs share (their errors, how
+they report one, their positive-integer arguments)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import runpy
@@ -51,3 +53,20 @@ def default_device(device: str) -> Iterator[None]:
             del os.environ["UOPVIZ_DEVICE"]
         else:
             os.environ["UOPVIZ_DEVICE"] = prev
+
+
+def fail(e: BaseException, status: int) -> int:
+    """Report an error as `uopviz: message` on stderr; the exit status to return."""
+    print(f"uopviz: {e}", file=sys.stderr)
+    return status
+
+
+def positive(text: str) -> int:
+    """An argument that is an integer >= 1 (a beam width, a number of rounds, of rows shown)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return n
