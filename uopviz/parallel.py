@@ -10,11 +10,12 @@ here), then waits for the rest. The workers start (once per process; the pool is
 take over START_POOL_AFTER_S here: a script that compiles a few quick kernels never starts one.
 
 A kernel lowered before, by any process (uopviz.lowered_cache), is read back here first: only the misses are
-lowered, so a warm first call starts no worker and sends none anything. A worker compiles a kernel's library into
-the disk cache without loading it (only this process runs it), and keeps the kernel it lowered for next time.
+lowered, so a warm first call starts no worker and sends none anything. A worker lowers a kernel and keeps it for
+next time; this process compiles the CPU kernels' libraries in batches, one C compiler run for many kernels, on a
+background thread while lowering goes on (`Libraries`: a compiler run's fixed cost was most of a small kernel's).
 
-compile_kernel stays the one place that compiles: a kernel lowered by a worker or read back is handed to it
-(`lowered=`), which compiles it (from the disk cache, where the worker's C compiler left it) and keeps it; its bounds
+compile_kernel stays the one place that compiles: a kernel lowered by a worker or here, or read back, is handed to it
+(`lowered=`), which compiles it (from the disk cache, where its batch's compiler run left it) and keeps it; its bounds
 were checked by the worker, or before it was kept on disk (an entry is written only then), so this process does not
 check them again. A kernel a worker failed to build (its bounds included) is left to the caller, whose
 compile_kernel raises its error in schedule order. While a trace records, compile_all leaves every kernel to the
@@ -31,12 +32,13 @@ once a second, and the last); `UOPVIZ_COMPILE_PROGRESS=0` turns it off everywher
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TextIO
 
@@ -49,7 +51,7 @@ from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.workers import cores
 from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, flatten, process_pool, unflatten
 from uopviz.settings import env_count
-from uopviz.target import Target
+from uopviz.target import Kernel, Target
 from uopviz.uop.bounds import check_bounds
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import recording
@@ -72,6 +74,11 @@ _pool_lock = threading.Lock()
 START_POOL_AFTER_S = 1.0
 """The workers are started (once per process) when the kernels left would take longer than this here, at the pace of
 those done so far; 0: at once."""
+
+BATCH_BYTES = 96_000
+"""How much CPU kernel source waits before its libraries are compiled in one C compiler run (Libraries): enough to
+spread the compiler's fixed cost over many kernels, little enough that the last batch, compiled once lowering ends,
+is short."""
 
 STEAL = True
 """Whether this process takes kernels the workers have not started (False: the workers build every one; a test's
@@ -102,22 +109,23 @@ def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
     if not missing:
         return
     progress = Progress(len(missing), stream)
+    libs = Libraries(progress)
     try:
-        todo = _from_disk(missing, progress)
+        todo = _from_disk(missing, libs)
         n = workers()
         if len(todo) < 2 or n == 0:
             for item in todo:
-                _here(item)
-                progress.step()
+                _here(item, libs)
             return
-        first = _before_the_pool(todo, n, progress)
+        first = _before_the_pool(todo, n, libs)
         if first < len(todo):
-            _shared(todo[first:], n, progress)
+            _shared(todo[first:], n, libs)
     finally:
+        libs.finish()
         progress.finish()
 
 
-def _from_disk(missing: list[Key], progress: Progress) -> list[Todo]:
+def _from_disk(missing: list[Key], libs: Libraries) -> list[Todo]:
     """Compile the kernels lowered_cache holds; the others (with their entries' names) are left to lower."""
     todo: list[Todo] = []
     for key in missing:
@@ -127,28 +135,98 @@ def _from_disk(missing: list[Key], progress: Progress) -> list[Todo]:
         if kernel is None:
             todo.append((key, name))
             continue
-        try:
-            compile_kernel(*key, lowered=kernel, checked=True)  # kept only once compile_kernel or _build checked it
-            stats["disk"] += 1
-        except Exception:
-            pass  # raised again, in schedule order, by the caller's compile_kernel
-        progress.step()
+        stats["disk"] += 1
+        libs.add(key, kernel)  # kept only once compile_kernel or _build checked its bounds
     return todo
 
 
-def _here(item: Todo) -> None:
-    """One kernel lowered and compiled in this process, and kept on disk; its failure left to the caller."""
-    key, name = item
+def _here(item: Todo, libs: Libraries) -> None:
+    """One kernel lowered in this process, its bounds checked, kept on disk and handed to libs; its failure left to
+    the caller."""
+    (ast, device, opts), name = item
+    target = devices.get(device).target
     try:
-        kernel, _ = compile_kernel(*key)
-        stats["here"] += 1
+        kernel = lower(ast, target, opts)
+        check_bounds(kernel.linear, kernel.name)
     except Exception:
-        return  # raised again, in schedule order, by the caller's compile_kernel
+        libs.failed()  # raised again, in schedule order, by the caller's compile_kernel
+        return
+    stats["here"] += 1
     if name is not None:
-        lowered_cache.store(name, kernel, devices.get(key[1]).target)
+        lowered_cache.store(name, kernel, target)
+    libs.add(item[0], kernel)
 
 
-def _before_the_pool(todo: list[Todo], n: int, progress: Progress) -> int:
+class Libraries:
+    """Lowered kernels on their way to compile_kernel (which compiles and keeps each, its bounds already checked),
+    each counted done on `progress` once handed over: a CPU kernel's library is first compiled in a batch
+    (CPURuntime.libraries: one C compiler run for several kernels) on a background thread, once BATCH_BYTES of
+    source are waiting, while this process goes on lowering (the compiler is a child process, so the two run side
+    by side); a batch's kernels are handed over once it is compiled, and `finish` compiles the rest and waits.
+    Other devices' kernels are handed over at once."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.waiting: dict[CPURuntime, list[tuple[Key, Kernel]]] = {}
+        self.size = 0
+        self.builds: list[tuple[Future[None], list[tuple[Key, Kernel]]]] = []
+
+    def add(self, key: Key, kernel: Kernel) -> None:
+        rt = devices.get(key[1])
+        if not isinstance(rt, CPURuntime) or kernel.source is None:
+            self._hand_over(key, kernel)
+        else:
+            self.waiting.setdefault(rt, []).append((key, kernel))
+            self.size += len(kernel.source)
+            if self.size >= BATCH_BYTES:
+                self.flush()
+        self.collect()
+
+    def failed(self) -> None:
+        """A kernel that will not come (its lowering failed): done, its error left to the caller."""
+        self.progress.step()
+
+    def flush(self) -> None:
+        """A batch of every kernel waiting, per runtime, sent to a compiler thread."""
+        for rt, items in self.waiting.items():
+            self.builds.append((_compilers().submit(rt.libraries, [k for _, k in items]), items))
+        self.waiting.clear()
+        self.size = 0
+
+    def collect(self, wait: bool = False) -> None:
+        """The kernels of every batch compiled by now (wait: of every batch) handed over."""
+        while self.builds and (wait or self.builds[0][0].done()):
+            f, items = self.builds.pop(0)
+            with contextlib.suppress(Exception):  # a batch that failed: each kernel compiles alone in compile_kernel
+                f.result()
+            for key, kernel in items:
+                self._hand_over(key, kernel)
+
+    def finish(self) -> None:
+        """The last batch compiled and waited for, and every kernel handed over."""
+        self.flush()
+        self.collect(wait=True)
+
+    def _hand_over(self, key: Key, kernel: Kernel) -> None:
+        """kernel (lowered for key, its bounds checked) compiled and kept by compile_kernel; its failure left to the
+        caller's compile_kernel, which raises it again in schedule order."""
+        with contextlib.suppress(Exception):
+            compile_kernel(*key, lowered=kernel, checked=True)
+        self.progress.step()
+
+
+def _compilers() -> ThreadPoolExecutor:
+    """The threads that wait on batches' C compilers (one per core: the compilers are processes)."""
+    with _pool_lock:
+        if not _compiler_threads:
+            _compiler_threads.append(ThreadPoolExecutor(max(cores(), 1), thread_name_prefix="uopviz-cc"))
+        return _compiler_threads[0]
+
+
+_compiler_threads: list[ThreadPoolExecutor] = []
+
+
+def _before_the_pool(todo: list[Todo], n: int, libs: Libraries) -> int:
     """How many of todo's kernels this process compiled before it started the workers: where none has started yet,
     kernels are done here one by one until the rest would take longer than START_POOL_AFTER_S at the pace so far
     (a script that compiles a few quick kernels never starts a worker, nor waits at exit for one to start)."""
@@ -156,14 +234,13 @@ def _before_the_pool(todo: list[Todo], n: int, progress: Progress) -> int:
         return 0
     t0 = time.perf_counter()
     for i, item in enumerate(todo):
-        _here(item)
-        progress.step()
+        _here(item, libs)
         if (time.perf_counter() - t0) / (i + 1) * (len(todo) - i - 1) > START_POOL_AFTER_S:
             return i + 1
     return len(todo)
 
 
-def _shared(todo: list[Todo], n: int, progress: Progress) -> None:
+def _shared(todo: list[Todo], n: int, libs: Libraries) -> None:
     """todo built by n workers (from the front) and this process (from the back)."""
     pool = _get_pool(n)
     env = {k: os.environ[k] for k in ENV_PASSED if k in os.environ}
@@ -172,9 +249,7 @@ def _shared(todo: list[Todo], n: int, progress: Progress) -> None:
         with _main_not_rerun():  # workers start as work is submitted
             for (ast, device, opts), name in todo:
                 target = devices.get(device).target
-                compile_here = target.dialect is not None and target.dialect.compiles_in_worker
-                futures.append(pool.submit(_build, env, flatten(ast), [o.to_json() for o in opts], device, target,
-                                           compile_here, name))
+                futures.append(pool.submit(_build, env, flatten(ast), [o.to_json() for o in opts], target, name))
     except BrokenProcessPool:
         _drop_pool()
     pending = dict(zip(futures, todo, strict=False))
@@ -183,36 +258,31 @@ def _shared(todo: list[Todo], n: int, progress: Progress) -> None:
             if not f.cancel():
                 break  # started (or queued for a worker): so are all before it
             del pending[f]
-            _here(item)
-            progress.step()
+            _here(item, libs)
         for item in todo[len(futures):]:  # not submitted (the pool broke)
-            _here(item)
-            progress.step()
+            _here(item, libs)
         while pending:
             done, _ = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-            progress.show()
+            libs.collect()
+            libs.progress.show()
             for f in done:
                 item = pending.pop(f)
                 built = _result(f)
                 if built is None:  # the worker died: here, alone
-                    _here(item)
+                    _here(item, libs)
                 elif built.error is None:
-                    try:
-                        compile_kernel(*item[0], lowered=built.rebuild(), checked=True)
-                        stats["workers"] += 1
-                    except Exception:
-                        pass  # raised again, in schedule order, by the caller's compile_kernel
-                progress.step()
+                    stats["workers"] += 1
+                    libs.add(item[0], built.rebuild())
+                else:
+                    libs.failed()
     finally:
         for f in pending:  # interrupted: what no worker has started is not
             f.cancel()
 
 
-def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, target: Target, compile_here: bool,
-           name: str | None) -> Built:
+def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, target: Target, name: str | None) -> Built:
     """In a worker, under the requester's environment: the kernel lowered and its bounds checked (then kept under
-    name), and where compile_here its library compiled into the disk cache but not loaded (the requester loads and
-    runs it)."""
+    name). The requester compiles it (CPU kernels in batches: uopviz.parallel.Libraries)."""
     for k in ENV_PASSED:
         if k in env:
             os.environ[k] = env[k]
@@ -222,8 +292,6 @@ def _build(env: dict[str, str], flat: FlatUOp, opts: OptsJson, device: str, targ
     try:
         kernel = lower(unflatten(flat), target, [Opt.from_json(o) for o in opts])
         check_bounds(kernel.linear, kernel.name)
-        if compile_here and isinstance(rt := devices.get(device), CPURuntime):
-            rt.kernel_library(kernel)
     except Exception as e:  # the requester's compile_kernel raises it again, in schedule order
         return Built(time.perf_counter() - t0, f"{type(e).__name__}: {e}")
     if name is not None:

@@ -17,6 +17,7 @@ import pytest
 from uopviz import Tensor, compiler, lowered_cache, parallel
 from uopviz.pipeline import calls_of, schedule
 from uopviz.realize import _key, schedule_cache
+from uopviz.runtime import cpu
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.search.executor import flatten
@@ -133,23 +134,36 @@ def test_a_kernel_out_of_bounds_fails_in_the_worker_and_is_not_kept(tmp_path: Pa
     env = {k: os.environ[k] for k in parallel.ENV_PASSED if k in os.environ}
     name = lowered_cache.key(ast, "CPU", (), rt.target)
     assert name is not None
-    built = parallel._build(env, flatten(ast), [], "CPU", rt.target, True, name)
+    built = parallel._build(env, flatten(ast), [], rt.target, name)
     assert built.error is not None and "KernelBoundsError" in built.error
     assert lowered_cache.load(name, rt.target) is None and not list((tmp_path / "cpu").glob("*.so"))  # nothing compiled
 
 
 @pytest.mark.usefixtures("fresh")
-def test_a_worker_compiles_the_library_into_the_disk_cache_without_loading_it(tmp_path: Path) -> None:
-    """Only the realizing process runs a kernel, so only it loads the library (a worker's _build, run here)."""
+def test_a_worker_only_lowers_and_the_libraries_are_compiled_here_in_one_compiler_run(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A worker's _build compiles nothing; this process compiles the schedule's CPU kernels in batches (one C compiler
+    run for all of them here), each kernel's library a link to the batch's, and runs them right."""
     ast, device, opts = keys()[0]
     rt = devices.get(device)
     assert isinstance(rt, CPURuntime)
-    loaded = dict(rt._libs)
     env = {k: os.environ[k] for k in parallel.ENV_PASSED if k in os.environ}
-    built = parallel._build(env, flatten(ast), [o.to_json() for o in opts], device, rt.target, True, None)
-    assert built.error is None
-    assert dict(rt._libs) == loaded  # nothing loaded
-    assert list((tmp_path / "cpu").glob("*.so")) == [rt.kernel_library(built.rebuild())]  # compiled by _build
+    built = parallel._build(env, flatten(ast), [o.to_json() for o in opts], rt.target, None)
+    assert built.error is None and not list(tmp_path.glob("cpu/*.so"))  # lowered, not compiled
+    runs: list[str] = []
+    real = cpu.run_compiler
+    monkeypatch.setattr(cpu, "run_compiler", lambda args, stdin, dev, name: runs.append(name) or
+                        real(args, stdin, dev, name))
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
+    outs = outputs()
+    outs[0].realize(*outs[1:])
+    for got, w in zip(outs, want(), strict=True):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-4)
+    n = len(set(keys()))
+    libs = [compiler.kept(k)[0] for k in set(keys())]
+    paths = {rt.kernel_library(k) for k in libs}
+    assert runs == [f"batch of {n} kernels"], runs
+    assert len(paths) == n and len({p.stat().st_ino for p in paths}) == 1  # n names, one library
 
 
 @pytest.mark.usefixtures("fresh")

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import sys
 import tempfile
 import time
 import weakref
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -191,33 +193,91 @@ class CPURuntime(Runtime):
         truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again. The digest
         detects damage, not tampering: that is the trusted folders' part (runtime/trust.py).
         """
-        key = hashlib.sha256("\0".join([source, self.compiler_version, *flags(source)]).encode()).hexdigest()[:32]
-        file = f"{key}.so"
-        for folder in _library_dirs():
-            if _intact(folder, file):
-                return folder / file
+        key = self._key(source)
+        if (found := _cached(key)) is not None:
+            return found
         folder = _writable_library_dir()
+        tmp = self._compile(source, folder, flags(source), name)
+        try:
+            return _install(tmp, [key])[0]
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _key(self, source: str) -> str:
+        """The name source's library is cached under: its source, the compiler and the flags."""
+        return hashlib.sha256("\0".join([source, self.compiler_version, *flags(source)]).encode()).hexdigest()[:32]
+
+    def _compile(self, source: str, folder: Path, args: tuple[str, ...], name: str) -> Path:
+        """source compiled with args into a new file in folder (the caller installs and removes it); CompileError
+        where the compiler fails."""
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
         try:
-            proc = run_compiler([self.cc, *flags(source), "-x", "c", "-", "-o", tmp, "-lm"], source, self.name, name)
+            proc = run_compiler([self.cc, *args, "-x", "c", "-", "-o", tmp, "-lm"], source, self.name, name)
             if proc.returncode != 0:
                 raise CompileError(self.name, name, source, proc.stderr or proc.stdout)
             os.chmod(tmp, 0o700)  # the linker gives the umask's mode: group-writable where the umask is 002
-            path = folder / file
-            _write_atomically(_digest_path(path), _digest(Path(tmp).read_bytes()).encode())
-            os.replace(tmp, path)  # atomic: a concurrent process sees the whole library or none
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return path
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return Path(tmp)
+
+    def libraries(self, kernels: Sequence[Kernel]) -> None:
+        """Compile the libraries of kernels that the disk cache lacks in as few compiler runs as may be: one
+        translation unit per batch (kernels of one set of flags whose exported names differ), each kernel's static
+        helpers renamed apart, linked into one library that every kernel of the batch is cached under (hard links:
+        a kernel found later loads it as its own). A C compiler run has a fixed cost (driver, assembler, linker)
+        larger than most kernels' own (a GPT training step's 158 kernels took 2.5x the CPU time one by one).
+        A batch the compiler refuses is left alone: each of its kernels compiles by itself when it is loaded
+        (kernel_library), and a bad one raises its own error then."""
+        batches: list[tuple[tuple[str, ...], set[str], list[tuple[str, str, str]]]] = []
+        seen: set[str] = set()
+        for kernel in kernels:
+            if kernel.source is None:
+                continue
+            source = self._source(kernel)
+            try:
+                check_source(source, self.name, kernel.name)
+            except CompileError:
+                continue
+            key = self._key(source)
+            if key in seen or _cached(key) is not None:
+                continue
+            seen.add(key)
+            names = {kernel.name, f"{kernel.name}_task"}
+            args = flags(source)
+            batch = next((b for b in batches if b[0] == args and not b[1] & names), None)
+            if batch is None:
+                batches.append(batch := (args, set(), []))
+            batch[1].update(names)
+            batch[2].append((key, source, kernel.name))
+        for args, _, members in batches:
+            if len(members) == 1:
+                with contextlib.suppress(CompileError):
+                    self._library(members[0][1], members[0][2])
+                continue
+            unit = "".join(_apart(source, i) for i, (_, source, _) in enumerate(members))
+            folder = _writable_library_dir()
+            try:
+                tmp = self._compile(unit, folder, args, f"batch of {len(members)} kernels")
+            except CompileError:
+                continue
+            try:
+                _install(tmp, [key for key, _, _ in members])
+            finally:
+                tmp.unlink(missing_ok=True)
+
+    def _source(self, kernel: Kernel) -> str:
+        """What the kernel's library is compiled from: its source, and the pool's entry for a THREAD kernel."""
+        assert kernel.source is not None
+        return kernel.source + (workers.task_source(kernel) if kernel.threads > 1 else "")
 
     def kernel_library(self, kernel: Kernel) -> Path:
         """The kernel's library, from the disk cache or compiled into it, not loaded: what a build worker makes
         for the process that runs the kernel (uopviz.parallel), and what compile loads."""
         if kernel.source is None:
             raise CompileError(self.name, kernel.name, "", "the kernel has no C source")
-        return self.library(kernel.source + (workers.task_source(kernel) if kernel.threads > 1 else ""), kernel.name)
+        return self.library(self._source(kernel), kernel.name)
 
     def compile(self, kernel: Kernel) -> Program:
         threads = kernel.threads
@@ -265,6 +325,46 @@ def aligned_empty(size: int, dtype: Any) -> Any:
     return raw[start:start + size * itemsize].view(dtype)
 
 
+_HELPER = re.compile(r"^static inline (?:__attribute__\(\(\w+\)\) )?[^(]*?(\w+)\(", re.M)
+
+
+def _apart(source: str, i: int) -> str:
+    """source as the i-th kernel of a batch's translation unit: its static helpers (the renderer's, at the start of a
+    line) renamed to names of its own, so that two kernels' helpers of one name never meet."""
+    helpers = dict.fromkeys(_HELPER.findall(source))
+    return "".join(f"#define {h} {h}_{i}\n" for h in helpers) + source + "\n" + \
+        "".join(f"#undef {h}\n" for h in helpers)
+
+
+def _cached(key: str) -> Path | None:
+    """The library cached under key whose bytes are intact, where there is one."""
+    file = f"{key}.so"
+    for folder in _library_dirs():
+        if _intact(folder, file):
+            return folder / file
+    return None
+
+
+def _install(tmp: Path, keys: Sequence[str]) -> list[Path]:
+    """The compiled library tmp cached under each of keys (beside it, in its folder), its digest written first:
+    the first key's a hard link of tmp, and the others hard links of that (a copy where links are refused);
+    atomic, so a concurrent process sees a whole library or none."""
+    digest = _digest(tmp.read_bytes()).encode()
+    paths = []
+    for key in keys:
+        path = tmp.parent / f"{key}.so"
+        _write_atomically(_digest_path(path), digest)
+        link = tmp.with_name(f"{tmp.name}.{key}")
+        try:
+            os.link(tmp, link)
+        except OSError:
+            shutil.copyfile(tmp, link)
+            os.chmod(link, 0o700)
+        os.replace(link, path)
+        paths.append(path)
+    return paths
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -284,11 +384,23 @@ def _intact(folder: Path, file: str) -> bool:
     try:
         with os.fdopen(open_checked(folder / file, dir_fd=at), "rb") as lib, \
                 os.fdopen(open_checked(_digest_path(folder / file), dir_fd=at), "rb") as digest:
-            return digest.read() == _digest(lib.read()).encode()
+            st = os.fstat(lib.fileno())
+            seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, digest.read())
+            if seen in _verified:
+                return True
+            if seen[-1] != _digest(lib.read()).encode():
+                return False
+            _verified.add(seen)
+            return True
     except OSError:  # missing, or unreadable: build it again
         return False
     finally:
         os.close(at)
+
+
+_verified: set[tuple[int, int, int, int, bytes]] = set()
+"""Libraries this process found intact (file identity, size, modification time and digest): a batch's library is
+cached under each of its kernels' names, and hashing it once per kernel read it whole each time."""
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
