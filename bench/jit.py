@@ -51,9 +51,9 @@ def kernel_time(jitted: Callable[[Tensor], Tensor], x: Tensor, calls: int) -> tu
     """(launches, median seconds of the launches' own time) of one replay of a captured JIT."""
     r = next(iter(jitted.replays.values()))  # type: ignore[attr-defined]
     jitted(x)  # the input in place
-    samples = [sum(prog(h, tuple(f.values()), wait=True) or 0.0 for prog, h, f in zip(r.progs, r.handles, r.fixed))
-               for _ in range(calls)]
-    return len(r.progs), statistics.median(samples)
+    samples = [sum(launch.prog(h, tuple(f.values()), wait=True) or 0.0
+                   for launch, h, f in zip(r.launches, r.handles, r.fixed, strict=True)) for _ in range(calls)]
+    return len(r.launches), statistics.median(samples)
 
 
 def tinygrad_per_call(ws: list[np.ndarray], xs: list[np.ndarray], calls: int) -> float | None:

@@ -8,7 +8,10 @@ the medians are printed with torch's time / uopviz's (above 1: uopviz is faster)
 (its first calls compile, capture and replay). The machine is shared: torch's threads thrash when anything else
 runs, so quote figures from a quiet machine.
 
-    python bench/models.py [CASE ...] [--steps 20] [--threads 1 2]
+    python bench/models.py [CASE ...] [--steps 20] [--threads 1 2] [--tune 5m]
+
+With --tune, each case is timed with the heuristic's kernels, then its @jit step is tuned as a whole (`.beam()`,
+BEAM width 2 within the budget, results kept in the tuning database: a second run answers from it) and timed again.
 
 CASE: gpt-forward, gpt-step, resnet-step (default: all).
 """
@@ -26,6 +29,7 @@ from support import ROOT, example, timed
 
 import uopviz
 from uopviz import Tensor, nn
+from uopviz.tune import Tuning, parse_duration
 
 sys.path.insert(0, str(ROOT / "tests" / "models"))
 from model_testing import TorchGPT, TorchResNet, twin_of  # the twins the model tests check against
@@ -37,6 +41,8 @@ class Case:
 
     ours: Callable[[], float]
     theirs: Callable[[], float]
+    tune: Callable[[float], Tuning]
+    """Whole-model tuning of the uopviz side's @jit function on its inputs, within a budget in seconds."""
 
 
 def gpt_case(step: bool) -> Case:
@@ -56,7 +62,7 @@ def gpt_case(step: bool) -> Case:
         def logits() -> float:
             with torch.no_grad():
                 return float(twin(tx).sum())
-        return Case(lambda: float(forward(X).sum().item()), logits)
+        return Case(lambda: float(forward(X).sum().item()), logits, lambda budget: forward.beam(X, budget_s=budget))
     ours = gpt.train_step(model, nn.optim.AdamW(model.parameters(), lr=1e-4))
     topt = torch.optim.AdamW(twin.parameters(), lr=1e-4)
 
@@ -66,7 +72,7 @@ def gpt_case(step: bool) -> Case:
         loss.backward()
         topt.step()
         return loss.item()
-    return Case(lambda: float(ours(X, Y).item()), theirs)
+    return Case(lambda: float(ours(X, Y).item()), theirs, lambda budget: ours.beam(X, Y, budget_s=budget))
 
 
 def resnet_case() -> Case:
@@ -90,24 +96,33 @@ def resnet_case() -> Case:
         topt.step()
         return loss.item()
     X, Y = Tensor(x), Tensor(y)
-    return Case(lambda: float(ours(X, Y).item()), theirs)
+    return Case(lambda: float(ours(X, Y).item()), theirs, lambda budget: ours.beam(X, Y, budget_s=budget))
 
 
 CASES: dict[str, Callable[[], Case]] = {"gpt-forward": lambda: gpt_case(False), "gpt-step": lambda: gpt_case(True),
                                         "resnet-step": resnet_case}
 
 
-def run(name: str, steps: int, threads: list[int]) -> None:
-    import torch
+def run(name: str, steps: int, threads: list[int], tune_s: float | None) -> None:
     case = CASES[name]()
     ours, theirs = case.ours(), case.theirs()  # the first call of each: the same computation on the same weights
     if not np.isclose(ours, theirs, rtol=1e-4, atol=1e-5):
         raise SystemExit(f"{name}: uopviz gives {ours!r}, torch {theirs!r}: not the same computation")
     for _ in range(3):  # uopviz's @jit: capture, then replays
         case.ours()
+    turns(f"{name} (heuristic)" if tune_s else name, case, steps, threads)
+    if tune_s:
+        tuning = case.tune(tune_s)
+        print(tuning, flush=True)
+        turns(f"{name} (tuned)", case, steps, threads)
+
+
+def turns(label: str, case: Case, steps: int, threads: list[int]) -> None:
+    """Time both sides in turns, so both meet the same machine; print the medians."""
+    import torch
     mine: list[float] = []
     peers: dict[int, list[float]] = {t: [] for t in threads}
-    for _ in range(steps):  # in turns, so both meet the same machine
+    for _ in range(steps):
         mine.append(timed(case.ours))
         for t in threads:
             torch.set_num_threads(t)
@@ -115,7 +130,7 @@ def run(name: str, steps: int, threads: list[int]) -> None:
     ms = statistics.median(mine) * 1e3
     row = "  ".join(f"torch {t} thread{'s' * (t > 1)} {statistics.median(p) * 1e3:7.2f} ms "
                     f"({statistics.median(p) * 1e3 / ms:.2f}x)" for t, p in peers.items())
-    print(f"{name:12s} uopviz {ms:7.2f} ms  {row}", flush=True)
+    print(f"{label:24s} uopviz {ms:7.2f} ms  {row}", flush=True)
 
 
 def main() -> int:
@@ -123,12 +138,15 @@ def main() -> int:
     ap.add_argument("cases", nargs="*", metavar="CASE", help=f"{', '.join(CASES)} (default: all)")
     ap.add_argument("--steps", type=int, default=20, help="timed turns (median)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch's thread counts")
+    ap.add_argument("--tune", type=parse_duration, default=None, metavar="TIME",
+                    help="after the heuristic's turns, tune each case's step (BEAM width 2 within TIME, e.g. 5m; "
+                         "uopviz.tune, results in the tuning database) and time it again")
     args = ap.parse_args()
     if unknown := set(args.cases) - set(CASES):
         ap.error(f"unknown case(s) {', '.join(sorted(unknown))}; the cases are {', '.join(CASES)}")
     print(f"median of {args.steps} turns; (Nx): torch's time / uopviz's, above 1 uopviz is faster")
     for name in args.cases or CASES:
-        run(name, args.steps, args.threads)
+        run(name, args.steps, args.threads, args.tune)
     return 0
 
 

@@ -61,8 +61,8 @@ def capture() -> Iterator[list[Launch]]:
     _captures.append(launches)
     try:
         yield launches
-    finally:
-        _captures.remove(launches)
+    finally:  # by identity: list.remove compares by value, and an outer block's list may equal this one
+        del _captures[next(i for i, c in enumerate(_captures) if c is launches)]
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from uopviz import Tensor
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime import device as devices
 from uopviz.target import Cache
-from uopviz.uop.ops import Ops
+from uopviz.uop.ops import Ops, UOp
 
 DEVICES = ["CPU", "PYTHON", *devices.available(["CL"])]
 TINY = Cache(line=16, sets=4, ways=1)  # 64 bytes whose set span is too: rows 16 bytes apart fall in 4 sets
@@ -145,3 +145,37 @@ def test_the_cpu_describes_its_l1() -> None:
     l1 = devices.get("CPU").target.l1
     assert l1 is not None and l1.size >= 4096 and l1.line in (32, 64, 128, 256)
     assert SAPPHIRE.sets_touched(4096) == 1 and SAPPHIRE.sets_touched(3072) == 4 and SAPPHIRE.sets_touched(4000) == 64
+
+
+def test_only_the_packed_matmul_reads_the_copy_not_its_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """y = x @ W.T packs W (a transposed B); the gradient dx = dy @ W reads the same broadcast of W, summed along
+    the other axis. Reading the copy there (panels laid out for the forward) made the GPT's MLP backward 16 gathers
+    per vector: only the forward's Reduce reads it. Gradients checked against torch in float64."""
+    import torch
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((130, 64), dtype=np.float32), rng.standard_normal((96, 64), dtype=np.float32)
+    tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+    with uopviz.trace() as tr:
+        (tx @ tw.T).square().sum().backward()
+    (packed,) = [p for p in tr.passes if p.name == "pack"]
+    graph = tr.uop(packed.graph_at(len(packed.steps)))
+    (copy,) = {u for u in graph.toposort() if u.op is Ops.CONTIGUOUS}
+
+    def reads(u: UOp) -> bool:  # whether Reduce u's own product reads the copy (not through an inner Reduce)
+        todo, seen = list(u.src), set()
+        while todo:
+            v = todo.pop()
+            if v is copy:
+                return True
+            if v not in seen and v.op is not Ops.REDUCE:
+                seen.add(v)
+                todo.extend(v.src)
+        return False
+    readers = [u.shape for u in graph.toposort() if u.op is Ops.REDUCE and reads(u)]
+    assert readers == [(130, 1, 96)]  # the forward's product; the gradient dx (130, 64, 1) reads W
+    px = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    pw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    (px @ pw.T).square().sum().backward()
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-3)

@@ -45,11 +45,27 @@ View = tuple[tuple[int, ...], tuple[int, ...], UOp]  # shape, strides in element
 def pack(fn: UOp) -> UOp:
     """Function fn with every aliasing matmul operand read from a packed copy (unchanged when there is none)."""
     body = fn.src[0]
-    mapping: dict[UOp, UOp] = {}
+    copies: dict[UOp, UOp] = {}  # each view packed: one copy, whichever matmuls read it
+    packed: dict[UOp, tuple[UOp, UOp]] = {}  # a matmul's Reduce -> (its broadcast of the view, that of the copy)
     for u in program_order(body):
-        if (found := _packs(u)) is not None and found[0] not in mapping:
-            mapping[found[0]] = panels(*found)
-    return fn.replace(src=(body.substitute(mapping), *fn.src[1:])) if mapping else fn
+        if (found := _packs(u)) is not None:
+            b, width = found
+            view = b.src[0]
+            if view not in copies:
+                copies[view] = panels(view, width)
+            packed[u] = (b, b.replace(src=(copies[view], *b.src[1:])))
+    if not packed:
+        return fn
+    # only the packed matmul reads the copy: its broadcast of the view is also what the gradient's matmul of the
+    # other operand reads (summed along the other axis), which would read panels laid out for this one as gathers
+    out: dict[UOp, UOp] = {}
+    for u in body.toposort():
+        src = tuple(out[s] for s in u.src)
+        if u in packed:
+            b, copy = packed[u]
+            src = (src[0].replace(src=tuple(copy if s is b else s for s in src[0].src)), *src[1:])
+        out[u] = u if src == u.src else u.replace(src=src)
+    return fn.replace(src=(out[body], *fn.src[1:]))
 
 
 def panels(x: UOp, width: int) -> UOp:
@@ -68,8 +84,8 @@ def panels(x: UOp, width: int) -> UOp:
 
 
 def _packs(u: UOp) -> tuple[UOp, int] | None:
-    """The operand of matmul-shaped Reduce u to read packed (the view below its broadcast) and its panels' width,
-    else None."""
+    """The operand of matmul-shaped Reduce u to read packed (its broadcast of a view) and its panels' width, else
+    None."""
     if u.op is not Ops.REDUCE or u.tag is not None or u.arg.op is not Ops.ADD or len(u.arg.axes) != 1:
         return None
     prodn = u.src[0]
@@ -95,7 +111,7 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     gathered = abs(bstrides[inner]) != 1  # a transposed B: the tile's vector of B's row k is a gather
     if not gathered and (cache.sets_touched(row) > ALIASED_SETS or prod(bshape) * item <= cache.size):
         return None
-    return b.src[0], max(target.vectors, default=0) or cache.line // item  # panels one widest vector wide
+    return b, max(target.vectors, default=0) or cache.line // item  # panels one widest vector wide
 
 
 def _broadcast_matmul(ash: tuple[Any, ...], vb: View, k: int, inner: int, shape: tuple[int, ...]) -> bool:

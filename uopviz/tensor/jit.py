@@ -55,25 +55,19 @@ class _Replay:
     """A captured call, ready to replay: each launch's program and argument handles, where the inputs' handles
     go, each launch's variables, and the outputs (buffers, shapes with variables, how they were returned)."""
 
-    progs: list[Any]
+    launches: list[Launch]  # as captured: each one's kernel, program and opts (an open uopviz.profile() is told)
     handles: list[list[Any]]
     slots: list[list[tuple[int, int, int]]]  # input k -> (launch, argument, its buffer) places it fills
     variables: list[tuple[str, ...]]
     fixed: list[dict[str, int]]  # each launch's variable values that no input's size gives
     outputs: list[tuple[UOp, tuple[int | UOp, ...], str | tuple[str, ...]]]
     single: bool
-    keys: list[tuple[UOp, str, tuple[Any, ...]] | None]  # each launch's kernel, device and opts (None: a copy)
-    names: list[str]
-    launches: list[Launch]  # as captured: what an open uopviz.profile() is told each replayed launch is
 
     def run(self, inputs: Sequence[Tensor], values: dict[str, int]) -> Any:
         from uopviz.realize import run_launch
-        for k, t in enumerate(inputs):
-            hs = [buffers.handle(b) for b in multi.buffers_of(t.uop)]
-            for launch, arg, j in self.slots[k]:
-                self.handles[launch][arg] = hs[j]
-        for launch, handles, names, fixed in zip(self.launches, self.handles, self.variables, self.fixed, strict=True):
-            run_launch(launch, handles, tuple(values[v] if v in values else fixed[v] for v in names))
+        self._bind(inputs)
+        for launch, handles, vals in zip(self.launches, self.handles, self._vals(values), strict=True):
+            run_launch(launch, handles, vals)
         outs = tuple(_tensor(u if multi.is_realized(u) else u.src[0].reshape(tuple(_rebind(d, values) for d in shape)),
                              device) for u, shape, device in self.outputs)
         return outs[0] if self.single else outs
@@ -81,18 +75,26 @@ class _Replay:
     def runs(self, inputs: Sequence[Tensor], values: dict[str, int]) -> list[Run]:
         """Each launch ready to run on its own with the inputs' buffers in place (what whole-model tuning times)."""
         from uopviz.tune import Run
+        self._bind(inputs)
+        return [Run(launch.key, launch.kernel.name, launch.prog, handles, vals)
+                for launch, handles, vals in zip(self.launches, self.handles, self._vals(values), strict=True)]
+
+    def _bind(self, inputs: Sequence[Tensor]) -> None:
+        """Put the inputs' buffers where the captured call's inputs were."""
         for k, t in enumerate(inputs):
             hs = [buffers.handle(b) for b in multi.buffers_of(t.uop)]
             for launch, arg, j in self.slots[k]:
                 self.handles[launch][arg] = hs[j]
-        return [Run(key, name, prog, handles, tuple(values[v] if v in values else fixed[v] for v in names_))
-                for key, name, prog, handles, names_, fixed in zip(self.keys, self.names, self.progs, self.handles,
-                                                                   self.variables, self.fixed, strict=True)]
+
+    def _vals(self, values: dict[str, int]) -> list[tuple[int, ...]]:
+        """Each launch's variable values: the inputs' bound sizes, else the captured ones."""
+        return [tuple(values[v] if v in values else fixed[v] for v in names)
+                for names, fixed in zip(self.variables, self.fixed, strict=True)]
 
     def step_time(self, inputs: Sequence[Tensor], values: dict[str, int], runs: int) -> float:
         """The median wall time of `runs` replays (each waits for its devices), after one to warm up."""
         from uopviz.runtime import device as devices
-        used = {key[1] for key in self.keys if key is not None}
+        used = {launch.key[1] for launch in self.launches if launch.key is not None}
 
         def once() -> float:
             t0 = time.perf_counter()
@@ -183,12 +185,10 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
                 k, j = positions[b]
                 slots[k].append((i, arg, j))
     given = _values(inputs)
-    replay = _Replay([launch.prog for launch in launches],
-                     [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
+    replay = _Replay(launches, [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
-                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single,
-                     [launch.key for launch in launches], [launch.kernel.name for launch in launches], launches)
+                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
     _check_outputs(launches, outs, inputs, name)
     return replay, result
 
