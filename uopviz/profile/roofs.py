@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from uopviz.runtime.device import Program
+from uopviz.runtime.trust import private_dirs
 from uopviz.version import __version__
 
 MEASURE_S = 0.25
@@ -116,7 +117,7 @@ def _read() -> dict[str, object]:
 def _write(doc: dict[str, object]) -> None:
     """Write the roofs file whole or not at all (another process may read it meanwhile)."""
     where = path()
-    where.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(where.parent)  # created 0700, as the rest of the cache
     fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".roofs.")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(doc, f)
