@@ -51,7 +51,7 @@ class Launch(NamedTuple):
 
 
 _captures: list[list[Launch]] = []  # open capture() blocks, innermost last
-_profiles: list[Callable[[Launch, tuple[int, ...], float], None]] = []  # open profiling() blocks, innermost last
+_profiles: list[Callable[[Launch, tuple[int, ...], float, float], None]] = []  # open profiling() blocks, innermost last
 
 
 @contextmanager
@@ -66,9 +66,10 @@ def capture() -> Iterator[list[Launch]]:
 
 
 @contextmanager
-def profiling(report: Callable[[Launch, tuple[int, ...], float], None]) -> Iterator[None]:
+def profiling(report: Callable[[Launch, tuple[int, ...], float, float], None]) -> Iterator[None]:
     """Inside the block every launch (realize's, a cached schedule's, a @jit replay's) waits for its kernel, and
-    `report` is told the launch, its variables' values and its time in seconds (uopviz.profile)."""
+    `report` is told the launch, its variables' values, its kernel's time as the device measures it and the
+    launch's wall time from the call until the kernel is done, in seconds (uopviz.profile)."""
     _profiles.append(report)
     try:
         yield
@@ -80,9 +81,11 @@ def run_launch(launch: Launch, handles: Sequence[Any], vals: tuple[int, ...], wa
     """Run one launch on these handles; its time in seconds where it waited (wait, or a profile is open), else 0."""
     if not _profiles:
         return launch.prog(handles, vals, wait=wait) or 0.0
+    t0 = time.perf_counter()
     t = launch.prog(handles, vals, wait=True) or 0.0
+    wall = time.perf_counter() - t0
     for report in _profiles:
-        report(launch, vals, t)
+        report(launch, vals, t, wall)
     return t
 
 

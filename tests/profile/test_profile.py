@@ -34,6 +34,7 @@ def _check_shares(p: Profile) -> None:
     assert sum(r["launches"] for r in p.by_kernel()) == sum(r["launches"] for r in p.by_line()) == len(p.runs)
     assert p.kernel_s == pytest.approx(sum(r.time_s for r in p.runs))
     assert 0 < p.kernel_s <= p.wall_s
+    assert all(0 < r.device_s for r in p.runs)
 
 
 def test_every_launch_once_in_order_by_line(device: str) -> None:
@@ -101,9 +102,9 @@ def test_tensor_profile(device: str) -> None:
 def test_rates_roof_and_bound(fixed_roofs: Roofs) -> None:
     """GFLOP/s and GB/s are work over time; the roof is the larger of the two fractions of the device's roofs (the
     rate over the attainable rate at the kernel's intensity); a kernel above the ridge point is compute-bound."""
-    def launch(kernel: str, flops: int, nbytes: int) -> dict[str, object]:
-        return {"kernel": kernel, "ast": None, "device": "CPU", "time_s": 0.5, "flops": flops, "bytes": nbytes,
-                "line": None}
+    def launch(kernel: str, flops: int, nbytes: int) -> dict[str, object]:  # rates over device_s, shares of time_s
+        return {"kernel": kernel, "ast": None, "device": "CPU", "time_s": 0.8, "device_s": 0.5, "flops": flops,
+                "bytes": nbytes, "line": None}
     p = Profile.from_dict({"wall_s": 1.0, "roofs": {"CPU": fixed_roofs._asdict()},
                            "launches": [launch("k", 20 * 10**9, 10**9), launch("m", 10**9, 4 * 10**9)]})
     k, m = p.rows()
@@ -111,6 +112,7 @@ def test_rates_roof_and_bound(fixed_roofs: Roofs) -> None:
     assert k["roof"] == pytest.approx(0.4)
     assert (m["gflops"], m["gbs"], m["bound"]) == (2.0, 8.0, "memory")
     assert m["roof"] == pytest.approx(0.8)
+    assert (k["share"], p.kernel_s, p.device_s) == (0.5, 1.6, 1.0)
     assert p.by_line()[0]["line"] is None and p.by_line()[0]["launches"] == 2
 
 
@@ -122,7 +124,7 @@ def test_table_shows_lines_and_kernels() -> None:
     text = str(p)
     assert f"test_profile.py:{here} in test_table_shows_lines_and_kernels" in text
     assert all(r.kernel in text for r in p.runs)
-    assert "launches of" in text and "GFLOP/s" in text
+    assert "launches of" in text and "GFLOP/s" in text and "in kernels as the devices time them" in text
     n = len(p.by_kernel())
     assert n > 1 and f"(and {n - 1} more kernels of this line)" in p.table(top=1)
 

@@ -55,6 +55,7 @@ def test_a_profile_outside_a_trace_is_filed_nowhere() -> None:
     (("roofs", "CPU", "gbs"), 0, "profiles[0].roofs['CPU'].gbs: a roof must be > 0"),
     (("launches", 0, "time_s"), "1", "profiles[0].launches[0].time_s: expected integer or number, got string"),
     (("launches", 0, "flops"), 1.5, "profiles[0].launches[0].flops: expected integer, got number"),
+    (("launches", 0, "device_s"), float("inf"), "profiles[0].launches[0].device_s: expected a finite number >= 0"),
     (("launches", 0, "device"), "CL9", "profiles[0].launches[0].device: 'CL9' has no roofs"),
     (("launches", 0, "line"), {"file": "x.py"}, "profiles[0].launches[0].line: missing field 'line'"),
     (("launches",), {}, "profiles[0].launches: expected array, got object"),

@@ -1,8 +1,9 @@
 """The profile of what ran inside a `uopviz.profile()` block: every kernel launch with its time, share, work, rates
 and place under the device's roofs, grouped by the line of the user's code that ran it.
 
-While a block is open every launch waits for its kernel (uopviz.realize.profiling), so a launch's time is its own
-(device time where the device measures it) and the launches' times add up to the time the block spent in kernels.
+While a block is open every launch waits for its kernel (uopviz.realize.profiling), so a launch's time is its own:
+its wall time from the call until the kernel is done (what the step pays for it: the launches' times add up to the
+block's time in kernel launches), and its kernel's time as the device measures it (what its rates are taken over).
 A launch is filed under the innermost line of the user's code running when it was launched: for a `@jit` step,
 the line that called it; for eager code, the line whose realize (numpy, item, backward, an optimizer's step) ran
 it. When the block ends, the work of each launch is counted from its kernel graph (work.py), the roofs of each
@@ -31,24 +32,19 @@ from uopviz.uop.ops import UOp
 
 class Run(NamedTuple):
     """One kernel launch: its kernel's name and graph id (`ast`, a trace node id; None where unknown), its device,
-    its time in seconds, its work, and the line of the user's code that ran it ({"file", "line", "function",
-    "code"}, or None)."""
+    `time_s` (the launch's wall time from the call until its kernel was done: what the step pays for it),
+    `device_s` (the kernel's own time as the device measures it: OpenCL's and CUDA's events; elsewhere the same
+    wall time), its work, and the line of the user's code that ran it ({"file", "line", "function", "code"}, or
+    None). GFLOP/s and GB/s are the kernel's: work over device_s."""
 
     kernel: str
     ast: str | None
     device: str
     time_s: float
+    device_s: float
     flops: int
     bytes: int
     line: dict[str, Any] | None
-
-    @property
-    def gflops(self) -> float:
-        return self.flops / self.time_s / 1e9 if self.time_s > 0 else 0.0
-
-    @property
-    def gbs(self) -> float:
-        return self.bytes / self.time_s / 1e9 if self.time_s > 0 else 0.0
 
 
 @dataclass
@@ -62,12 +58,17 @@ class Profile:
 
     @property
     def kernel_s(self) -> float:
-        """The launches' times added up: the block's time in kernels."""
+        """The launches' wall times added up: the block's time in kernel launches."""
         return sum(r.time_s for r in self.runs)
 
+    @property
+    def device_s(self) -> float:
+        """The kernels' own times added up (as the devices measure them)."""
+        return sum(r.device_s for r in self.runs)
+
     def rows(self) -> list[dict[str, Any]]:
-        """Each launch as data: its Run's fields, its `share` of the kernel time, `gflops`, `gbs`, `roof` (its place
-        under the roofline: 1.0 is on it) and `bound` ("compute" or "memory": the roof it is under)."""
+        """Each launch as data: its Run's fields, its `share` of the launches' time, `gflops`, `gbs`, `roof` (its
+        place under the roofline: 1.0 is on it) and `bound` ("compute" or "memory": the roof it is under)."""
         return [{**r._asdict(), **self._totals([r])} for r in self.runs]
 
     def by_kernel(self) -> list[dict[str, Any]]:
@@ -90,14 +91,15 @@ class Profile:
                 for runs in _grouped(self.runs, lambda r: _line_key(r.line))]
 
     def _totals(self, runs: list[Run]) -> dict[str, Any]:
-        """launches, time_s, share (of the whole profile's kernel time), flops, bytes, gflops, gbs, and (for runs on
-        one device) roof and bound."""
-        t, flops, nbytes = sum(r.time_s for r in runs), sum(r.flops for r in runs), sum(r.bytes for r in runs)
-        gflops, gbs = (flops / t / 1e9, nbytes / t / 1e9) if t > 0 else (0.0, 0.0)
+        """launches, time_s and device_s, share (of the whole profile's launch time), flops, bytes, gflops and gbs
+        (over device_s), and (for runs on one device) roof and bound."""
+        t, dt = sum(r.time_s for r in runs), sum(r.device_s for r in runs)
+        flops, nbytes = sum(r.flops for r in runs), sum(r.bytes for r in runs)
+        gflops, gbs = (flops / dt / 1e9, nbytes / dt / 1e9) if dt > 0 else (0.0, 0.0)
         roof = self.roofs[runs[0].device]
         total = self.kernel_s
-        return {"launches": len(runs), "time_s": t, "share": t / total if total else 0.0, "flops": flops,
-                "bytes": nbytes, "gflops": gflops, "gbs": gbs, "roof": roof.fraction(gflops, gbs),
+        return {"launches": len(runs), "time_s": t, "device_s": dt, "share": t / total if total else 0.0,
+                "flops": flops, "bytes": nbytes, "gflops": gflops, "gbs": gbs, "roof": roof.fraction(gflops, gbs),
                 "bound": roof.bound(flops, nbytes)}
 
     def table(self, top: int = 10) -> str:
@@ -142,6 +144,7 @@ def _line_key(line: dict[str, Any] | None) -> tuple[str, int] | None:
 class _Seen(NamedTuple):
     launch: Launch
     vals: tuple[int, ...]
+    device_s: float
     time_s: float
     where: tuple[str, int, str] | None
 
@@ -153,8 +156,8 @@ def profile() -> Iterator[Profile]:
     seen: list[_Seen] = []
     p = Profile()
 
-    def report(launch: Launch, vals: tuple[int, ...], t: float) -> None:
-        seen.append(_Seen(launch, vals, t, user_line()))
+    def report(launch: Launch, vals: tuple[int, ...], device_s: float, time_s: float) -> None:
+        seen.append(_Seen(launch, vals, device_s, time_s, user_line()))
 
     t0 = time.perf_counter()
     try:
@@ -173,7 +176,7 @@ def _runs(seen: list[_Seen]) -> list[Run]:
     ids: dict[UOp, str] = {}
     lines: dict[tuple[str, int, str], dict[str, Any]] = {}
     out = []
-    for launch, vals, t, where in seen:
+    for launch, vals, device_s, time_s, where in seen:
         ast = launch.key[0] if launch.key is not None else launch.kernel.linear  # a copy's kernel holds its Copy
         k = (ast, vals)
         if k not in works:
@@ -182,7 +185,7 @@ def _runs(seen: list[_Seen]) -> list[Run]:
             ids[ast] = node_id(ast)
         if where is not None and where not in lines:
             lines[where] = frame_of(*where)
-        out.append(Run(launch.kernel.name, ids[ast], launch.buffers[0].arg.device, t, works[k].flops,
+        out.append(Run(launch.kernel.name, ids[ast], launch.buffers[0].arg.device, time_s, device_s, works[k].flops,
                        works[k].bytes, lines[where] if where is not None else None))
     return out
 

@@ -122,7 +122,8 @@ def _check_document(doc: Any) -> None:
 
 def check_profile(doc: Any, where: str = "profile") -> None:
     """TraceFormatError unless `doc` is a profile's document: `wall_s`, `roofs` (device -> `gflops`, `gbs`) and
-    `launches` (each `kernel`, `device`, `ast`, `time_s`, `flops`, `bytes`, `line`), times and counts >= 0."""
+    `launches` (each `kernel`, `device`, `ast`, `time_s`, `device_s`, `flops`, `bytes`, `line`), times and counts
+    >= 0."""
     _nonnegative(_obj(doc, where), "wall_s", (int, float), where)
     for device, roof in _get(doc, "roofs", dict, where).items():
         at = f"{where}.roofs[{device!r}]"
@@ -136,6 +137,7 @@ def check_profile(doc: Any, where: str = "profile") -> None:
             raise TraceFormatError(f"{at}.device: {launch['device']!r} has no roofs")
         _get(launch, "ast", (str, type(None)), at)
         _nonnegative(launch, "time_s", (int, float), at)
+        _nonnegative(launch, "device_s", (int, float), at)
         _nonnegative(launch, "flops", int, at)
         _nonnegative(launch, "bytes", int, at)
         if (line := _get(launch, "line", (dict, type(None)), at)) is not None:
