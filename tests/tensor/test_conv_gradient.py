@@ -56,14 +56,30 @@ def test_conv_gradients_match_torch(case: tuple[Any, ...], device: str) -> None:
     same_as_torch(ours, theirs, arrays, device, rtol=1e-9)
 
 
-@pytest.mark.parametrize("stride,padding,output_padding", [(1, 0, 0), (2, 1, 1), (3, 2, 0)])
-def test_conv_transpose_gradients_match_torch(stride: int, padding: int, output_padding: int, device: str) -> None:
-    """conv_transpose is a conv of the spread input with the flipped weight: the conv's own rule serves it too."""
-    rng = np.random.default_rng(stride)
-    arrays = [rng.standard_normal((2, 4, 5, 6)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(3)]
-    same_as_torch(lambda x, w, b: x.conv_transpose2d(w, b, stride, padding, output_padding),
-                  lambda x, w, b: F.conv_transpose2d(x, w, b, stride, padding, output_padding), arrays, device,
-                  rtol=1e-9)
+TRANSPOSES = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+# (input shape, weight shape, stride, padding, output_padding, dilation, groups): strided ones run phase by phase
+TRANSPOSE_CASES: list[tuple[Any, ...]] = [
+    ((2, 4, 5, 6), (4, 3, 3, 3), 1, 0, 0, 1, 1),
+    ((2, 4, 5, 6), (4, 3, 3, 3), 2, 1, 1, 1, 1),
+    ((1, 4, 5, 4), (4, 2, 3, 2), 3, 2, 0, 1, 2),             # groups; a phase no tap reaches
+    ((1, 2, 4, 5), (2, 3, 3, 3), 2, 1, 1, 2, 1),             # gcd(stride, dilation) 2: odd phases are zeros
+    ((1, 2, 4, 5), (2, 3, 3, 2), (3, 2), (4, 1), (1, 0), (2, 3), 1),  # padding that cuts whole phases off
+    ((2, 3, 7), (3, 2, 4), 3, 1, 2, 1, 1),                   # 1-D
+    ((2, 3, 1), (3, 2, 2), 2, 1, 1, 1, 1),                   # a phase whose every row the padding cuts off
+    ((1, 2, 3, 2, 3), (2, 2, 2, 3, 2), 2, (0, 1, 1), 1, 1, 1),  # 3-D
+]
+
+
+@pytest.mark.parametrize("case", TRANSPOSE_CASES, ids=lambda c: f"{len(c[0]) - 2}d-s{c[2]}-p{c[3]}-o{c[4]}-d{c[5]}")
+def test_conv_transpose_matches_torch(case: tuple[Any, ...], device: str) -> None:
+    """conv_transpose (a strided one as stride-1 ones per phase, each a conv whose own rule gives its gradients)."""
+    xs, ws, stride, padding, output_padding, dilation, groups = case
+    rng = np.random.default_rng(len(xs) + ws[1])
+    arrays = [rng.standard_normal(xs), rng.standard_normal(ws), rng.standard_normal(ws[1] * groups)]
+    same_as_torch(lambda x, w, b: x.conv_transpose(w, b, stride, padding, output_padding, dilation, groups),
+                  lambda x, w, b: TRANSPOSES[len(xs) - 2](x, w, b, stride, padding, output_padding, groups, dilation),
+                  arrays, device, rtol=1e-9)
 
 
 def test_second_derivative_matches_torch(device: str) -> None:

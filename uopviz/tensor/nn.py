@@ -8,6 +8,7 @@ multiply and one sum over the window axes.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -214,23 +215,61 @@ class NNMixin:
                              f"groups={groups} do not fit; need Cin = weight.shape[0], divisible by groups")
         st, dil = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
         pads, outp = _padding(padding, nd), _tuple(output_padding, nd, "output_padding", 0)
-        x = self
-        for j, s in enumerate(st):
-            if s > 1:
-                ax = 2 + j
-                n = x.shape[ax]
-                x = x.unsqueeze(ax + 1).pad([(0, 0)] * (ax + 1) + [(0, s - 1)] + [(0, 0)] * (x.ndim - ax - 1))
-                x = x.reshape(*x.shape[:ax], n * s, *x.shape[ax + 2:]).shrink(
-                    [None] * ax + [(0, (n - 1) * s + 1)] + [None] * (x.ndim - ax - 2))
+        if any(s > 1 for s in st):
+            out = self._conv_transpose_phases(weight, st, pads, outp, dil, groups)
+            return out if bias is None else out.add(bias.reshape(-1, *(1,) * nd))
         full = [d * (k - 1) for k, d in zip(ks, dil)]
         edges = [(f - b, f - a + o) for f, (b, a), o in zip(full, pads, outp)]
         w = weight.reshape(groups, cin // groups, cout_g, *ks).transpose(1, 2).reshape(groups * cout_g, cin // groups,
                                                                                       *ks)
-        out = x.conv(w.flip(tuple(range(2, 2 + nd))), bias, 1, [(max(b, 0), max(a, 0)) for b, a in edges], dil, groups)
+        out = self.conv(w.flip(tuple(range(2, 2 + nd))), bias, 1, [(max(b, 0), max(a, 0)) for b, a in edges], dil,
+                        groups)
         if all(b >= 0 and a >= 0 for b, a in edges):
             return out
         # padding beyond the kernel's reach cuts the output instead
         return out.shrink([None, None, *((max(-b, 0), d - max(-a, 0)) for (b, a), d in zip(edges, out.shape[2:]))])
+
+    def _conv_transpose_phases(self: Tensor, weight: Tensor, stride: tuple[int, ...], pads: list[tuple[int, int]],
+                               outp: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> Tensor:
+        """A strided conv_transpose as stride-1 ones, one per phase: output i = q·s + r of the unpadded result gets
+        the taps k with k·d ≡ r (mod s), each from input q − (k·d − r)/s, i.e. a stride-1 conv_transpose by the
+        sub-kernel w[k0::s/gcd] with dilation d/gcd, shifted by (k0·d − r)/s; each phase computes just the rows the
+        padding keeps, and a reshape interleaves them. The spread input (zeros between its elements) did s^nd times
+        the work, on zeros, through mod-s index chains."""
+        nd = len(stride)
+        (n, _), cout, ins, ks = self.shape[:2], weight.shape[1] * groups, self.shape[2:], weight.shape[2:]
+        full = [(i - 1) * s + d * (k - 1) + 1 + o for i, s, d, k, o in zip(ins, stride, dilation, ks, outp)]
+        size = [f - b - a for f, (b, a) in zip(full, pads)]
+        qs = [-(-m // s) for m, s in zip(size, stride)]                        # rows of each phase
+        steps = [s // math.gcd(s, d) for s, d in zip(stride, dilation)]
+        dils = tuple(d // math.gcd(s, d) for s, d in zip(stride, dilation))
+        zero = self.zeros(n, cout, *qs, dtype=least_upper_dtype(self.dtype, weight.dtype), device=self.device)
+        phases = []
+        for phase in itertools.product(*(range(s) for s in stride)):       # by the kept result's row mod s
+            taps, cuts, grow = [], [], []
+            for p, (b, _), s, d, kk, step, dd, i, q in zip(phase, pads, stride, dilation, ks, steps, dils, ins, qs):
+                r, first = (b + p) % s, (b + p) // s                           # the row mod s unpadded, its first q
+                k0 = next((k for k in range(kk) if (k * d - r) % s == 0), None)
+                if k0 is None:
+                    break  # no tap reaches this phase
+                # the stride-1 result covers rows shift .. shift + m − 1 of the phase; first .. first + q − 1 are kept
+                shift, m = (k0 * d - r) // s, i + dd * (len(range(k0, kk, step)) - 1)
+                before, after = first - shift, shift + m - first - q
+                if max(before, 0) + max(after, 0) >= m:
+                    break  # every row it reaches is cut off
+                taps.append(slice(k0, None, step))
+                cuts.append((max(before, 0), max(after, 0)))
+                grow.append((max(-before, 0), max(-after, 0)))
+            else:
+                y = self.conv_transpose(weight[(slice(None), slice(None), *taps)], None, 1, cuts, 0, dils, groups)
+                phases.append(y.pad([(0, 0), (0, 0), *grow]))
+                continue
+            phases.append(zero)
+        out = phases[0].stack(*phases[1:])
+        out = out.reshape(*stride, n, cout, *qs).permute(nd, nd + 1, *(v for j in range(nd) for v in (nd + 2 + j, j)))
+        out = out.reshape(n, cout, *(q * s for q, s in zip(qs, stride)))
+        # stored once: each element picks its phase through a chain of pads, which a consumer would walk per read
+        return out.shrink([None, None, *((0, m) for m in size)]).contiguous()
 
     def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """self @ weight + bias (weight of shape (in, out), as tinygrad; nn.Linear passes its (out, in) one
