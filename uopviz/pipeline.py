@@ -9,6 +9,8 @@ and `Render`). To add a pass, write it where its stage's code lives and add one 
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -260,7 +262,10 @@ def lower(ast: UOp, target: Target, opts: Sequence[Opt] = ()) -> Kernel:
     for the target."""
     slots = {x.arg.slot: x.arg.dtype for x in ast.toposort() if x.op is Ops.PARAM}
     c = Lowering(target, opts, tuple(slots[k] for k in range(len(slots))))  # every slot, even an unread one
-    prog = _run(KERNEL, ast, c)
+    if recording():
+        prog = _run(KERNEL, ast, c)
+    else:
+        prog = _run(KERNEL[_OPTIMIZE:], _prepared(ast, target), c)
     linear, source = prog.src[0], prog.src[1].arg
     gsize, lsize = launch_dims(linear)
     return Kernel(c.name, linear, source or None, c.params, global_size=gsize, local_size=lsize,
@@ -272,7 +277,31 @@ def scheduler(ast: UOp, target: Target) -> Scheduler:
     """The Scheduler that Optimize applies opts to: the kernel after the passes before it (never recorded: it
     decides opts, it is not a lowering)."""
     with unrecorded():
-        return Scheduler.of(_run(KERNEL, ast, Lowering(target), until=Optimize), target)
+        return Scheduler.of(_prepared(ast, target), target)
+
+
+_OPTIMIZE = next(i for i, p in enumerate(KERNEL) if isinstance(p, Optimize))
+_PREPARED_KEPT = 512
+_prepared_graphs: OrderedDict[tuple[UOp, Target], UOp] = OrderedDict()
+_prepared_lock = threading.Lock()
+
+
+def _prepared(ast: UOp, target: Target) -> UOp:
+    """The kernel after the passes before Optimize (which read only the graph and the target), kept for the
+    _PREPARED_KEPT kernels used last: choosing a kernel's opts (scheduler) and lowering it both start there, and
+    ran those passes twice for every kernel of a first call."""
+    key = (ast, target)
+    with _prepared_lock:
+        if (hit := _prepared_graphs.get(key)) is not None:
+            _prepared_graphs.move_to_end(key)
+            return hit
+    with unrecorded():
+        hit = _run(KERNEL, ast, Lowering(target), until=Optimize)
+    with _prepared_lock:
+        _prepared_graphs[key] = hit
+        while len(_prepared_graphs) > _PREPARED_KEPT:
+            _prepared_graphs.popitem(last=False)
+    return hit
 
 
 def _program(linear: UOp, c: Lowering) -> UOp:
