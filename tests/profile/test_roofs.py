@@ -1,6 +1,6 @@
 """A device's roofs are measured once (kernels uopviz builds, under an open trace and profile without showing in
-them) and kept in the cache directory; a kept entry of another uopviz version, or a damaged file, is measured
-again."""
+them) and kept in the cache directory; a kept entry of another uopviz version or another device (its runtime's
+description), or a damaged file, is measured again."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 import uopviz
 from uopviz import Tensor
 from uopviz.profile import roofs
+from uopviz.runtime import device as devices
 
 
 @pytest.fixture
@@ -35,11 +36,16 @@ def test_measured_once_then_kept(cache: Path, monkeypatch: pytest.MonkeyPatch) -
     assert roofs.roofs_of("PYTHON") == found
 
 
-DAMAGED = json.dumps({"PYTHON": {"gflops": "x", "gbs": 1, "uopviz": uopviz.__version__}})
+DAMAGED = json.dumps({"PYTHON": {"gflops": "x", "gbs": 1, "uopviz": uopviz.__version__,
+                                 "describe": devices.get("PYTHON").describe()}})
+
+
+ELSEWHERE = json.dumps({"PYTHON": {"gflops": 1, "gbs": 1, "uopviz": uopviz.__version__,
+                                   "describe": {"device": "PYTHON", "name": "another machine"}}})
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"PYTHON": {"gflops": 1, "gbs": 1, "uopviz": "0.0.1"}}', DAMAGED,
-                                  "[]"])
+                                  ELSEWHERE, "[]"])
 def test_stale_or_damaged_is_measured_again(cache: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
     cache.write_text(text)
     monkeypatch.setattr(roofs, "measure", lambda device: roofs.Roofs(2.0, 3.0))

@@ -47,7 +47,7 @@ class Run(NamedTuple):
     line: dict[str, Any] | None
 
 
-@dataclass
+@dataclass(repr=False)
 class Profile:
     """Every launch of a profiled block (`runs`, in launch order), the block's wall time and each device's roofs.
     `rows()`, `by_kernel()` and `by_line()` are the data of the table that `table()` (and print) shows."""
@@ -108,7 +108,8 @@ class Profile:
         from uopviz.profile.table import render
         return render(self, top)
 
-    def __str__(self) -> str:
+    def __repr__(self) -> str:
+        """The table (a profile that is a notebook cell's value shows it)."""
         return self.table()
 
     # ---- the document (docs/trace-format.md, "profiles") ----

@@ -2,10 +2,10 @@
 under, measured once per device with kernels uopviz itself builds and kept in the cache directory.
 
 The compute roof is the best rate of uopviz's own float32 gemm (n=256: in cache, so compute-bound); the bandwidth
-roof is the best rate of an elementwise kernel over 32 MB in and 32 MB out (past any cache), bytes read plus
-written. Both are what this compiler reaches on the device, not the vendor's peak: a kernel near its roof is as
-fast as uopviz's best kernels of its kind, and a tuned kernel can pass it. Each takes the fastest of a few runs
-within MEASURE_S seconds; the PYTHON interpreter gets small sizes, as it runs about a million operations a second.
+roof is the best rate of an elementwise kernel over 32 MB in and 32 MB out (past a CPU's caches), bytes read plus
+written; the interpreter and GPUs get other sizes (_SIZES). Both are what this compiler reaches on the device, not
+the vendor's peak: a kernel near its roof is as fast as uopviz's best kernels of its kind, and a tuned kernel can
+pass it. Each takes the fastest of a few runs within MEASURE_S seconds.
 """
 
 from __future__ import annotations
@@ -19,12 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from uopviz.runtime.device import Program
+from uopviz.runtime import device as devices
 from uopviz.runtime.trust import private_dirs
 from uopviz.version import __version__
 
 MEASURE_S = 0.25
 """Seconds of runs each roof takes at most (compiling apart, once per machine: its kernels are cached)."""
+_SIZES = {"PYTHON": (8, 4096), "CUDA": (2048, 64 << 20)}
+"""The gemm's n and the elementwise kernel's elements where 256 and 8M (32 MB) do not fit: the interpreter runs about
+a million operations a second; a GPU runs a 256 gemm in microseconds, mostly launch, and has caches of tens of MB."""
 
 
 class Roofs(NamedTuple):
@@ -50,17 +53,20 @@ def path() -> Path:
 
 
 def roofs_of(device: str) -> Roofs:
-    """The device's roofs: from the cache when measured before (by this uopviz version), else measured now and
-    kept (where the cache directory cannot be written, measured again in the next process)."""
+    """The device's roofs: from the cache when measured before on the same device (its runtime's description:
+    name, driver, compiler) by this uopviz version, else measured now and kept (where the cache directory cannot be
+    written, measured again in the next process)."""
     kept = _read()
     entry = kept.get(device)
-    if isinstance(entry, dict) and entry.get("uopviz") == __version__:
+    seen = devices.get(device).describe()
+    if isinstance(entry, dict) and entry.get("uopviz") == __version__ and entry.get("describe") == seen:
         try:
             return Roofs(float(entry["gflops"]), float(entry["gbs"]))
         except (KeyError, TypeError, ValueError):
             pass  # a damaged entry: measured again
     found = measure(device)
-    kept[device] = {"gflops": found.gflops, "gbs": found.gbs, "uopviz": __version__, "measured": time.time()}
+    kept[device] = {"gflops": found.gflops, "gbs": found.gbs, "uopviz": __version__, "describe": seen,
+                    "measured": time.time()}
     with contextlib.suppress(OSError):  # a cache that cannot be written: measured again next time
         _write(kept)
     return found
@@ -71,7 +77,7 @@ def measure(device: str) -> Roofs:
     import numpy as np
 
     from uopviz.uop.pattern import unrecorded
-    n, elems = (8, 4096) if device == "PYTHON" else (256, 8 << 20)
+    n, elems = _SIZES.get(devices.split_name(device)[0], (256, 8 << 20))
     rng = np.random.default_rng(0)
     with unrecorded():
         a, b = (rng.random((n, n), dtype=np.float32) for _ in range(2))
@@ -81,7 +87,7 @@ def measure(device: str) -> Roofs:
     return Roofs(gemm / 1e9, copy / 1e9)
 
 
-def _kernels(fn: Callable[..., Any], arrays: tuple[Any, ...], device: str) -> list[tuple[Program, list[Any]]]:
+def _kernels(fn: Callable[..., Any], arrays: tuple[Any, ...], device: str) -> list[tuple[devices.Program, list[Any]]]:
     """The kernels that compute fn over tensors of arrays on device (a gemm may pack an operand first), compiled,
     each with its buffers' handles."""
     from uopviz.compiler import compile_kernel
@@ -94,7 +100,7 @@ def _kernels(fn: Callable[..., Any], arrays: tuple[Any, ...], device: str) -> li
             for ast, bufs in kernels_of(schedule([out.uop]))]
 
 
-def _best_rate(kernels: list[tuple[Program, list[Any]]]) -> float:
+def _best_rate(kernels: list[tuple[devices.Program, list[Any]]]) -> float:
     """Runs per second of the kernels' fastest run within MEASURE_S seconds (at least three, after one)."""
     def run() -> float:
         return sum(prog(handles, (), wait=True) or 0.0 for prog, handles in kernels)
