@@ -78,8 +78,9 @@ def test_pad_ints_and_bools_and_errors(device: str) -> None:
         Tensor([1, 2], dtype=dtypes.int8).pad(((1, 1),), value=300)
     with pytest.raises(OverflowError, match="float16"):
         Tensor([1.0], dtype=dtypes.float16).pad(((1, 1),), value=1e6)
+    check(Tensor([1.0, 2.0], device=device).pad(((-1, 1),)), np.array([2.0, 0.0]))  # a negative width cuts (torch)
     with pytest.raises(ShapeError, match="non-negative"):
-        Tensor([1.0]).pad(((-1, 0),))
+        Tensor([1.0]).pad(((-1, 0),), mode="reflect")
     with pytest.raises(ShapeError, match="pairs"):
         Tensor.ones(2, 2).pad(((1, 1), (1, 1), (1, 1)))
 

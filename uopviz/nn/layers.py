@@ -1,4 +1,5 @@
-"""The usual layers: Linear, Conv2d, ConvTranspose2d, Embedding, Dropout, and a Sequential to chain them.
+"""The usual layers: Linear, Conv1d/2d/3d, ConvTranspose1d/2d/3d, Embedding, Dropout, a ModuleList to hold layers
+and a Sequential to chain them.
 
 Weights start as PyTorch's defaults do (kaiming_uniform with a = √5: uniform in ±1/√fan_in, the bias too), and
 are realized at construction, so each parameter is a buffer of its own that optimizers update in place.
@@ -7,7 +8,7 @@ are realized at construction, so each parameter is a buffer of its own that opti
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from uopviz.nn.module import Module
@@ -35,30 +36,47 @@ class Linear(Module):
         return x.linear(self.weight.T, self.bias)
 
 
-class Conv2d(Module):
-    """2-D convolution of (N, C, H, W) inputs; weight (out_channels, in_channels/groups, kH, kW)."""
+class _Conv(Module):
+    """Convolution of (N, C, *spatial) inputs over `nd` spatial axes; weight (out_channels, in_channels/groups,
+    *kernel)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: Any = 1,
+    nd = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  device: str | None = None) -> None:
-        k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        k = _kernel(kernel_size, self.nd)
         fan_in = in_channels // groups * math.prod(k)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = _uniform((out_channels, in_channels // groups, *k), fan_in, device)
         self.bias = _uniform((out_channels,), fan_in, device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.conv2d(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return x.conv(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class ConvTranspose2d(Module):
-    """The gradient of a Conv2d with respect to its input, as a layer; weight (in_channels, out_channels/groups,
-    kH, kW)."""
+class Conv1d(_Conv):
+    nd = 1
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: Any = 1,
+
+class Conv2d(_Conv):
+    nd = 2
+
+
+class Conv3d(_Conv):
+    nd = 3
+
+
+class _ConvTranspose(Module):
+    """The gradient of a convolution with respect to its input, as a layer, over `nd` spatial axes; weight
+    (in_channels, out_channels/groups, *kernel)."""
+
+    nd = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, ...], stride: Any = 1,
                  padding: Any = 0, output_padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  device: str | None = None) -> None:
-        k = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        k = _kernel(kernel_size, self.nd)
         fan_in = out_channels // groups * math.prod(k)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.dilation, self.groups = dilation, groups
@@ -66,8 +84,24 @@ class ConvTranspose2d(Module):
         self.bias = _uniform((out_channels,), fan_in, device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.conv_transpose2d(self.weight, self.bias, self.stride, self.padding, self.output_padding,
-                                  self.dilation, self.groups)
+        return x.conv_transpose(self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                self.dilation, self.groups)
+
+
+class ConvTranspose1d(_ConvTranspose):
+    nd = 1
+
+
+class ConvTranspose2d(_ConvTranspose):
+    nd = 2
+
+
+class ConvTranspose3d(_ConvTranspose):
+    nd = 3
+
+
+def _kernel(kernel_size: int | tuple[int, ...], nd: int) -> tuple[int, ...]:
+    return (kernel_size,) * nd if isinstance(kernel_size, int) else tuple(kernel_size)
 
 
 class Embedding(Module):
@@ -92,14 +126,23 @@ class Dropout(Module):
         return x.dropout(self.p) if self.training else x
 
 
-class Sequential(Module):
-    """Layers (or any callables) applied in order, held as attributes "0", "1", … as torch.nn.Sequential holds
-    them, so their state is named "0.weight", "1.bias", … and a state dict moves between the two as it is."""
+class ModuleList(Module):
+    """Layers (or any callables) held as attributes "0", "1", … as torch.nn.ModuleList holds them, so their state
+    is named "0.weight", "1.bias", … and a state dict moves between the two as it is."""
 
-    def __init__(self, *layers: Any) -> None:
-        for i, f in enumerate(layers):
-            setattr(self, str(i), f)
-        self._count = len(layers)
+    def __init__(self, modules: Iterable[Any] = ()) -> None:
+        self._count = 0
+        self.extend(modules)
+
+    def append(self, module: Any) -> ModuleList:
+        setattr(self, str(self._count), module)
+        self._count += 1
+        return self
+
+    def extend(self, modules: Iterable[Any]) -> ModuleList:
+        for m in modules:
+            self.append(m)
+        return self
 
     def __len__(self) -> int:
         return self._count
@@ -109,6 +152,13 @@ class Sequential(Module):
 
     def __iter__(self) -> Iterator[Any]:
         return (getattr(self, str(i)) for i in range(self._count))
+
+
+class Sequential(ModuleList):
+    """Layers (or any callables) applied in order, named as in torch.nn.Sequential ("0.weight", …)."""
+
+    def __init__(self, *layers: Any) -> None:
+        super().__init__(layers)
 
     def forward(self, x: Tensor) -> Tensor:
         for f in self:

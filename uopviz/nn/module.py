@@ -26,7 +26,7 @@ class Module:
 
     def named_tensors(self) -> Iterator[tuple[str, Tensor]]:
         """Every state tensor (parameters and buffers) with its dotted name."""
-        yield from _walk(vars(self), "")
+        yield from walk(vars(self), "")
 
     def state_dict(self) -> dict[str, Tensor]:
         return dict(self.named_tensors())
@@ -69,15 +69,15 @@ def _submodules(v: Any) -> Iterator[Module]:
             yield from _submodules(x)
 
 
-def _walk(v: Any, prefix: str) -> Iterator[tuple[str, Tensor]]:
+def walk(v: Any, prefix: str) -> Iterator[tuple[str, Tensor]]:
     if isinstance(v, Tensor):
         yield prefix[:-1], v
     elif isinstance(v, Module):
-        yield from _walk(vars(v), prefix)
+        yield from walk(vars(v), prefix)
     elif isinstance(v, dict):
         for k, x in v.items():
             if isinstance(k, str) and not k.startswith("_"):
-                yield from _walk(x, f"{prefix}{k}.")
+                yield from walk(x, f"{prefix}{k}.")
     elif isinstance(v, (list, tuple)):
         for i, x in enumerate(v):
-            yield from _walk(x, f"{prefix}{i}.")
+            yield from walk(x, f"{prefix}{i}.")

@@ -1,8 +1,12 @@
-"""Normalisation layers: BatchNorm (over the batch and spatial axes), LayerNorm (over the trailing axes) and
-GroupNorm (over channel groups), each with a learned affine transform, as in PyTorch."""
+"""Normalisation layers: BatchNorm (over the batch and spatial axes), LayerNorm (over the trailing axes), LayerNorm2d
+(over the channels of (N, C, H, W)), GroupNorm (over channel groups), InstanceNorm (over each sample's channel) and
+RMSNorm (by the root mean square of the trailing axes), each with a learned affine transform, as in PyTorch."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from uopviz.dtype import dtypes
 from uopviz.nn.layers import parameter
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor, assign_all
@@ -79,3 +83,47 @@ class GroupNorm(Module):
             return y
         shape = (1, c) + (1,) * (x.ndim - 2)
         return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class LayerNorm2d(LayerNorm):
+    """LayerNorm over the channel axis of (N, C, H, W) inputs (tinygrad's and ConvNeXt's)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class InstanceNorm(GroupNorm):
+    """Normalise each channel of each sample over its spatial axes (GroupNorm with a group per channel), with a
+    per-channel affine transform (tinygrad's InstanceNorm: affine by default)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True, device: str | None = None) -> None:
+        super().__init__(num_features, num_features, eps, affine, device)
+
+
+class _TorchInstanceNorm(InstanceNorm):
+    """torch.nn.InstanceNorm1d/2d/3d: without the affine transform unless asked for (running statistics are not
+    kept: torch's track_running_stats=False)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
+                 device: str | None = None) -> None:
+        super().__init__(num_features, eps, affine, device)
+
+
+InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = _TorchInstanceNorm
+
+
+class RMSNorm(Module):
+    """x / √(mean(x²) + eps) over the last len(normalized_shape) axes, times a learned weight (torch.nn.RMSNorm;
+    eps None is the machine epsilon of x's dtype, as there)."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float | None = None,
+                 elementwise_affine: bool = True, device: str | None = None) -> None:
+        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight = parameter(Tensor.ones(self.shape, device=device)) if elementwise_affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x if x.dtype.is_float else x.float()
+        eps = self.eps if self.eps is not None else float(np.finfo(dtypes.to_numpy(x.dtype)).eps)
+        y = x * x.square().mean(tuple(range(-len(self.shape), 0)), keepdim=True).add(eps).rsqrt()
+        return y if self.weight is None else y * self.weight

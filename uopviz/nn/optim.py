@@ -1,4 +1,4 @@
-"""Optimizers: SGD (momentum, Nesterov, weight decay), Adam and AdamW.
+"""Optimizers: SGD (momentum, Nesterov, weight decay), Adam, AdamW, LAMB and Muon.
 
 A step computes every parameter's and every state tensor's new value from the gradients and writes them all in
 place with one `assign_all` (one schedule per device), so the parameters stay the same buffers: models, @jit
@@ -122,3 +122,67 @@ class AdamW(Adam):
     def __init__(self, params: Iterable[Tensor], lr: float = 0.001, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01) -> None:
         super().__init__(params, lr, betas, eps, weight_decay)
+
+
+class LAMB(Adam):
+    """LAMB (tinygrad's; torch has none): Adam's step u = m̂ / (√v̂ + ε) + weight_decay·p scaled per parameter by
+    the trust ratio ‖p‖ / ‖u‖ (1 where either norm is 0); adam=True leaves the ratio out."""
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
+                 eps: float = 1e-6, weight_decay: float = 0.0, adam: bool = False) -> None:
+        super().__init__(params, lr, (b1, b2), eps, weight_decay)
+        self.adam = adam
+
+    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        b1_t, b2_t = self.b1_t.mul(self.b1), self.b2_t.mul(self.b2)
+        targets, values = [self.b1_t, self.b2_t], [b1_t, b2_t]
+        for k, p in live:
+            c1, c2, lr = (t.cast(p.dtype) for t in (b1_t.sub(1, reverse=True), b2_t.sub(1, reverse=True), self.lr))
+            m = self.m[k].mul(self.b1).add(p.grad.mul(1 - self.b1))
+            v = self.v[k].mul(self.b2).add(p.grad.square().mul(1 - self.b2))
+            up = m.div(c1).div(v.div(c2).sqrt().add(self.eps)).add(p.mul(self.weight_decay))
+            if not self.adam:
+                r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
+                up = up.mul(r1.gt(0).bitwise_and(r2.gt(0)).where(r1.div(r2), 1.0))
+            targets += [self.m[k], self.v[k], p]
+            values += [m, v, p.sub(up.mul(lr))]
+        return targets, values
+
+
+class Muon(Optimizer):
+    """Muon (torch.optim.Muon's update) for 2-D parameters: b ← μ·b + (1−μ)·g, the step g + μ·(b − g) with
+    Nesterov (else b) orthogonalised by ns_steps Newton–Schulz iterations X ← aX + (bA + cA²)X, A = XXᵀ, from
+    X = step/‖step‖ (the wide orientation), then p ← p·(1 − lr·weight_decay) − lr·√max(1, rows/cols)·X. The
+    iterations run in the parameter's dtype (torch's in bfloat16)."""
+
+    def __init__(self, params: Iterable[Tensor], lr: float = 1e-3, weight_decay: float = 0.1, momentum: float = 0.95,
+                 nesterov: bool = True, ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315),
+                 eps: float = 1e-7, ns_steps: int = 5) -> None:
+        super().__init__(params, lr)
+        if any(p.ndim != 2 for p in self.params):
+            raise ValueError("Muon updates 2-D parameters (matrices) only; give the others to another optimizer")
+        self.weight_decay, self.momentum, self.nesterov = weight_decay, momentum, nesterov
+        self.ns_coefficients, self.eps, self.ns_steps = ns_coefficients, eps, ns_steps
+        self.buffers = self._state()
+
+    def _orthogonal(self, g: Tensor) -> Tensor:
+        a, b, c = self.ns_coefficients
+        tall = g.shape[0] > g.shape[1]
+        x = g.T if tall else g
+        x = x.div(x.square().sum().sqrt().maximum(self.eps))
+        for _ in range(self.ns_steps):
+            gram = x.matmul(x.T)
+            x = x.mul(a).add(gram.mul(b).add(gram.matmul(gram).mul(c)).matmul(x))
+        return x.T if tall else x
+
+    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        targets, values = [], []
+        for k, p in live:
+            buf = self.buffers[k].mul(self.momentum).add(p.grad.mul(1 - self.momentum))
+            step = p.grad.add(buf.sub(p.grad).mul(self.momentum)) if self.nesterov else buf
+            lr = self.lr.cast(p.dtype)
+            scale = max(1.0, p.shape[0] / p.shape[1]) ** 0.5
+            new = p.mul(lr.mul(self.weight_decay).sub(1, reverse=True)).sub(self._orthogonal(step).mul(lr.mul(scale)))
+            targets += [self.buffers[k], p]
+            values += [buf, new]
+        return targets, values

@@ -258,3 +258,22 @@ def load_into(tensors: Mapping[str, Tensor], state: Mapping[str, Any], strict: b
         targets.append(t)
         values.append(v.to(t.device))
     assign_all(targets, values)
+
+
+def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
+    """Every Tensor of obj under its dotted name (tinygrad's get_state_dict): a Module's state as state_dict()
+    names it, the Tensors of a dict, list or tuple, or of any object's attributes."""
+    from uopviz.nn.module import Module, walk
+    plain = not isinstance(obj, (Tensor, Module, dict, list, tuple)) and hasattr(obj, "__dict__")
+    return dict(walk(vars(obj) if plain else obj, prefix + "." if prefix else ""))
+
+
+def get_parameters(obj: Any) -> list[Tensor]:
+    """The distinct Tensors of get_state_dict(obj), buffers included, as tinygrad's get_parameters."""
+    return list(dict.fromkeys(get_state_dict(obj).values()))
+
+
+def load_state_dict(model: Any, state: Mapping[str, Any], strict: bool = True) -> None:
+    """Copy each named array or Tensor into the model's tensor of that name, in place (Module.load_state_dict for
+    any object get_state_dict walks)."""
+    load_into(get_state_dict(model), state, strict)

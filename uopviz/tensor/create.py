@@ -291,6 +291,14 @@ class CreationMixin:
         return cls.normal(dims, std=std, seed=seed, dtype=dtype, device=device)
 
     @classmethod
+    def scaled_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+                       device: str | None = None) -> Tensor:
+        """Uniform in ±1/√(number of elements) (tinygrad's scaled_uniform)."""
+        dims = concrete_shape(shape, "scaled_uniform")
+        bound = max(math.prod(dims), 1) ** -0.5
+        return cls.uniform(dims, low=-bound, high=bound, seed=seed, dtype=dtype, device=device)
+
+    @classmethod
     def glorot_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
                        device: str | None = None) -> Tensor:
         """Xavier/Glorot initialisation: uniform in ±√(6 / (fan_in + fan_out)), fan_out = dims[0]·receptive field,

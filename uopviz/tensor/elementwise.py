@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
-from uopviz.tensor.util import ArgumentError, broadcast_shapes, const_uop, expand_to, to_dtype
+from uopviz.tensor.util import ArgumentError, broadcast_shapes, const_uop, expand_to, normalize_axes, to_dtype
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -414,6 +414,20 @@ class ElementwiseMixin:
         """x · sigmoid(x)."""
         return self._math(lambda x: x.mul(x.sigmoid()))
 
+    swish = silu
+
+    def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: int | tuple[int, ...] = 1) -> Tensor:
+        """(x − mean)·weight·invstd + bias with statistics given, each laid along `axis` (tinygrad's batchnorm;
+        the layer nn.BatchNorm computes them)."""
+        axes = normalize_axes(axis, self.ndim)
+        shape = tuple(d if k in axes else 1 for k, d in enumerate(self.shape))
+        x = self.sub(mean.reshape(shape))
+        if weight is not None:
+            x = x.mul(weight.reshape(shape))
+        x = x.mul(invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+        return x if bias is None else x.add(bias.reshape(shape))
+
     def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
         """x for x > 0, else alpha·(e^x − 1)."""
         return self._math(lambda x: x.gt(0).where(x, x.exp().sub(1).mul(alpha)))
@@ -481,10 +495,13 @@ class ElementwiseMixin:
     def log10(self: Tensor) -> Tensor:
         return self._math(lambda x: x.log2().mul(math.log10(2)))
 
-    def isinf(self: Tensor) -> Tensor:
-        if not self.dtype.is_float:
+    def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+        """Where the value is +inf (detect_positive) or -inf (detect_negative), as tinygrad's isinf."""
+        if not self.dtype.is_float or not (detect_positive or detect_negative):
             return self._const_like(False, dtypes.bool)
-        return self.abs().eq(math.inf)
+        if detect_positive and detect_negative:
+            return self.abs().eq(math.inf)
+        return self.eq(math.inf if detect_positive else -math.inf)
 
     def isfinite(self: Tensor) -> Tensor:
         """Neither inf nor nan."""

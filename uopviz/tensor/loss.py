@@ -91,8 +91,9 @@ class LossMixin:
 
     def sparse_categorical_crossentropy(self: Tensor, target: Any, ignore_index: int = -1,
                                         label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
-        """cross_entropy with the classes on the last axis (tinygrad's and Keras's layout)."""
-        x = self.unsqueeze(0).transpose(1, -1).squeeze(0) if self.ndim > 2 else self
+        """cross_entropy with the classes on the last axis (tinygrad's and Keras's layout): (..., C) scores, (...)
+        targets."""
+        x = self.permute(0, self.ndim - 1, *range(1, self.ndim - 1)) if self.ndim > 2 else self
         return x.cross_entropy(target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing)
 
     def binary_crossentropy(self: Tensor, target: Any, reduction: str = "mean") -> Tensor:

@@ -136,6 +136,10 @@ class MovementMixin:
                              f"({_count(sym(numel(new)))} elements); the sizes must multiply to the same count")
         return self if new == self.shape else self._new(self.uop.reshape(new))
 
+    def view(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+        """torch's view: reshape (a lazy graph has no strides whose layout a view would have to keep)."""
+        return self.reshape(*shape)
+
     def permute(self: Tensor, *order: int | tuple[int, ...]) -> Tensor:
         """Reorder the axes: result axis k is self's axis order[k] (negatives allowed)."""
         axes = int_args(order)
@@ -178,13 +182,24 @@ class MovementMixin:
     def broadcast_to(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
         return self.expand(*shape)
 
-    def pad(self: Tensor, pad_width: Any, value: bool | int | float = 0, mode: str = "constant") -> Tensor:
+    def pad(self: Tensor, pad_width: Any = None, value: Any = 0, mode: Any = "constant", *,
+            padding: Any = None) -> Tensor:
         """Pad widths as NumPy gives them (an int for every side, one (before, after) pair for every axis, or one
         pair per axis, None = no pad) or as torch does: a flat sequence of ints is (before, after) of the last axis,
-        then of the one before it, and so on (torch.nn.functional.pad). mode "constant" fills with `value`
-        (OverflowError where it does not fit self's dtype); "reflect" mirrors without repeating the edge,
-        "replicate" (NumPy's "edge") repeats it, "circular" ("wrap") wraps around."""
-        pairs = self._pad_pairs(pad_width)
+        then of the one before it, and so on (torch.nn.functional.pad); `padding=` names them as tinygrad does.
+        mode "constant" fills with `value` (OverflowError where it does not fit self's dtype); "reflect" mirrors
+        without repeating the edge, "replicate" (NumPy's "edge") repeats it, "circular" ("wrap") wraps around.
+        A mode given second, as torch and tinygrad order them (`pad(p, "reflect")`, `pad(p, "constant", 1.0)`),
+        is read as the mode. A negative width in constant mode cuts that many elements off, as in torch."""
+        if (pad_width is None) == (padding is None):
+            raise TypeError("pad takes the widths once: pad_width (positional) or padding=")
+        if isinstance(value, str):
+            value, mode = (0 if isinstance(mode, str) else mode), value
+        value = 0 if value is None else value
+        pairs = self._pad_pairs(pad_width if padding is None else padding, cut=mode == "constant")
+        if any(b < 0 or a < 0 for b, a in pairs):
+            x = self.shrink([(max(-b, 0), d - max(-a, 0)) for (b, a), d in zip(pairs, self.shape)])
+            return x.pad([(max(b, 0), max(a, 0)) for b, a in pairs], value)
         if all(p == (0, 0) for p in pairs):
             return self
         if mode != "constant":
@@ -224,12 +239,13 @@ class MovementMixin:
             x = type(self).cat(*(p for p, w in ((before, b), (x, 1), (after, a)) if w), dim=k)
         return x
 
-    def _pad_pairs(self: Tensor, pad_width: Any) -> list[tuple[int, int]]:
+    def _pad_pairs(self: Tensor, pad_width: Any, cut: bool = False) -> list[tuple[int, int]]:
+        """One (before, after) pair per axis; negative widths (cuts) only where `cut` allows them."""
         def pair(p: Any) -> tuple[int, int]:
             if p is None:
                 return (0, 0)
             b, a = (p, p) if isinstance(p, int) else tuple(p)
-            if not (isinstance(b, int) and isinstance(a, int)) or b < 0 or a < 0:
+            if not (isinstance(b, int) and isinstance(a, int)) or (not cut and (b < 0 or a < 0)):
                 raise ShapeError(f"pad widths must be non-negative ints, got {p!r} (use shrink or slicing to cut)")
             return (b, a)
         if isinstance(pad_width, int):
@@ -503,11 +519,44 @@ class MovementMixin:
             return out.permute(list(range(pos[0])) + bdims + list(range(pos[0], nr)))
         return out.permute(bdims + list(range(nr)))
 
-    def gather(self: Tensor, idx: Any, axis: int = 0) -> Tensor:
-        """np.take(self, idx, axis): the result has self's axes with `axis` replaced by idx's shape. A list or
-        NumPy idx is bounds-checked; a Tensor idx is lazy, so out of [-size, size) it reads 0 (see __getitem__)."""
+    def gather(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """torch.gather(dim, index) (also tinygrad's): out[..., i, ...] = self[..., index[..., i, ...], ...] along
+        dim, index of self's dims and at most its sizes elsewhere. Called as gather(idx, axis) (an index that is
+        not an int first) it is uopviz's older np.take(self, idx, axis). Both read a Tensor index lazily: out of
+        [-size, size) it reads 0 (see __getitem__); a list or NumPy index is bounds-checked."""
+        if "dim" in kwargs or "index" in kwargs or (len(args) >= 2 and type(args[0]) is int and
+                                                    not isinstance(args[1], int)):
+            return self._gather_along(*args, **kwargs)
+        return self._take(*args, **kwargs)
+
+    def _take(self: Tensor, idx: Any, axis: int = 0) -> Tensor:
+        """np.take(self, idx, axis): self's axes with `axis` replaced by idx's shape."""
         ax = normalize_axis(axis, self.ndim)
         return self[(slice(None),) * ax + (self._index_tensor(idx, ax),)]
+
+    def index_select(self: Tensor, dim: int, index: Any) -> Tensor:
+        """torch.index_select: the entries of a 1-D index along dim."""
+        ax = normalize_axis(dim, self.ndim)
+        idx = self._index_tensor(index, ax)
+        if idx.ndim != 1:
+            raise ShapeError(f"index_select takes a 1-D index, got {fmt(idx.shape)}")
+        return self._take(idx, ax)
+
+    def _gather_along(self: Tensor, dim: int, index: Any) -> Tensor:
+        """torch.gather's meaning, as a one-hot mask of the index against an arange summed over dim."""
+        d = normalize_axis(dim, self.ndim)
+        idx = self._index_tensor(index, d)
+        if idx.ndim != self.ndim or any(a > b for k, (a, b) in enumerate(zip(idx.shape, self.shape)) if k != d):
+            raise ShapeError(f"gather index {fmt(idx.shape)} must have the {self.ndim} dims of self "
+                             f"{fmt(self.shape)}, each at most self's size outside dim {dim}")
+        n = self.shape[d]
+        x = self.shrink([(0, s) if k != d else None for k, s in enumerate(idx.shape)]).transpose(d, -1)
+        x = x.cast(dtypes.uint8) if self.dtype.is_bool else x
+        i = _wrapped(idx, n).transpose(d, -1)
+        hit = i.unsqueeze(-1).eq(type(self).arange(n, dtype=i.dtype, device=self.device))     # (..., m, n)
+        row = x.unsqueeze(-2)                                                                     # (..., 1, n)
+        out = hit.where(row, row._const_like(0))._reduce_op(Ops.ADD, (x.ndim,), False)
+        return (out.ne(0) if self.dtype.is_bool else out).transpose(d, -1)
 
     def scatter_add(self: Tensor, idx: Any, val: Any, axis: int = 0) -> Tensor:
         """self with val[..., i, ...] added at position idx[i] of `axis` (np.add.at; repeated indices add up).
