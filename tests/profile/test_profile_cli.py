@@ -20,7 +20,7 @@ SCRIPT = """
     from uopviz import Tensor
     a = Tensor(np.ones((7, 5), np.float32))
     b = (a @ Tensor(np.ones((5, 3), np.float32))).relu()
-    print("sum", b.sum().item(), sys.argv[0].endswith("model.py"), a.device)
+    print("sum", b.sum().item(), sys.argv[0].endswith("model.py"), sys.argv[1:], a.device)
 """
 
 
@@ -28,10 +28,10 @@ def test_profile_a_script(tmp_path: Path, capsys: pytest.CaptureFixture[str], de
     script, out = tmp_path / "model.py", tmp_path / "p.json"
     script.write_text(textwrap.dedent(SCRIPT))
     argv = list(sys.argv)
-    assert main(["profile", str(script), "--device", device, "--top", "2", "--json", str(out)]) == 0
+    assert main(["profile", "--device", device, "--top", "2", "--json", str(out), str(script), "--steps", "3"]) == 0
     assert sys.argv == argv
     text = capsys.readouterr().out
-    assert f"sum 105.0 True {device}" in text  # the script's own output: argv and the default device as given
+    assert f"sum 105.0 True ['--steps', '3'] {device}" in text  # the script's argv, the default device as given
     assert "model.py:7 in <module>: print(" in text
     p = Profile.from_dict(json.loads(out.read_text()))
     assert {r.device for r in p.runs} == {device} and all(r.kernel in text for r in p.runs)
@@ -49,5 +49,5 @@ def test_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str | 
     script = tmp_path / "model.py"
     if body is not None:
         script.write_text(body + "\n")
-    assert main(["profile", str(script), *args]) == status
+    assert main(["profile", *args, str(script)]) == status
     assert message in capsys.readouterr().err

@@ -9,7 +9,7 @@ import contextlib
 import os
 import runpy
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -21,14 +21,15 @@ class ProgramError(RuntimeError):
     """The user's program failed to import or to build its Tensor (exit status 1)."""
 
 
-def run_script(script: str, device: str) -> None:
-    """Run the script as `__main__`, with the argv and sys.path[0] `python script.py` gives it and `device` as the
-    default device; UsageError if there is no such file, ProgramError if it fails or exits with a nonzero status."""
+def run_script(script: str, device: str, args: Sequence[str] = ()) -> None:
+    """Run the script as `__main__`, with the argv and sys.path[0] `python script.py *args` gives it and `device` as
+    the default device; UsageError if there is no such file, ProgramError if it fails or exits with a nonzero
+    status."""
     path = Path(script)
     if not path.is_file():
         raise UsageError(f"no file {script!r}")
     argv, sys_path0 = sys.argv, sys.path[0]
-    sys.argv, sys.path[0] = [str(path)], str(path.resolve().parent)
+    sys.argv, sys.path[0] = [str(path), *args], str(path.resolve().parent)
     try:
         with default_device(device):
             runpy.run_path(str(path), run_name="__main__")
