@@ -29,6 +29,7 @@ from uopviz.schedule.split import largest_size, unbind
 from uopviz.search import policy
 from uopviz.search.policy import default_opts
 from uopviz.target import Kernel
+from uopviz.trace.recorder import user_line
 from uopviz.uop.alu import evaluate, size_value
 from uopviz.uop.ops import Ops, UOp, prod
 from uopviz.uop.pattern import recording
@@ -41,13 +42,16 @@ def is_realized(u: UOp) -> bool:
 
 class Launch(NamedTuple):
     """One kernel run as it happened: the kernel, its program, its buffers and its variables' values (what a JIT
-    replays, and realize's schedule cache); `key`: what compile_kernel keeps the program under (None for a copy)."""
+    replays, and realize's schedule cache); `key`: what compile_kernel keeps the program under (None for a copy);
+    `line`: the user's line that scheduled it (trace.recorder.user_line), noted while a capture() is open, so a
+    profile of a @jit replay files each launch under the line in the function that made it."""
 
     kernel: Kernel
     prog: Program
     buffers: list[UOp]
     vals: dict[str, int]
     key: tuple[UOp, str, tuple[Any, ...]] | None = None
+    line: tuple[str, int, str] | None = None
 
 
 _captures: list[list[Launch]] = []  # open capture() blocks, innermost last
@@ -98,7 +102,7 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     compile_all([key for _, key in calls if key is not None])  # side by side, before any runs
     for call, key in calls:
         kernel, prog = _program(call, key)
-        launch = Launch(kernel, prog, call.buffers, call.vals, key)
+        launch = Launch(kernel, prog, call.buffers, call.vals, key, user_line() if _captures else None)
         steps.append((launch, tuple(call.vals[v] for v in kernel.vars)))
         for launches in _captures:
             launches.append(launch)
@@ -381,7 +385,7 @@ class ScheduleCache:
             if not (_captures or _profiles):
                 prog([handles[i] for i in refs], tuple(vals.values()))
                 continue
-            launch = Launch(kernel, prog, [table[i] for i in refs], vals, key)
+            launch = Launch(kernel, prog, [table[i] for i in refs], vals, key, user_line() if _captures else None)
             run_launch(launch, [handles[i] for i in refs], tuple(vals.values()))
             for launches in _captures:
                 launches.append(launch)

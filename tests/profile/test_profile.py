@@ -134,3 +134,30 @@ def test_document_round_trip() -> None:
         (Tensor(A) * 2).realize()
     again = Profile.from_dict(p.to_dict())
     assert again.runs == p.runs and again.roofs == p.roofs and again.wall_s == p.wall_s
+
+
+def test_jit_replays_are_filed_under_the_lines_that_made_them(device: str) -> None:
+    """A replayed launch is filed under the line that scheduled it while the step was captured: a realize inside the
+    step's function, or (for what the step returns, realized after it) the line that called it for the capture."""
+    w = Tensor(B, device=device).realize()
+    inside = _line() + 3
+
+    def fn(x: Tensor) -> Tensor:
+        h = (x @ w).relu().realize()
+        return (h * 2).sum(0)
+    step = uopviz.jit(fn)
+    x = Tensor(A, device=device).realize()
+    step(x)
+    captured = _line() + 1
+    step(x)
+    with uopviz.profile() as p:
+        out = step(x)
+    assert {r.line["line"] for r in p.runs if r.line} == {inside, captured}
+    assert [line["line"]["function"] for line in p.by_line()] in (["fn", _this()], [_this(), "fn"])
+    np.testing.assert_allclose(out.numpy(), (np.maximum(A @ B, 0) * 2).sum(0), rtol=1e-5)
+
+
+def _this() -> str:
+    frame = inspect.currentframe()
+    assert frame is not None and frame.f_back is not None
+    return frame.f_back.f_code.co_name

@@ -4,11 +4,11 @@ and place under the device's roofs, grouped by the line of the user's code that 
 While a block is open every launch waits for its kernel (uopviz.realize.profiling), so a launch's time is its own:
 its wall time from the call until the kernel is done (what the step pays for it: the launches' times add up to the
 block's time in kernel launches), and its kernel's time as the device measures it (what its rates are taken over).
-A launch is filed under the innermost line of the user's code running when it was launched: for a `@jit` step,
-the line that called it; for eager code, the line whose realize (numpy, item, backward, an optimizer's step) ran
-it. When the block ends, the work of each launch is counted from its kernel graph (work.py), the roofs of each
-device used are looked up (roofs.py: measured once per device), and the profile is filed into every trace
-recording then (its `profiles`).
+A launch is filed under the innermost line of the user's code that scheduled it: the line whose realize (numpy,
+item, backward, an optimizer's step) ran it; for a `@jit` replay, the line that did so while the step was captured
+(inside the step's function where it realizes there, else the line that called it for the capture). When the block
+ends, the work of each launch is counted from its kernel graph (work.py), the roofs of each device used are looked
+up (roofs.py: measured once per device), and the profile is filed into every trace recording then (`profiles`).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def profile() -> Iterator[Profile]:
     p = Profile()
 
     def report(launch: Launch, vals: tuple[int, ...], device_s: float, time_s: float) -> None:
-        seen.append(_Seen(launch, vals, device_s, time_s, user_line()))
+        seen.append(_Seen(launch, vals, device_s, time_s, launch.line or user_line()))
 
     t0 = time.perf_counter()
     try:
