@@ -5,9 +5,9 @@ where a source gets none: shape sources, conditions, integer operands). Gradient
 graphs built from the same primitives, so the backward pass is scheduled, lowered, traced and tuned like any
 forward pass. Only float nodes carry gradients; a float node whose op has no rule is a GradientError.
 
-Matmul, conv, gather and scatter need no rules of their own: they are compositions of Mul, Where, Reduce and
-movement ops (SPEC), so their gradients are the compositions of these rules (a matmul's gradient is again a
-broadcast multiply and a sum, i.e. two matmuls). One composition has a rule of its own, recognised by its shape:
+Matmul, gather and scatter need no rules of their own: they are compositions of Mul, Where, Reduce and movement
+ops (SPEC), so their gradients are the compositions of these rules (a matmul's gradient is again a broadcast
+multiply and a sum, i.e. two matmuls). One composition has a rule of its own, recognised by its shape:
 the logistic function 1/(1 + 2^z) that sigmoid is (and tanh, silu and gelu's tanh form are built on), whose
 chain rule through its parts overflows. And a composition can be given a rule of its own where it is built
 (`own_gradient`): convolution, whose chain rule through its sliding-window view is a col2im of div/mod index

@@ -2,7 +2,8 @@
 
 Windows are built without any Python loop over output pixels: the input is tiled, cut and reshaped so that
 every (output position, kernel offset) pair becomes an axis (`_pool`), and the kernel is then one broadcast
-multiply and one sum over the window axes.
+multiply and one sum over the window axes. A convolution's gradients are convolutions again (`_conv_grads`), not
+the chain rule through the window view.
 """
 
 from __future__ import annotations
