@@ -62,15 +62,17 @@ def _conv_grads(g: Tensor, inputs: tuple[Tensor, ...], need: tuple[bool, ...], p
         # rows of the padded input past the last window get no gradient: output_padding restores them
         extra = [i + b + a - ((o - 1) * s + d * (k - 1) + 1)
                  for i, (b, a), o, s, d, k in zip(x.shape[2:], pads, outs, stride, dilation, ks)]
-        dx = g.conv_transpose(w, None, stride, pads, extra, dilation, groups)
+        dx = g.conv_transpose(w, None, stride, pads, extra, dilation, groups).cast(x.dtype)
     if need[1]:
         win = x._conv_windows(pads, ks, stride, dilation, groups)              # (N, G, 1, Cin/G, *out, *ks)
         sp, kk = range(4, 4 + nd), range(4 + nd, 4 + 2 * nd)
         win = win.permute(0, *sp, 1, *kk, 3, 2)                                # (N, *out, G, *ks, Cin/G, 1)
+        # g copied with its channels innermost: they are the dW kernel's innermost output axis, so the heuristic's
+        # matmul tile reads them in vectors (read from g as it is laid out, each vector was a gather: 5.8 GFLOP/s)
         gt = g.permute(0, *range(2, 2 + nd), 1).contiguous()                   # (N, *out, Cout)
         gt = gt.reshape(n, *outs, groups, *(1,) * nd, 1, cout // groups)
-        dw = win.mul(gt).sum(tuple(range(1 + nd))).contiguous()               # (G, *ks, Cin/G, Cout/G)
-        dw = dw.permute(0, 2 + nd, 1 + nd, *range(1, 1 + nd)).reshape(w.shape)
+        dw = win.mul(gt).sum(tuple(range(1 + nd)))                            # (G, *ks, Cin/G, Cout/G)
+        dw = dw.permute(0, 2 + nd, 1 + nd, *range(1, 1 + nd)).reshape(w.shape).cast(w.dtype)
     return dx, dw
 
 
