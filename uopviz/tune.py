@@ -37,6 +37,8 @@ from uopviz.uop.ops import UOp
 MIN_SHARE_S = 5.0
 """The least budget a kernel's search is given while budget is left: below it a search only times the unoptimized
 and heuristic kernels and checks them again, which costs about as much and finds nothing."""
+SHOWN = 20
+"""The report lists the kernels searched and up to this many in all: a model's tail of small kernels is one line."""
 TIMING_RUNS = 5
 """Runs of each launch when a step is timed kernel by kernel (the median counts; one run before warms it)."""
 
@@ -129,13 +131,18 @@ class Tuning:
                      f"({_speedup(self.kernels_before_s, self.kernels_after_s)}, each launch timed on its own)")
         lines += ["", f"{'before':>10s} {'share':>6s} {'after':>10s} {'speedup':>8s}  {'n':>3s}  kernel"]
         total = self.kernels_before_s or 1.0
-        for k in self.kernels:
+        shown = [k for i, k in enumerate(self.kernels) if i < SHOWN or k.skipped is None]
+        for k in shown:
             how = (k.skipped if k.skipped is not None else "from the database" if k.result and k.result.from_db
                    else f"searched, {k.result.compiled} compiled" if k.result else "")
             arrow = f" -> {k.tuned_name}" if k.tuned_name != k.name else ""
             lines.append(f"{format_seconds(k.before_s):>10s} {100 * k.before_s / total:5.1f}% "
                          f"{format_seconds(k.after_s):>10s} {_speedup(k.before_s, k.after_s):>8s}  {k.launches:3d}  "
                          f"{k.name}{arrow}  ({how})")
+        if rest := self.kernels[len(shown):]:  # shown: the first SHOWN, then only searched ones (none left past them)
+            rest_s = sum(k.before_s for k in rest)
+            lines.append(f"{format_seconds(rest_s):>10s} {100 * rest_s / total:5.1f}%  and {len(rest)} more kernels, "
+                         "not searched: the budget was spent")
         return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ from uopviz.search import BeamResult, beam
 from uopviz.search import executor as executor_module
 from uopviz.search.beam import FINAL_REPEATS, BeamError, Progress, _Node, beam_many
 from uopviz.search.db import SearchBusyError, TuningDB
-from uopviz.search.executor import LocalExecutor, Pool, build_candidate, flatten, unflatten
+from uopviz.search.executor import GIVEN_UP, LocalExecutor, Pool, build_candidate, flatten, unflatten
 from uopviz.search.keys import cache_key
 from uopviz.search.policy import default_opts
 from uopviz.search.timing import Workbench
@@ -112,6 +112,20 @@ def test_a_budget_spent_inside_a_round_stops_timing_its_candidates(db_path: Path
     with TuningDB(db_path) as db:
         cands = db.candidates(r.search_id)
     assert sum(c.round == 1 for c in cands) == 1 and max(c.round for c in cands) <= 2 and r.time_s > 0
+
+
+def test_builds_past_the_deadline_are_given_up() -> None:
+    """A round's builds are waited for only until the budget is spent (a loaded machine took 2 minutes to build a
+    5 s share's round): those not done are given up, not stored, and the search ends."""
+    ast, _ = kernel("gemm")
+    pool = Pool(ast, "CPU", devices.get("CPU").target, 1, 30.0)
+    opts: list[list[dict[str, Any]]] = [[], [], []]
+    try:
+        assert [b.error for b in pool.build(opts, deadline=time.perf_counter() - 1)] == [GIVEN_UP] * 3
+        done = pool.build(opts[:1], deadline=time.perf_counter() + 60)
+        assert done[0].error is None and done[0].kernel is not None
+    finally:
+        pool.close(wait=True)
 
 
 def _counting(fn: Any, rounds: list[int]) -> Any:

@@ -498,7 +498,7 @@ class _Search:
         stored = [self.handle.measured(_opts_json(opts)) for opts, _, _ in items]
         todo = [items[i] for i, c in enumerate(stored) if c is None]
         self.progress.add(self.name, round, len(items), len(items) - len(todo))
-        built = iter(self.station.build([_opts_json(opts) for opts, _, _ in todo]))
+        built = iter(self.station.build([_opts_json(opts) for opts, _, _ in todo], self.deadline if round else None))
         fresh = [(item, next(built)) for item, c in zip(items, stored, strict=True) if c is None]
         # which new candidates are timed: built, and a program no earlier candidate has (decided in order)
         hashes: list[str | None] = []
@@ -513,8 +513,8 @@ class _Search:
         measured = self.station.measure(list(timed.values()), lambda: self.best_s)
         out, k = [], 0
         for item, c in zip(items, stored, strict=True):
-            if round > 0 and c is None and k in timed and self._past_deadline():
-                break  # the budget is spent: the rest of the round is neither timed nor stored
+            if round > 0 and c is None and self._past_deadline():
+                break  # the budget is spent: the rest of the round is neither built, timed nor stored
             if c is not None:
                 node = self._remember(_Node(c.id, item[0], item[2], c.program_hash, c.median_s, c.error, c.built_on,
                                             c.measured_on))

@@ -54,6 +54,8 @@ from uopviz.uop.ops import UOp
 
 FlatUOp = list[tuple[Any, tuple[int, ...], Any, Any]]
 OptsJson = list[dict[str, Any]]
+GIVEN_UP = "not built: the search's time budget was spent"
+"""A build's error where the search stopped waiting for it (never stored: a resumed search builds it again)."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +90,10 @@ class Station(ABC):
     """How many candidates this station has built."""
 
     @abstractmethod
-    def build(self, opts_list: list[OptsJson]) -> list[Built]:
-        """Each candidate lowered with its opts, in the order given (a failure is that candidate's error)."""
+    def build(self, opts_list: list[OptsJson], deadline: float | None = None) -> list[Built]:
+        """Each candidate lowered with its opts, in the order given (a failure is that candidate's error). Past
+        `deadline` (time.perf_counter()), where one is given, the builds not done are given up (error GIVEN_UP):
+        a search's budget is spent."""
 
     @abstractmethod
     def measure(self, builts: Sequence[Built], best: Callable[[], float | None]) -> Iterator[Measured]:
@@ -217,8 +221,8 @@ class LocalStation(Station):
     def built(self) -> int:  # type: ignore[override]
         return self.pool.built
 
-    def build(self, opts_list: list[OptsJson]) -> list[Built]:
-        return self.pool.build(opts_list)
+    def build(self, opts_list: list[OptsJson], deadline: float | None = None) -> list[Built]:
+        return self.pool.build(opts_list, deadline)
 
     def measure(self, builts: Sequence[Built], best: Callable[[], float | None]) -> Iterator[Measured]:
         for b in builts:
@@ -249,9 +253,20 @@ class Pool:
         self._ex: ProcessPoolExecutor | None = None
         self.compile_here = target.dialect is not None and target.dialect.compiles_in_worker
 
-    def build(self, opts_list: list[OptsJson]) -> list[Built]:
-        """Each candidate's build, in the order given."""
-        first = [self._result(f) for f in [self._submit(o) for o in opts_list]]
+    def build(self, opts_list: list[OptsJson], deadline: float | None = None) -> list[Built]:
+        """Each candidate's build, in the order given; past the deadline, those not done are given up (queued ones
+        cancelled, running ones left to end)."""
+        futures = [self._submit(o) for o in opts_list]
+        first: list[Built | None] = []
+        for i, f in enumerate(futures):
+            left = None if deadline is None else deadline - time.perf_counter()
+            try:
+                first.append(self._result(f, left))
+            except TimeoutError:
+                for g in futures[i:]:
+                    g.cancel()
+                first += [Built(None, GIVEN_UP)] * (len(futures) - i)
+                break
         self.built += len(opts_list)
         return [b if b is not None else self._alone(o) for b, o in zip(first, opts_list, strict=True)]
 
@@ -273,10 +288,14 @@ class Pool:
             return self._ex.submit(build_candidate, self.flat, opts, self.device, self.target, self.timeout_s,
                                    self.compile_here)
 
-    def _result(self, f: Future[Built]) -> Built | None:
-        """f's build; None when its worker died (the pool is then replaced)."""
+    def _result(self, f: Future[Built], timeout: float | None = None) -> Built | None:
+        """f's build; None when its worker died (the pool is then replaced); TimeoutError past `timeout` seconds."""
+        if timeout is not None and timeout <= 0 and not f.done():
+            raise TimeoutError
         try:
-            return f.result()
+            return f.result(timeout)
+        except TimeoutError:
+            raise
         except BrokenProcessPool:
             if self._ex is not None:
                 self._ex.shutdown(wait=False, cancel_futures=True)

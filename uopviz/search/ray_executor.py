@@ -40,6 +40,7 @@ from typing import Any, cast
 
 from uopviz.runtime import device as devices
 from uopviz.search.executor import (
+    GIVEN_UP,
     Built,
     DeviceBench,
     Executor,
@@ -320,16 +321,21 @@ class RayStation(Station):
             return []
         return self.ray.wait(refs, num_returns=1, timeout=POLL_S)[0]
 
-    def build(self, opts_list: list[OptsJson]) -> list[Built]:
+    def build(self, opts_list: list[OptsJson], deadline: float | None = None) -> list[Built]:
         """Each candidate built by a Ray task. A task that outlives the per-candidate timeout and the executor's
         grace (a hang its own timer cannot interrupt: native code, a frozen worker) is cancelled, which kills its
-        worker (Ray starts another), and its candidate fails; a task whose worker died twice fails likewise."""
+        worker (Ray starts another), and its candidate fails; a task whose worker died twice fails likewise. Past
+        the deadline the builds not done are given up (cancelled)."""
         out: list[Built | None] = [None] * len(opts_list)
         pending = deque(range(len(opts_list)))
         running: dict[Any, tuple[int, float]] = {}  # ref -> (candidate, submitted)
         limit = self.timeout_s + self.ex.build_grace_s
         try:
             while pending or running:
+                if deadline is not None and time.perf_counter() > deadline:
+                    for i in [*pending, *(i for i, _ in running.values())]:
+                        out[i] = Built(None, GIVEN_UP)
+                    break  # the running builds are given up below
                 while pending and self.ex.take_build_slot():
                     i = pending.popleft()
                     try:
@@ -356,7 +362,7 @@ class RayStation(Station):
                         out[i] = Built(now - t0, f"the build did not end within {limit:g} s (the timeout and "
                                                  f"{self.ex.build_grace_s:g} s of grace): its worker was killed")
         finally:
-            for ref in running:  # stopped: give the builds up
+            for ref in running:  # stopped, or past the deadline: give the builds up
                 self.ex.free_build_slot()
                 self.ray.cancel(ref)
         self.built += len(opts_list)
