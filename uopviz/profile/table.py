@@ -15,9 +15,10 @@ def render(p: Profile, top: int) -> str:
     kernels (one row per kernel: its launches together) and what the rest of them took. `launch` is the launches'
     wall time (what the step paid), `kernel` the kernels' own as the device measures it (what rates are over)."""
     lines = p.by_line()
+    roofs = ", ".join(f"{d} {r.gflops:.1f} GFLOP/s, {r.gbs:.1f} GB/s" for d, r in p.roofs.items())
     out = [f"profile: {len(p.runs)} launches of {len(p.by_kernel())} kernels, {_ms(p.kernel_s)} in launches "
            f"({_ms(p.device_s)} in kernels as the devices time them), {_ms(p.wall_s)} wall",
-           "roofs: " + ", ".join(f"{d} {r.gflops:.1f} GFLOP/s, {r.gbs:.1f} GB/s" for d, r in p.roofs.items()),
+           f"roofs: {roofs or 'none'}",
            _HEAD]
     for line in lines[:top]:
         out.append(f"{_row(line)} {'':>5s}  {_where(line['line'])}")
