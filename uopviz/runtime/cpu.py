@@ -230,6 +230,8 @@ class CPURuntime(Runtime):
         larger than most kernels' own (a GPT training step's 158 kernels took 2.5x the CPU time one by one).
         A batch the compiler refuses is left alone: each of its kernels compiles by itself when it is loaded
         (kernel_library), and a bad one raises its own error then."""
+        if any(k.threads > 1 for k in kernels):
+            _ = self._workers_library  # the pool's own library too, before the first THREAD kernel waits on it
         batches: list[tuple[tuple[str, ...], set[str], list[tuple[str, str, str]]]] = []
         seen: set[str] = set()
         for kernel in kernels:
