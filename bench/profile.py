@@ -1,5 +1,6 @@
 """The profile of the example GPT's @jit training step (nanoGPT layout, d 128, 4 heads, 2 blocks, batch 8, T 64,
-AdamW): its top kernels by line, and the check that the profile's kernel times add up to the measured step time.
+AdamW; or with --model resnet the ResNet's, 16 -> 32 channels, batch 16, 32x32, SGD): its top kernels by line, and
+the check that the profile's kernel times add up to the measured step time.
 
 The step is warmed up (compile, capture, replays), then steps are run in turns: one plain (timed from the call to
 the device's last kernel done: what the step costs), one inside `uopviz.profile()` (its launches' times added up).
@@ -9,7 +10,7 @@ a plain step overlaps the host's launching with the device's running, which a pr
 does not: there the launches' sum may pass the step and the kernels' sum fall short of it). The last profiled
 step's table follows.
 
-    python bench/profile.py [--device CPU|CL|PYTHON] [--steps 20] [--top 8]
+    python bench/profile.py [--model gpt|resnet] [--device CPU|CL|PYTHON] [--steps 20] [--top 8]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 from support import example
@@ -28,22 +30,40 @@ from uopviz import Tensor, nn
 from uopviz.runtime import device as devices
 
 
+def gpt_step(device: str) -> tuple[Callable[[Tensor, Tensor], Tensor], Tensor, Tensor]:
+    gpt = example("gpt")
+    cfg = gpt.GPTConfig()
+    Tensor.manual_seed(0)
+    model = gpt.GPT(cfg)
+    rng = np.random.default_rng(0)
+    x, y = (Tensor(rng.integers(0, cfg.vocab_size, (8, cfg.block_size)).astype(np.int32), device=device)
+            for _ in range(2))
+    return gpt.train_step(model, nn.optim.AdamW(model.parameters(), lr=1e-4)), x, y
+
+
+def resnet_step(device: str) -> tuple[Callable[[Tensor, Tensor], Tensor], Tensor, Tensor]:
+    resnet = example("resnet")
+    Tensor.manual_seed(0)
+    model = resnet.ResNet(in_channels=3, widths=(16, 32))
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((16, 3, 32, 32)).astype(np.float32), device=device)
+    y = Tensor(rng.integers(0, 10, 16).astype(np.int32), device=device)
+    return resnet.train_step(model, nn.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)), x, y
+
+
+MODELS = {"gpt": gpt_step, "resnet": resnet_step}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--model", choices=MODELS, default="gpt", help="the example's training step (default: gpt)")
     ap.add_argument("--device", default=None, help="the device (default: $UOPVIZ_DEVICE, else CPU)")
     ap.add_argument("--steps", type=int, default=20, help="turns of each kind timed (median)")
     ap.add_argument("--top", type=int, default=8, help="lines and kernels of each shown")
     args = ap.parse_args()
     device = devices.canonical(args.device)
-    os.environ["UOPVIZ_DEVICE"] = device  # the example builds its weights on the default device
-    gpt = example("gpt")
-    cfg = gpt.GPTConfig()
-    Tensor.manual_seed(0)
-    model = gpt.GPT(cfg)
-    step = gpt.train_step(model, nn.optim.AdamW(model.parameters(), lr=1e-4))
-    rng = np.random.default_rng(0)
-    x, y = (Tensor(rng.integers(0, cfg.vocab_size, (8, cfg.block_size)).astype(np.int32), device=device)
-            for _ in range(2))
+    os.environ["UOPVIZ_DEVICE"] = device  # the examples build their weights on the default device
+    step, x, y = MODELS[args.model](device)
     runtime = devices.get(device)
     for _ in range(4):  # compile, capture, replay
         step(x, y)
@@ -61,7 +81,7 @@ def main() -> int:
         profiles.append(p)
     step_s, kernel_s = statistics.median(plain), statistics.median(p.kernel_s for p in profiles)
     device_s = statistics.median(p.device_s for p in profiles)
-    print(f"GPT @jit training step on {device}, median of {args.steps} turns: measured {step_s * 1e3:.2f} ms, "
+    print(f"{args.model} @jit training step on {device}, median of {args.steps} turns: measured {step_s * 1e3:.2f} ms, "
           f"profile's launches add up to {kernel_s * 1e3:.2f} ms ({kernel_s / step_s:.1%} of the step; "
           f"{'within' if abs(kernel_s / step_s - 1) <= 0.10 else 'NOT within'} 10%), their kernels as the device "
           f"times them to {device_s * 1e3:.2f} ms ({device_s / step_s:.1%})")
