@@ -41,9 +41,7 @@ def test_reduce_dtypes(n: int, dtype: str, device: str) -> None:
     a = data((3, n), dtype)
     t = Tensor(a, device=device)
     s = t.sum(1)
-    widened = {"int8": dtypes.int32, "bool": dtypes.int32, "uint8": dtypes.uint32}
-    want_dtype = widened.get(dtype, dtypes.from_numpy(dtype))
-    assert s.dtype == want_dtype
+    assert s.dtype == dtypes.from_numpy(a.sum(1).dtype)  # NumPy's: int64 for signed ints and bools, uint64 unsigned
     check(s, a.sum(1, dtype=np.float64 if "float" in dtype else np.int64), rtol=1e-5, atol=1e-5)
     check(t.max(1), a.max(1))
     check(t.min(-1), a.min(-1))
@@ -179,7 +177,7 @@ def test_cumsum_1d(n: int, dtype: str, device: str) -> None:
     skip_big(device, n)
     a = data((n,), dtype)
     out = Tensor(a, device=device).cumsum()
-    assert out.dtype == (dtypes.float32 if dtype == "float32" else dtypes.int32)
+    assert out.dtype == dtypes.from_numpy(np.cumsum(a).dtype)  # NumPy's: int64 for ints and bools
     check(out, np.cumsum(a, dtype=np.float64 if dtype == "float32" else np.int64), rtol=1e-5, atol=1e-4)
 
 
@@ -207,5 +205,6 @@ def test_reduce_keeps_sizes_as_spec_says() -> None:
     assert t.sum((0, 2)).shape == (3,) and t.sum((0, 2), keepdim=True).shape == (1, 3, 1)
     assert t.sum().shape == () and t.sum(()).shape == (2, 3, 4)
     assert Tensor.ones(3, dtype=dtypes.float16).sum().dtype == dtypes.float16
-    assert Tensor.ones(3, dtype=dtypes.int16).prod().dtype == dtypes.int32
+    assert Tensor.ones(3, dtype=dtypes.int16).prod().dtype == dtypes.int64
+    assert Tensor.ones(3, dtype=dtypes.uint8).sum().dtype == dtypes.uint64
     assert Tensor.ones(3).sum(dtype=dtypes.float64).dtype == dtypes.float64

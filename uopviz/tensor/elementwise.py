@@ -55,6 +55,27 @@ def _bounded(x: Tensor, lo: float, hi: float) -> Tensor:
     return x.le(lo).where(lo, x.ge(hi).where(hi, x))
 
 
+# exp's splits of ln 2 (hi with few enough bits that n·hi is exact), the int type of n, mantissa bits and bias
+_EXP_PARTS: dict[DType, tuple[float, float, DType, int, int]] = {
+    dtypes.float32: (0.693359375, -2.12194440e-4, dtypes.int32, 23, 127),
+    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10, dtypes.int64, 52, 1023),
+}
+
+
+def _exp(x: Tensor) -> Tensor:
+    """e^x for float32 or float64 x (ElementwiseMixin.exp's recipe)."""
+    hi, lo, it, mant, bias = _EXP_PARTS[x.dtype]
+    top, bottom = (bias + 1) * _LN2, -(bias + mant + 2) * _LN2  # beyond them e^x is inf or 0 at every n
+    safe = x.ne(x).where(0.0, x.lt(bottom).where(bottom, x.gt(top).where(top, x)))
+    y = safe.mul(1 / _LN2)
+    n = y.add(y.lt(0).where(-0.5, 0.5)).cast(it).detach()                         # round half away from 0
+    nf = n.cast(x.dtype)
+    p = x.sub(nf.mul(hi)).sub(nf.mul(lo)).mul(1 / _LN2).exp2()                      # |argument| <= ~0.5
+    half = n.rshift(1)
+    scale = (half.add(bias).lshift(mant).bitcast(x.dtype), n.sub(half).add(bias).lshift(mant).bitcast(x.dtype))
+    return p.mul(scale[0]).mul(scale[1])
+
+
 class ElementwiseMixin:
     """Elementwise ops of Tensor."""
 
@@ -159,7 +180,10 @@ class ElementwiseMixin:
 
     def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """a ** b. Floats use Pow (C's pow edge cases); ints multiply by repeated squaring, so they wrap like
-        NumPy; a negative int exponent gives what truncating 1/a**|b| would (0 unless |a| = 1)."""
+        NumPy; a negative int exponent gives what truncating 1/a**|b| would (0 unless |a| = 1). A float exponent
+        makes an int base the default float, whatever its value (torch's: int32 ** 2.0 is float32)."""
+        if not reverse and type(x) is float and not self.dtype.is_float:
+            return self._float().pow(x)
         if not reverse and _is_scalar(x) and not isinstance(x, bool):
             if isinstance(x, int) and not self.dtype.is_float:
                 if x < 0:
@@ -320,7 +344,10 @@ class ElementwiseMixin:
         return fn(x.cast(dtypes.float32)).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x)
 
     def exp(self: Tensor) -> Tensor:
-        return self._math(lambda x: x.mul(1 / _LN2).exp2())
+        """e^x = 2^n · 2^(r·log2 e) with n = round(x·log2 e) and r = x − n·ln 2 in two parts (Cody–Waite, as libm
+        does): exp2(x·log2 e) alone rounds that product first, an error |x·log2 e|·ln 2 ulp wide (57 ulp at 80).
+        2^n is two exact powers of two made from n's bits, so no intermediate overflows or flushes early."""
+        return self._math(_exp)
 
     def log2(self: Tensor) -> Tensor:
         return self._float()._alu(Ops.LOG2)

@@ -1,7 +1,7 @@
 """Reductions over axes: sum, prod, max, min, mean, var, std, argmax, any/all, softmax family and cumsum.
 
-Reduce keeps reduced axes as size 1 (SPEC); keepdim=False reshapes them away. Sums of small ints and halves
-accumulate in `sum_acc_dtype` (ints keep the wider dtype, halves are rounded back, as tinygrad does). Min is
+Reduce keeps reduced axes as size 1 (SPEC); keepdim=False reshapes them away. Sums and products of ints and bools
+give int64 (uint64 for unsigned ints), as NumPy's do; halves accumulate in float32 and are rounded back. Min is
 built from Max: −max(−x) for floats and ~max(~x) for ints and bools, which cannot overflow.
 
 Over an axis of size 0 a reduction is its identity, since the compiler never runs an empty range: sum 0,
@@ -41,6 +41,9 @@ class ReduceMixin:
         if dtype is not None:
             dt = to_dtype(dtype)
             return dt, dt
+        if (self.dtype.is_int or self.dtype.is_bool) and self.dtype != dtypes.index:  # NumPy's widest int
+            wide = dtypes.uint64 if self.dtype.is_unsigned else dtypes.int64
+            return wide, wide
         acc = sum_acc_dtype(self.dtype)
         return acc, self.dtype if self.dtype in (dtypes.float16, dtypes.bfloat16) else acc
 
