@@ -4,10 +4,12 @@ with a Python int of the tensor's width but the other signedness; each against t
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from torch_peer import same_as_torch
 
 from uopviz import Tensor, dtypes
+from uopviz.dtype import DTypeError
 
 A = np.random.default_rng(0).standard_normal((3, 5))
 
@@ -53,3 +55,33 @@ def test_sdpa_grouped_query_heads(device: str) -> None:
     same_as_torch(lambda q, k, v: q.scaled_dot_product_attention(k, v, enable_gqa=True),
                   lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
                   [q, k, v], device)
+
+
+def test_size_changing_bitcast(device: str) -> None:
+    a = np.random.default_rng(4).standard_normal((2, 3)).astype(np.float32)
+    x = Tensor(a, device=device)
+    for dt, np_dt in [(dtypes.uint8, np.uint8), (dtypes.int16, np.int16)]:
+        got = x.add(1).bitcast(dt)
+        assert got.shape == (2, 3 * 4 // np.dtype(np_dt).itemsize)
+        np.testing.assert_array_equal(got.numpy(), (a + 1).view(np_dt))
+        np.testing.assert_array_equal(got.bitcast(dtypes.float32).numpy(), a + 1)
+    b = np.arange(8, dtype=np.int32).reshape(2, 4)
+    np.testing.assert_array_equal(Tensor(b, device=device).bitcast(dtypes.int64).numpy(), b.view(np.int64))
+    with pytest.raises(DTypeError):
+        x.bitcast(dtypes.float64)  # 12 bytes a row do not make 8-byte items
+
+
+def test_sum_and_pow_dtypes_as_torch(device: str) -> None:
+    for dt, tdt in [(dtypes.int8, torch.int8), (dtypes.int32, torch.int32), (dtypes.bool, torch.bool)]:
+        a = np.array([[100, 27, 1], [120, 99, 1]])
+        x, t = Tensor(a, device=device).cast(dt), torch.tensor(a).to(tdt)
+        for f in (lambda v: v.sum(), lambda v: v.sum(1), lambda v: v.prod(0), lambda v: v.cumsum(1)):
+            got, want = f(x), f(t)
+            assert got.dtype == dtypes.int64 and want.dtype == torch.int64
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    i = Tensor([1, 2, 3], dtype=dtypes.int32, device=device)
+    ti = torch.tensor([1, 2, 3], dtype=torch.int32)
+    for e in (2.0, 2.5, 2, 0.5):
+        got, want = i ** e, ti ** e
+        assert got.dtype == dtypes.from_numpy(want.numpy().dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

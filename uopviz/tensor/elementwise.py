@@ -665,11 +665,13 @@ class ElementwiseMixin:
         return self if dt is self.dtype or dt == self.dtype else self._new(self.uop.cast(dt))  # is: no __eq__ call
 
     def bitcast(self: Tensor, dtype: Any) -> Tensor:
-        """Reinterpret the bits as another dtype of the same size."""
+        """Reinterpret the bits as another dtype. To one of another size the last axis is rescaled (NumPy's view
+        and tinygrad's bitcast: float32 (…, n) as uint8 is (…, 4n)); its bytes must divide into the new size."""
         dt = to_dtype(dtype)
-        if dt.itemsize != self.dtype.itemsize:
-            raise DTypeError(f"cannot bitcast {self.dtype.name} ({self.dtype.itemsize} B) to {dt.name} "
-                             f"({dt.itemsize} B); bitcast needs dtypes of the same size")
+        if dt.itemsize != self.dtype.itemsize and (not self.ndim or not isinstance(n := self.shape[-1], int)
+                                                   or (n * self.dtype.itemsize) % dt.itemsize):
+            raise DTypeError(f"cannot bitcast {self.dtype.name} {self.shape} to {dt.name}: to a dtype of another size "
+                             f"the last axis' bytes must divide into {dt.itemsize} B items")
         return self if dt == self.dtype else self._new(self.uop.bitcast(dt))
 
     def float(self: Tensor) -> Tensor:
