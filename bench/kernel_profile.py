@@ -10,7 +10,7 @@ a plain step overlaps the host's launching with the device's running, which a pr
 does not: there the launches' sum may pass the step and the kernels' sum fall short of it). The last profiled
 step's table follows.
 
-    python bench/profile.py [--model gpt|resnet] [--device CPU|CL|PYTHON] [--steps 20] [--top 8]
+    python bench/kernel_profile.py [--model gpt|resnet] [--device CPU|CL|PYTHON] [--steps 20] [--top 8]
 """
 
 from __future__ import annotations
