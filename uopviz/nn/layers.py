@@ -36,6 +36,16 @@ class Linear(Module):
         return x.linear(self.weight.T, self.bias)
 
 
+def _with_dims(base: type, nd: int) -> Any:
+    """base for nd spatial axes, named as torch names it (Conv1d, ConvTranspose2d, ...)."""
+    name = f"{base.__name__.lstrip('_')}{nd}d"
+    return type(name, (base,), {"nd": nd, "__module__": __name__, "__doc__": f"{base.__doc__} Here nd = {nd}."})
+
+
+def _kernel(kernel_size: int | tuple[int, ...], nd: int) -> tuple[int, ...]:
+    return (kernel_size,) * nd if isinstance(kernel_size, int) else tuple(kernel_size)
+
+
 class _Conv(Module):
     """Convolution of (N, C, *spatial) inputs over `nd` spatial axes; weight (out_channels, in_channels/groups,
     *kernel)."""
@@ -55,16 +65,7 @@ class _Conv(Module):
         return x.conv(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
-class Conv1d(_Conv):
-    nd = 1
-
-
-class Conv2d(_Conv):
-    nd = 2
-
-
-class Conv3d(_Conv):
-    nd = 3
+Conv1d, Conv2d, Conv3d = (_with_dims(_Conv, n) for n in (1, 2, 3))
 
 
 class _ConvTranspose(Module):
@@ -88,20 +89,7 @@ class _ConvTranspose(Module):
                                 self.dilation, self.groups)
 
 
-class ConvTranspose1d(_ConvTranspose):
-    nd = 1
-
-
-class ConvTranspose2d(_ConvTranspose):
-    nd = 2
-
-
-class ConvTranspose3d(_ConvTranspose):
-    nd = 3
-
-
-def _kernel(kernel_size: int | tuple[int, ...], nd: int) -> tuple[int, ...]:
-    return (kernel_size,) * nd if isinstance(kernel_size, int) else tuple(kernel_size)
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = (_with_dims(_ConvTranspose, n) for n in (1, 2, 3))
 
 
 class Embedding(Module):
