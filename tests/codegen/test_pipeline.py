@@ -131,6 +131,30 @@ def test_kernel_split_materializes_broadcast_reductions(monkeypatch: pytest.Monk
     assert _calls(chain) == 1
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_reduction_two_kernels_would_compute_is_stored_once(device: str) -> None:
+    """A matmul's result read by two kernels (the forward's activation and the backward's derivative of it, here two
+    outputs) is stored once; a small one is computed again in each, which costs less than a kernel of its own."""
+    from uopviz.pipeline import kernels_of
+    from uopviz.schedule.split import SHARED_WORK
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((33, 40), dtype=np.float32), rng.standard_normal((40, 65), dtype=np.float32)
+    assert 33 * 40 * 65 >= SHARED_WORK
+    y = Tensor(a, device=device) @ Tensor(b, device=device)
+    relu, sine = y.relu() * 2, y.sin()
+
+    def matmuls(*outs: Tensor) -> int:
+        asts = [ast for ast, _ in kernels_of(schedule([o.uop for o in outs]))]
+        return sum(any(u.op is Ops.REDUCE for u in ast.toposort()) for ast in asts)
+    assert matmuls(relu, sine) == 1
+    small = Tensor(a[:4, :5], device=device) @ Tensor(b[:5, :6], device=device)
+    assert matmuls(small.relu(), small.sin()) == 2
+    relu.realize(sine)
+    y64 = a.astype(np.float64) @ b
+    np.testing.assert_allclose(relu.numpy(), np.maximum(y64, 0) * 2, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sine.numpy(), np.sin(y64), rtol=1e-4, atol=1e-4)
+
+
 def test_arange_composition_collapses_to_linear_work() -> None:
     n = 1000
     one = UOp.const(dtypes.int32, 1).reshape((1,)).expand((n,))

@@ -9,10 +9,12 @@ erf, some 45 operations) by W2, and the gradient of the first linear layer of a 
 than a matmul of their size. Storing the operand first (one elementwise kernel, one pass over memory) leaves the
 matmul plain loads, which `pack` can then lay out.
 
-The pass stores the operand of a sum of products (a Reduce of a Mul of two broadcast values) when the Reduce reads
-each of its elements at least `REREAD` times and computing an element costs at least `COSTLY` operations
-(`_cost`: each elementwise op 1, each decomposed function `DECOMPOSED`, counted up to values that are stored
-anyway: buffers, stored reductions, Contiguous).
+The pass stores the operand of a sum of products (a Reduce of a Mul of two broadcast values) when the work it saves
+pays for the store: the Reduce reads each of its elements at least `FEWEST_READS` times, an element costs at least
+`COSTLY` operations (`_cost`: each elementwise op 1, each decomposed function `DECOMPOSED`, counted up to values that
+are stored anyway: buffers, stored reductions, Contiguous), and the reads times the cost come to at least `REREAD` x
+`COSTLY`: 64 reads of 8 operations, or 32 of 16 (attention's probabilities, an exp each, read once per column of
+the head: the softmax-times-V kernels of a GPT step computed them again in each of their six launches).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from uopviz.schedule.rows import ROW
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod
 
 REREAD = 64
-"""The fewest reads of each operand element by the matmul (its broadcast) for the operand to be stored."""
+"""Reads of each operand element by the matmul (its broadcast) that pay for storing an operand of COSTLY operations."""
 COSTLY = 8
-"""The fewest operations per element (`_cost`) for an operand to be worth storing."""
+"""The fewest operations per element (`_cost`) for an operand to be worth storing (read REREAD times or more)."""
+FEWEST_READS = 16
+"""Below this many reads of each element an operand stays in the matmul's kernel, however costly: a store is a pass
+over memory, and a matmul that reads its operand this few times is small."""
 DECOMPOSED = 16
 """What a decomposed function (exp2, log2, sin, sqrt...) counts for: the operations its decomposition takes."""
 
@@ -38,8 +43,8 @@ def store_operands(fn: UOp) -> UOp:
 
 
 def _reread_operands(red: UOp) -> list[UOp]:
-    """The computed values below the broadcasts of a sum of products that it re-reads REREAD times or more and that
-    cost COSTLY operations or more an element."""
+    """The computed values below the broadcasts of a sum of products that it re-reads FEWEST_READS times or more,
+    that cost COSTLY operations or more an element, reads times cost at least REREAD x COSTLY."""
     if red.tag is not None or red.arg.op is not Ops.ADD or red.src[0].op is not Ops.MUL:
         return []
     out = []
@@ -50,9 +55,9 @@ def _reread_operands(red: UOp) -> list[UOp]:
         while v.op in GroupOp.Movement:
             v = v.src[0]
         n, m = prod(x.shape), prod(v.shape)
-        if not isinstance(n, int) or not isinstance(m, int) or m == 0 or n < REREAD * m:
+        if not isinstance(n, int) or not isinstance(m, int) or m == 0 or n < FEWEST_READS * m:
             continue
-        if v.op in GroupOp.Elementwise and _cost(v) >= COSTLY:
+        if v.op in GroupOp.Elementwise and (cost := _cost(v)) >= COSTLY and n // m * cost >= REREAD * COSTLY:
             out.append(v)
     return out
 

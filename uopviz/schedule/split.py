@@ -3,7 +3,9 @@
 A value is materialized (gets a buffer and a kernel of its own) when it is an output, when the program asks
 (Contiguous), or when it is a Reduce whose result is used other than elementwise by its kernel's output: a
 reduction broadcast or moved before use would otherwise be recomputed for every element that reads it (unless
-the `fuse rows` pass tagged it a row reduction, computed once per row of its consumer's kernel: schedule/rows.py).
+the `fuse rows` pass tagged it a row reduction, computed once per row of its consumer's kernel: schedule/rows.py);
+or a Reduce that two or more kernels would each compute, of `SHARED_WORK` terms or more (a matmul's result read by
+the forward and by the backward).
 Everything else fuses: elementwise chains into their consumer, and into the Reduce that consumes them. A call of
 a user function (`GetTuple(Function(body, *args))`, from `@uopviz.function`) is one opaque step: its arguments
 are materialized, and one `Call(Function(body), *outputs, *inputs, *binds)` writes all its outputs; its body is
@@ -44,16 +46,30 @@ def materialized(body: UOp) -> list[UOp]:
     chosen |= {a for f in called for a in f.src[1:]}  # a called function reads its arguments from memory
     chosen |= {u.src[0] for u in order if transfers(u)}  # a copy between devices reads its value from memory
     direct: dict[UOp, bool] = {}  # reached only along direct paths from the kernel output above it
+    owners: dict[UOp, set[UOp]] = {}  # the values chosen so far whose kernels would compute u
     for u in reversed(order):
-        if u.op is Ops.REDUCE and not direct.get(u, True) and u.tag != ROW:
+        if u.op is Ops.REDUCE and u.tag != ROW and (not direct.get(u, True) or _shared(u, owners.get(u, set()))):
             chosen.add(u)
         here = u in chosen or direct.get(u, True)
+        mine = {u} if u in chosen else owners.get(u, set())
         for s in sources(u):
             if s in chosen:
                 continue
             d = here and u.op in _DIRECT
             direct[s] = direct.get(s, True) and d
+            owners.setdefault(s, set()).update(mine)
     return [u for u in order if u in chosen and not _is_buffer_view(u)]
+
+
+SHARED_WORK = 1 << 16
+"""The fewest terms (the Reduce's input elements) of a reduction that two kernels would each compute for it to be
+stored once instead: a GPT's MLP backward computed x W1 (a 512-wide matmul) again for GELU's derivative."""
+
+
+def _shared(u: UOp, owners: set[UOp]) -> bool:
+    """Whether Reduce u would be computed in more than one kernel and is work enough to store once."""
+    terms = prod(u.src[0].shape)
+    return len(owners) > 1 and isinstance(terms, int) and terms >= SHARED_WORK
 
 
 def _is_call_output(u: UOp) -> bool:

@@ -201,9 +201,13 @@ def _tile_shares_loads(s: Scheduler, out_axes: list[int]) -> bool:
     layernorm's backward sums 512 rows of 128 floats) and a tile only copies the body for each row of the tile: the
     GPT step's 16 such kernels were upcast 256-fold (r_L2_R128_u8_u2_u16, some 1,000 operations each) and ran
     1.2-2.8x slower than a vector of 16 outputs alone (`_wishes`)."""
-    axes = s.axes
+    axes, shape = s.axes, s.shape()
     lane = axes[out_axes[-1]]
-    vector_loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
+    summed = {axes[i] for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n}
+    # loads outside the reduction (an epilogue's: a stored pre-activation, a bias) are read once per output
+    # whatever the tile, so they do not decide it
+    vector_loads = [u for u in s.ast.toposort()
+                    if u.op is Ops.LOAD and lane in (ranges := free_ranges(u)) and not summed.isdisjoint(ranges)]
     return any(not any(axes[i] in free_ranges(u) for u in vector_loads) for i in out_axes[:-1])
 
 
