@@ -106,7 +106,7 @@ def _layernorm_th(a: torch.Tensor) -> torch.Tensor:
 
 
 def _sum_th(a: torch.Tensor, axes: list[int], keepdim: bool) -> torch.Tensor:
-    return a.sum(tuple(axes), keepdim=keepdim).to(a.dtype)  # torch widens int32 sums to int64: wrap back
+    return a.sum(tuple(axes), keepdim=keepdim).to(a.dtype)  # both widen int sums to int64: back to the program's
 
 
 OPS: dict[str, OpDef] = {
@@ -129,7 +129,7 @@ OPS: dict[str, OpDef] = {
     "and": _same(lambda a, b: a & b), "or": _same(lambda a, b: a | b), "xor": _same(lambda a, b: a ^ b),
     "invert": _same(lambda a: ~a), "shl_c": _same(lambda a, c: a << c), "shr_c": _same(lambda a, c: a >> c),
     # reductions
-    "sum": OpDef(lambda a, axes, keepdim: a.sum(tuple(axes), keepdim=keepdim), _sum_th),
+    "sum": OpDef(lambda a, axes, keepdim: a.sum(tuple(axes), keepdim=keepdim).cast(a.dtype), _sum_th),
     "mean": OpDef(lambda a, axes, keepdim: a.mean(tuple(axes), keepdim=keepdim),
                   lambda a, axes, keepdim: a.mean(tuple(axes), keepdim=keepdim)),
     "max": OpDef(lambda a, axes, keepdim: a.max(tuple(axes), keepdim=keepdim),
