@@ -358,11 +358,14 @@ def _install(tmp: Path, keys: Sequence[str]) -> list[Path]:
         _write_atomically(_digest_path(path), digest)
         link = tmp.with_name(f"{tmp.name}.{key}")
         try:
-            os.link(tmp, link)
-        except OSError:
-            shutil.copyfile(tmp, link)
-            os.chmod(link, 0o700)
-        os.replace(link, path)
+            try:
+                os.link(tmp, link)
+            except OSError:
+                shutil.copyfile(tmp, link)
+                os.chmod(link, 0o700)
+            os.replace(link, path)
+        finally:
+            link.unlink(missing_ok=True)
         paths.append(path)
     return paths
 
