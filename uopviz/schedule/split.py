@@ -67,9 +67,25 @@ stored once instead: a GPT's MLP backward computed x W1 (a 512-wide matmul) agai
 
 
 def _shared(u: UOp, owners: set[UOp]) -> bool:
-    """Whether Reduce u would be computed in more than one kernel and is work enough to store once."""
+    """Whether Reduce u would be computed in more than one kernel and is work enough to store once. A selection
+    (a sum over a one-hot: an embedding's rows picked by index) is not: inside its consumer's kernel the lowering
+    folds it to one load, while stored alone it was a 256-term sum per element (the GPT's token embedding, 2.8 ms)."""
     terms = prod(u.src[0].shape)
-    return len(owners) > 1 and isinstance(terms, int) and terms >= SHARED_WORK
+    return len(owners) > 1 and isinstance(terms, int) and terms >= SHARED_WORK and not _selects(u)
+
+
+def _selects(u: UOp) -> bool:
+    """Whether Reduce u's terms test equality (a one-hot), looking through the values its kernel computes."""
+    todo, seen = [u.src[0]], set()
+    while todo:
+        v = todo.pop()
+        if v in seen or not (v.op in GroupOp.Elementwise or v.op in GroupOp.Movement):
+            continue
+        if v.op in (Ops.CMPEQ, Ops.CMPNE):
+            return True
+        seen.add(v)
+        todo += v.src
+    return False
 
 
 def _is_call_output(u: UOp) -> bool:
