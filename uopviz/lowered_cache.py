@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -49,31 +49,70 @@ class _NoCanonicalForm(Exception):
 def key(ast: UOp, device: str, opts: Sequence[Opt], target: Target) -> str | None:
     """The entry's name for ast lowered with opts for target on device; None where ast or target holds a value
     with no canonical form (such a kernel is lowered every time, as before)."""
-    if not _code_digest():
-        return None
     try:
-        text = json.dumps([FORMAT, _code_digest(), device, _canon(target), [_canon(o) for o in opts],
-                           [_canon(row) for row in flatten(ast)]], separators=(",", ":"))
+        return _name([_canon(o) for o in opts], ast, device, target)
     except _NoCanonicalForm:
         return None
+
+
+def _name(what: Any, ast: UOp, device: str, target: Target) -> str | None:
+    """The name of what is kept about ast on device for target (JSON `what` tells entries of one graph apart);
+    _NoCanonicalForm where ast or target has no canonical form, None where the code has no digest."""
+    if not _code_digest():
+        return None
+    text = json.dumps([FORMAT, _code_digest(), device, _canon(target), what, [_canon(row) for row in flatten(ast)]],
+                      separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def heuristic_opts(ast: UOp, device: str, target: Target, choose: Callable[[], tuple[Opt, ...]]) \
+        -> tuple[Opt, ...]:
+    """The heuristic's opts for ast on device, as any process chose them before (kept beside the lowered kernels,
+    keyed alike: a function of the graph, the target and uopviz's code), else `choose()`'s, kept for next time.
+    Choosing them runs the passes before Optimize and the heuristic: 0.7 s of a warm GPT step's first call, which
+    then needs the opts only to find its kernels lowered."""
+    try:
+        name = _name("heuristic opts", ast, device, target)
+    except _NoCanonicalForm:
+        name = None
+    if name is not None and (data := _read(f"{name}.opts.json")) is not None:
+        try:
+            return tuple(Opt.from_json(o) for o in json.loads(data))
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+            pass  # damaged: chosen again
+    opts = choose()
+    if name is not None:
+        text = json.dumps([o.to_json() for o in opts], separators=(",", ":"))
+        if tuple(Opt.from_json(o) for o in json.loads(text)) == opts:
+            _write(f"{name}.opts.json", text)
+    return opts
 
 
 def load(name: str, target: Target) -> Kernel | None:
     """The kernel kept under name for target, None where there is none (or it cannot be read back); its source
     rendered again from its Linear program, never read from the entry."""
+    data = _read(f"{name}.json")
+    if data is None:
+        return None
+    try:
+        return _kernel(json.loads(data), target)
+    except (TraceFormatError, AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return None  # damaged, or written by other code under the same name: lowered again
+
+
+def _read(file: str) -> bytes | None:
+    """The bytes of the cache's lowered/<file>, read through checked descriptors; None where it is not there or
+    cannot be read."""
     folder = cache_dir() / "lowered"
     try:
         at = open_checked(folder, directory=True)
     except (FileNotFoundError, NotADirectoryError):
         return None
     try:
-        with os.fdopen(open_checked(folder / f"{name}.json", dir_fd=at), "rb") as f:
-            return _kernel(json.loads(f.read()), target)
-    except FileNotFoundError:
+        with os.fdopen(open_checked(folder / file, dir_fd=at), "rb") as f:
+            return f.read()
+    except OSError:
         return None
-    except (OSError, TraceFormatError, AttributeError, IndexError, KeyError, TypeError, ValueError):
-        return None  # damaged, or written by other code under the same name: lowered again
     finally:
         os.close(at)
 
@@ -97,6 +136,12 @@ def store(name: str, kernel: Kernel, target: Target) -> None:
         return
     if back != kernel or back.linear is not kernel.linear or back.meta != kernel.meta:
         return  # a value the JSON form does not rebuild exactly
+    _write(f"{name}.json", text)
+
+
+def _write(file: str, text: str) -> None:
+    """text kept as the cache's lowered/<file>, atomically (a reader sees all of it or none); nothing where the
+    cache cannot be written (a full disk: it is made again next time)."""
     try:
         folder = trusted_dir(cache_dir() / "lowered")
         fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=folder)
@@ -105,9 +150,9 @@ def store(name: str, kernel: Kernel, target: Target) -> None:
     try:
         with os.fdopen(fd, "w", encoding="ascii") as f:
             f.write(text)
-        os.replace(tmp, folder / f"{name}.json")
+        os.replace(tmp, folder / file)
     except OSError:
-        pass  # a full disk: the kernel is lowered again next time
+        pass
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from uopviz import lowered_cache
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.pipeline import scheduler
@@ -38,7 +39,9 @@ def default_opts(ast: UOp, device: str) -> tuple[Opt, ...]:
             if opts is None and (width := beam_width()):
                 opts = _searched_opts(ast, device, path, width)
             if opts is None:
-                opts = tuple(heuristic_opts(scheduler(ast, devices.get(device).target)))
+                target = devices.get(device).target
+                opts = lowered_cache.heuristic_opts(ast, device, target,
+                                                    lambda: tuple(heuristic_opts(scheduler(ast, target))))
         _chosen[key] = opts
     return _chosen[key]
 
