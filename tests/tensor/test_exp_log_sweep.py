@@ -110,3 +110,13 @@ def test_exp_large_arguments(device: str) -> None:
     x = np.concatenate([x, np.linspace(-745, -700, 501), np.linspace(700, 709.78, 501)])
     got64 = Tensor(x, device=device).exp().numpy()
     np.testing.assert_allclose(got64, np.exp(x), rtol=4e-16, atol=5e-324)
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_exp_gradient_is_exp(device: str) -> None:
+    """exp's n is a constant to the chain rule: its gradient is e^x, not 0 (the reduced argument's x − n·ln 2
+    would cancel it)."""
+    x = np.array([-90.0, -3.5, 0.0, 0.25, 2.0, 80.0])
+    for dt in (np.float32, np.float64):
+        t = Tensor(x.astype(dt), device=device, requires_grad=True)
+        np.testing.assert_allclose(t.exp().sum().gradient(t)[0].numpy(), np.exp(x.astype(dt)), rtol=1e-6)

@@ -55,25 +55,29 @@ def _bounded(x: Tensor, lo: float, hi: float) -> Tensor:
     return x.le(lo).where(lo, x.ge(hi).where(hi, x))
 
 
-# exp's splits of ln 2 (hi with few enough bits that n·hi is exact), the int type of n, mantissa bits and bias
+# exp's splits of ln 2 (hi with few enough bits that n·hi is exact), the uint of the float's bits, its mantissa bits
+# and exponent bias
 _EXP_PARTS: dict[DType, tuple[float, float, DType, int, int]] = {
-    dtypes.float32: (0.693359375, -2.12194440e-4, dtypes.int32, 23, 127),
-    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10, dtypes.int64, 52, 1023),
+    dtypes.float32: (0.693359375, -2.12194440e-4, dtypes.uint32, 23, 127),
+    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10, dtypes.uint64, 52, 1023),
 }
 
 
 def _exp(x: Tensor) -> Tensor:
-    """e^x for float32 or float64 x (ElementwiseMixin.exp's recipe)."""
-    hi, lo, it, mant, bias = _EXP_PARTS[x.dtype]
-    top, bottom = (bias + 1) * _LN2, -(bias + mant + 2) * _LN2  # beyond them e^x is inf or 0 at every n
-    safe = x.ne(x).where(0.0, x.lt(bottom).where(bottom, x.gt(top).where(top, x)))
-    y = safe.mul(1 / _LN2)
-    n = y.add(y.lt(0).where(-0.5, 0.5)).cast(it).detach()                         # round half away from 0
-    nf = n.cast(x.dtype)
-    p = x.sub(nf.mul(hi)).sub(nf.mul(lo)).mul(1 / _LN2).exp2()                      # |argument| <= ~0.5
-    half = n.rshift(1)
-    scale = (half.add(bias).lshift(mant).bitcast(x.dtype), n.sub(half).add(bias).lshift(mant).bitcast(x.dtype))
-    return p.mul(scale[0]).mul(scale[1])
+    """e^x for float32 or float64 x (ElementwiseMixin.exp's recipe). Adding big rounds y = x·log2 e to an integer
+    n and leaves k = n + 2·bias in the low mantissa bits of t, so 2^⌊n/2⌋ and 2^⌈n/2⌉ are k's halves shifted into
+    exponent fields: no casts, and a nan or inf stays one through p (the selects pass a nan; an inf is cut to a
+    bound for n only)."""
+    hi, lo, uint, mant, bias = _EXP_PARTS[x.dtype]
+    top, bottom = bias + 1, -(bias + mant + 2)  # beyond them 2^y is inf or 0 at every n
+    y = x.mul(1 / _LN2).detach()  # n is a constant to the gradient: e^x's comes through p alone
+    y = y.lt(bottom).where(bottom, y.gt(top).where(top, y))
+    big = 1.5 * 2.0 ** mant + 2 * bias
+    t = y.add(big)
+    n = t.sub(big)
+    p = x.sub(n.mul(hi)).sub(n.mul(lo)).mul(1 / _LN2).exp2()                      # |argument| <= ~0.5
+    k = t.bitcast(uint).bitwise_and((1 << (mant - 1)) - 1)
+    return p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
 
 
 class ElementwiseMixin:
