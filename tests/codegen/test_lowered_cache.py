@@ -125,3 +125,21 @@ def test_nothing_is_kept_where_the_cache_cannot_be_written(cache: Path) -> None:
     (cache / "lowered").write_text("a file where the folder would be")
     name, _ = stored()  # no error
     assert lowered_cache.load(name, cpu_target()) is None
+
+
+def test_the_heuristics_opts_are_chosen_once_and_read_back_by_a_new_process(cache: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process (default_opts' memory empty) reads the opts any process chose back from disk, without running
+    the heuristic; a damaged entry is chosen again."""
+    from uopviz.search import policy
+    monkeypatch.setattr(policy, "_chosen", {})
+    ast, device, opts = a_kernel(lambda x: (x * 3.0).exp2().sum(0))
+    assert opts and list(cache.glob("lowered/*.opts.json"))
+    monkeypatch.setattr(policy, "_chosen", {})
+    monkeypatch.setattr(policy, "heuristic_opts", lambda s: pytest.fail("the heuristic ran again"))
+    assert policy.default_opts(ast, device) == opts
+    for f in cache.glob("lowered/*.opts.json"):
+        f.write_text("[{")
+    monkeypatch.setattr(policy, "_chosen", {})
+    monkeypatch.setattr(policy, "heuristic_opts", lambda s: list(opts))
+    assert policy.default_opts(ast, device) == opts
