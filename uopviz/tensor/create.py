@@ -138,7 +138,7 @@ class CreationMixin:
         if n == 0:
             return cls.zeros(0, dtype=dt, device=device)
         count = dtypes.int32 if n < 2**31 else dtypes.int64
-        idx = cls.ones(n, dtype=count, device=device).cumsum(0).sub(1)
+        idx = cls.ones(n, dtype=count, device=device).cumsum(0, dtype=count).sub(1)
         if (step, start) == (1, 0):
             return idx.cast(dt)
         if ints and dt.is_int:  # exact modulo 2^bits, so right wherever the values fit dt (checked above)

@@ -740,7 +740,7 @@ class MovementMixin:
         x, m = self.expand(shape).flatten(), m.expand(shape).flatten()
         if size is None:
             size = int(m.cast(dtypes.int32).sum().item())
-        pos = m.cast(dtypes.int32).cumsum(0).sub(1)                                # slot of each selected element
+        pos = m.cast(dtypes.int32).cumsum(0, dtype=dtypes.int32).sub(1)            # slot of each selected element
         slots = type(self).arange(size, dtype=dtypes.int32, device=self.device).reshape(size, 1)
         hit = m.reshape(1, -1).bitwise_and(pos.reshape(1, -1).eq(slots))          # (size, n)
         picked = hit.where(x.reshape(1, -1), x.zeros_like().reshape(1, -1)).sum(1).cast(self.dtype)

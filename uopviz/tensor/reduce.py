@@ -121,12 +121,12 @@ class ReduceMixin:
         """log Σ e^x, computed as m + log Σ e^(x−m) with m the max, so it cannot overflow."""
         x = self._float()
         m = x.max(axis, keepdim=True).detach()  # its gradient is 0: 1 − Σ softmax
-        out = x.sub(m).exp().sum(axis, keepdim=True).log().add(m)
+        out = x.sub(m)._exp_of_shifted().sum(axis, keepdim=True).log().add(m)
         return out if keepdim else out.squeeze(normalize_axes(axis, self.ndim))
 
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
-        e = x.sub(x.max(axis, keepdim=True).detach()).exp()  # the max shifts, and has no gradient to give
+        e = x.sub(x.max(axis, keepdim=True).detach())._exp_of_shifted()  # the max shifts, and has no gradient to give
         return e.div(e.sum(axis, keepdim=True))
 
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
@@ -134,7 +134,7 @@ class ReduceMixin:
         log Σ to the ulp of m, 1e-3 at -10000 in float32)."""
         x = self._float()
         s = x.sub(x.max(axis, keepdim=True).detach())
-        return s.sub(s.exp().sum(axis, keepdim=True).log())
+        return s.sub(s._exp_of_shifted().sum(axis, keepdim=True).log())
 
     def _prefix_windows(self: Tensor, ax: int, fill: bool | int | float) -> Tensor:
         """SPEC's prefix_sum composition up to its reduce, for every row with axis ax moved last: (..., n, n) where
@@ -164,10 +164,11 @@ class ReduceMixin:
             return self
         return self._prefix_windows(ax, fill)._reduce_op(op, (self.ndim,), False).transpose(ax, -1)
 
-    def cumsum(self: Tensor, axis: int | None = 0) -> Tensor:
+    def cumsum(self: Tensor, axis: int | None = 0, dtype: Any = None) -> Tensor:
         """Running sum along an axis (None: of the flattened tensor), by SPEC's prefix_sum composition applied
-        to every row with the axis moved last: pad, tile, reshape into sliding windows, sum."""
-        acc, out = self._acc_dtype(None)
+        to every row with the axis moved last: pad, tile, reshape into sliding windows, sum. dtype: the result's
+        and the accumulator's (torch's), else sum's rule."""
+        acc, out = self._acc_dtype(dtype)
         return self.cast(acc)._cumulative(axis, Ops.ADD, 0).cast(out)
 
     def cumprod(self: Tensor, axis: int | None = 0) -> Tensor:
