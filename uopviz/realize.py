@@ -437,12 +437,12 @@ def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
             raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
     bufs = [t.src[0] for t in targets]
     device = bufs[0].arg.device
-    if _reads_any(values, set(bufs)):  # reading what is written: compute into new memory first, then copy
+    if reads_any(values, set(bufs)):  # reading what is written: compute into new memory first, then copy
         values = realize(values, device=device)
     realize(values, outputs=dict(enumerate(bufs)), device=device)
 
 
-def _reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:
+def reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:
     """Whether the graphs of roots read any of bufs: a walk that ends at the first one met (an optimizer's update
     reads its targets within a few nodes) and does not enter pure nodes (they read no Buffer)."""
     seen = set(roots)

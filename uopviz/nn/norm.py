@@ -9,7 +9,7 @@ import numpy as np
 from uopviz.dtype import dtypes
 from uopviz.nn.layers import parameter
 from uopviz.nn.module import Module
-from uopviz.tensor import Tensor, assign_all
+from uopviz.tensor import Tensor, assign_later
 
 
 class BatchNorm(Module):
@@ -36,7 +36,7 @@ class BatchNorm(Module):
                 n = x.numel() // x.shape[1]
                 m = self.momentum
                 unbiased = var.reshape(-1).detach() * (n / max(n - 1, 1))
-                assign_all([self.running_mean, self.running_var],
+                assign_later([self.running_mean, self.running_var],  # with the step's realize: one forward
                            [self.running_mean * (1 - m) + mean.reshape(-1).detach() * m,
                             self.running_var * (1 - m) + unbiased * m])
         else:

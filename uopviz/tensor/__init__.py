@@ -9,7 +9,15 @@ helpers shared by them); function.py holds `@function`, jit.py `@jit`. A new met
 from uopviz.tensor.function import FunctionTraceError, function
 from uopviz.tensor.gradient import GradientError
 from uopviz.tensor.jit import JitError, jit
-from uopviz.tensor.tensor import ArgumentError, AxisError, DeviceMismatchError, ShapeError, Tensor, assign_all
+from uopviz.tensor.tensor import (
+    ArgumentError,
+    AxisError,
+    DeviceMismatchError,
+    ShapeError,
+    Tensor,
+    assign_all,
+    assign_later,
+)
 
 __all__ = ["ArgumentError", "AxisError", "DeviceMismatchError", "FunctionTraceError", "GradientError", "JitError",
-           "ShapeError", "Tensor", "assign_all", "function", "jit"]
+           "ShapeError", "Tensor", "assign_all", "assign_later", "function", "jit"]

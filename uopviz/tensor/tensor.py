@@ -151,6 +151,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
             raise FunctionTraceError(f"cannot trace {name}: it reads a value (numpy, item, tolist, realize) that "
                                      "depends on its inputs, which are not known until it runs; return the Tensor "
                                      "instead, and read it after the call")
+        if _later:
+            _assign_now(self, *others)
         todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
         if not todo:
             return self
@@ -244,7 +246,10 @@ def assign_all(targets: Sequence[Tensor], values: Sequence[Tensor]) -> None:
     """Write each value (broadcast and cast to its target) into its target's buffer, in place, every target of a
     device in one schedule (an optimizer's step updates all its parameters and state at once this way). Values may
     read any of the targets: they then see the old contents."""
-    from uopviz.realize import assign
+    from uopviz.realize import assign, reads_any
+    written = {t._uop.src[0] for t in targets if t.is_realized and not isinstance(t.device, tuple)}
+    if _later and reads_any([v._uop for _, v in _later], written):
+        _assign_now()  # assign_later's values read these targets as they are now (an optimizer's step after BN's)
     pairs = []
     for t, v in zip(targets, values, strict=True):
         t._same_device(v)
@@ -256,6 +261,42 @@ def assign_all(targets: Sequence[Tensor], values: Sequence[Tensor]) -> None:
     for dev in dict.fromkeys(t.device for t, _ in pairs if not isinstance(t.device, tuple)):
         group = [(t, v) for t, v in pairs if t.device == dev]
         assign([t.uop for t, _ in group], [v.uop for _, v in group])
+
+
+_later: list[tuple[Tensor, Tensor]] = []  # assign_later's (target, value) pairs, written by the next realize
+
+
+def assign_later(targets: Sequence[Tensor], values: Sequence[Tensor]) -> None:
+    """assign_all, done by the next realize of anything (or read of a target): the values are computed in that
+    realize's schedule, so what they share with it is computed once. BatchNorm's running statistics read the batch's
+    mean and variance, which the layer's output reads too: assigned at once, every BN layer of a training step
+    computed the network up to it again (a ResNet step ran each convolution three times). Values see the targets as
+    they are when the assign runs; a realize of something that reads a target writes the targets first, so it sees
+    the new values, as after assign_all."""
+    if any(isinstance(t.device, tuple) or not t.is_realized for t in targets):  # as assign_all does, at once
+        assign_all(targets, values)
+        return
+    pending = {t._uop for t, _ in _later}
+    if any(t._uop in pending for t in targets):  # a second assign of a target reads the first's result
+        _assign_now()
+    for t, v in zip(targets, values, strict=True):
+        t._same_device(v)
+        _later.append((t, v.cast(t.dtype).expand(t.shape)))
+
+
+def _assign_now(*wanted: Tensor) -> None:
+    """Write assign_later's values into their targets, computing them in one schedule with the tensors about to be
+    realized where those do not read a target (else first, so that they read the new values)."""
+    from uopviz.realize import reads_any
+    pairs = _later[:]
+    _later.clear()
+    values = [v for _, v in pairs]
+    bufs = {t._uop.src[0] for t, _ in pairs}
+    together = [t for t in wanted if not t.is_realized]
+    if any(isinstance(t.device, tuple) for t in together) or reads_any([t._uop for t in together], bufs):
+        together = []
+    Tensor.realize(*values, *together)
+    assign_all([t for t, _ in pairs], values)
 
 
 class TensorBoolError(TypeError):
