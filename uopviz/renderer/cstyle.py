@@ -313,7 +313,7 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
         if u.dtype is dtypes.index and u.shape:
             continue  # lane addresses: a vector access writes them as its base pointer
         if op is Ops.BARRIER:
-            w.line(d.barrier)  # type: ignore[arg-type]  (None was skipped above)
+            w.line(d.barrier)  # type: ignore[arg-type]  # None was skipped above
         elif op is Ops.CONST:
             w.expr[u] = w.literal(u.arg.value, u.dtype)
         elif op is Ops.PARAM:

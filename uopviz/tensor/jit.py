@@ -148,7 +148,7 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         return tuning
 
     call.captures = 0  # type: ignore[attr-defined]
-    call.replays = replays  # type: ignore[attr-defined]  (by signature: what a replay runs, for inspection)
+    call.replays = replays  # type: ignore[attr-defined]  # by signature: what a replay runs, for inspection
     call.beam = beam  # type: ignore[attr-defined]
     return call
 

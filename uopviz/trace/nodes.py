@@ -140,7 +140,7 @@ class NodeTable:
                     stack.extend((s, 0, None) for s in self.entry(nid)["src"]
                                  if s not in memo and s not in active and s not in fresh)
             elif phase == 1:
-                memo[nid] = memo.get(via, via)  # type: ignore[arg-type]  (a fresh target is itself)
+                memo[nid] = memo.get(via, via)  # type: ignore[arg-type]  # a fresh target is itself
                 active.discard(nid)
             elif phase == 2:
                 e = self.entry(nid)
