@@ -23,9 +23,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("uopviz.runtime",),                               # the runtimes behind the registry
     ("uopviz.pipeline",),                              # the order of every pass
     ("uopviz.compiler",),                              # lowering + compiling, the program cache
-    ("uopviz.search",),                                # BEAM, timing, the tuning database, the opts policy
-    ("uopviz.realize", "uopviz.parallel", "uopviz.lowered_cache", "uopviz.tune"),  # running programs, compiling
-                                 # them side by side (lowered kernels kept on disk), tuning every kernel of a step
+    ("uopviz.search", "uopviz.lowered_cache"),         # BEAM, timing, the tuning database, the opts policy (which
+                                                       # keeps the heuristic's choices on disk with lowered kernels)
+    ("uopviz.realize", "uopviz.parallel", "uopviz.tune"),  # running programs, compiling them side by side, tuning
+                                                           # every kernel of a step
     ("uopviz.tensor",),                                # the front-end
     ("uopviz", "kernels"),                             # the package's face, the zoo
     ("uopviz.cli", "backend", "uopviz.widget"),        # the command line, the server, the notebook widget

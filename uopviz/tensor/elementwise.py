@@ -354,9 +354,10 @@ class ElementwiseMixin:
         return self._math(_exp)
 
     def _exp_of_shifted(self: Tensor) -> Tensor:
-        """e^x as exp2(x·log2 e), for the softmax family's x − max: the product's rounding costs |x|·log2 e·ln 2 ulp,
-        only in terms far below the row's largest, which barely count in its sum; the accurate exp's extra
-        operations would make the scheduler store e^x for its two reads (a softmax in two kernels, not one)."""
+        """e^x as exp2(x·log2 e), for the softmax family's x − max (and sigmoid's −x): the product's rounding costs
+        |x|·log2 e·ln 2 ulp, only in terms far below the row's largest, which barely count in its sum; the accurate
+        exp's extra operations would make the scheduler store e^x for its two reads (a softmax in two kernels, not
+        one)."""
         return self._math(lambda x: x.mul(1 / _LN2).exp2())
 
     def log2(self: Tensor) -> Tensor:
@@ -423,8 +424,10 @@ class ElementwiseMixin:
         return self.le(0).where(0, self)
 
     def sigmoid(self: Tensor) -> Tensor:
-        """1 / (1 + e^-x): saturates to 0 and 1 without overflow trouble (1/inf = 0)."""
-        return self._math(lambda x: x.neg().exp().add(1).reciprocal())
+        """1 / (1 + e^-x): saturates to 0 and 1 without overflow trouble (1/inf = 0). e^-x as exp2(−x·log2 e), the
+        logistic 1/(1 + 2^z) whose gradient rule (tensor/gradient.py) keeps its digits where s² underflows; the
+        accurate exp's composition hid that form and lost them."""
+        return self._math(lambda x: x.neg()._exp_of_shifted().add(1).reciprocal())
 
     def tanh(self: Tensor) -> Tensor:
         """2·sigmoid(2x) − 1."""
