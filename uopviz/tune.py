@@ -209,8 +209,7 @@ def tune(runs: Sequence[Run], width: int = 2, *, budget_s: float | None = None,
                                  + ("" if share is None else f", up to {share:.0f} s") + "\n")
             k.result = beam(k.ast, width, k.device, db=tdb, executor=executor, max_rounds=max_rounds, force=force,
                             progress=progress, budget_s=share)
-            _, prog = compile_kernel(k.ast, k.device, k.result.opts)
-            k.after_s = sum(n * r.time(prog) for r, n in by_kernel[(k.ast, k.device)])
+            k.after_s = k.before_s * _speedup_of(by_kernel[(k.ast, k.device)], k.ast, k.device, k.result.opts)
     finally:
         if owned_db:
             tdb.close()
@@ -222,6 +221,24 @@ def tune(runs: Sequence[Run], width: int = 2, *, budget_s: float | None = None,
 
 _NUM = r"(\d+(?:\.\d+)?)"
 _DURATION = re.compile(rf"{_NUM}|(?:{_NUM}h)?(?:{_NUM}m)?(?:{_NUM}s)?")
+
+
+def _speedup_of(runs: list[tuple[Run, int]], ast: UOp, device: str, opts: tuple[Opt, ...]) -> float:
+    """The tuned program's time over the one the step ran, on the step's buffers: 1 where the search kept its opts,
+    else both timed in turns (a ratio taken apart from the first timing would be the machine's drift: a kept
+    heuristic measured 2x slower a few minutes later)."""
+    key = runs[0][0].key
+    if key is not None and tuple(key[2]) == tuple(opts):
+        return 1.0
+    _, prog = compile_kernel(ast, device, opts)
+    old = new = 0.0
+    for r, n in runs:
+        olds, news = [], []
+        for _ in range(TIMING_RUNS):
+            olds.append(r.time(runs=1))
+            news.append(r.time(prog, runs=1))
+        old, new = old + n * statistics.median(olds), new + n * statistics.median(news)
+    return new / old if old > 0 else 1.0
 
 
 def parse_duration(text: str) -> float:
