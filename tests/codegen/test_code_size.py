@@ -102,6 +102,17 @@ def test_a_matmul_with_an_epilogue_that_reads_memory_is_still_tiled() -> None:
     assert expanded(after) >= 64
 
 
+def test_a_column_sum_reads_vectors_of_outputs() -> None:
+    """A bias's gradient sums each column over a batch's rows: neighbouring outputs read neighbouring memory, so
+    the outputs are upcast (vector loads, several in flight) and the strided reduction is not unrolled."""
+    x = Tensor(np.random.default_rng(1).standard_normal((512, 384), dtype=np.float32), device="CPU")
+    _, after = optimized(only_kernel(x.sum(0)))
+    shape = after.shape()
+    assert math.prod(n or 1 for t, n in shape if t is AxisType.UPCAST) >= 32
+    assert not any(t is AxisType.UNROLL for t, _ in shape)
+    np.testing.assert_allclose(x.sum(0).numpy(), x.numpy().astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+
+
 def test_the_budget_refuses_copies_of_an_expensive_body() -> None:
     """A matmul with a sine of each product inside the reduction: the heuristic's tile would copy the sine (some
     hundreds of operations) for every output of the tile; the budget keeps the copies down."""

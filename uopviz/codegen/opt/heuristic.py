@@ -96,6 +96,12 @@ def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
     elif len(out_axes) > 1 and red_axes:  # each output reads its own data: a vector of neighbouring outputs, no tile
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
+    elif red_axes and out_axes and _reads_columns(s, out_axes[-1]):
+        # a sum down columns (a bias's or a norm's gradient over a batch's rows): neighbouring outputs read
+        # neighbouring memory, so a vector of outputs per load, and four of them in flight (the GPT step's
+        # r_L384_R8_R4_r16 unrolled the strided reduction instead: BEAM found vectors of outputs 12-27x faster)
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
+        wishes.append(_split(out_axes[-1], AxisType.UPCAST, (4, 2)))
     elif red_axes:  # reductions along rows: a vector of partial sums in flight
         wishes.append(_split(red_axes[-1], AxisType.UNROLL, lanes))
     elif out_axes:  # elementwise: a vector of neighbours per iteration (a stored pad's rows: runs, see _pad_runs)
@@ -296,6 +302,18 @@ def _rows_axis(s: Scheduler, out_axes: list[int]) -> int:
     vector_loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
     free = [i for i in out_axes[:-1] if not any(axes[i] in free_ranges(u) for u in vector_loads)]
     return free[-1] if free else out_axes[-2]
+
+
+def _reads_columns(s: Scheduler, inner: int) -> bool:
+    """Whether every load inside the reduction that the innermost output axis moves moves by one element along it
+    and by more along the reduction (a column of a row-major matrix per output), and there is one."""
+    axes = s.axes
+    lane = axes[inner]
+    summed = [axes[i] for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
+    loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in (r := free_ranges(u))
+             and any(a in r for a in summed)]
+    return bool(loads) and all(u.src[0].op is Ops.INDEX and step(u.src[0].src[1], lane) == 1
+                               and all(step(u.src[0].src[1], a) not in (0, 1) for a in summed) for u in loads)
 
 
 def _is_row_kernel(s: Scheduler, inner: int) -> bool:
