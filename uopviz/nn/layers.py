@@ -20,7 +20,8 @@ def parameter(t: Tensor) -> Tensor:
     return t.contiguous().realize().requires_grad_()
 
 
-def _uniform(shape: tuple[int, ...], fan_in: int, device: str | None) -> Tensor:
+def fan_in_uniform(shape: tuple[int, ...], fan_in: int, device: str | None) -> Tensor:
+    """A parameter uniform in ±1/√fan_in: PyTorch's default for layers' weights and biases (kaiming_uniform, a = √5)."""
     bound = 1 / math.sqrt(max(fan_in, 1))
     return parameter(Tensor.uniform(shape, low=-bound, high=bound, device=device))
 
@@ -29,8 +30,8 @@ class Linear(Module):
     """y = x·Wᵀ + b, W of shape (out_features, in_features)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device: str | None = None) -> None:
-        self.weight = _uniform((out_features, in_features), in_features, device)
-        self.bias = _uniform((out_features,), in_features, device) if bias else None
+        self.weight = fan_in_uniform((out_features, in_features), in_features, device)
+        self.bias = fan_in_uniform((out_features,), in_features, device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return x.linear(self.weight.T, self.bias)
@@ -58,8 +59,8 @@ class _Conv(Module):
         k = _kernel(kernel_size, self.nd)
         fan_in = in_channels // groups * math.prod(k)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.weight = _uniform((out_channels, in_channels // groups, *k), fan_in, device)
-        self.bias = _uniform((out_channels,), fan_in, device) if bias else None
+        self.weight = fan_in_uniform((out_channels, in_channels // groups, *k), fan_in, device)
+        self.bias = fan_in_uniform((out_channels,), fan_in, device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return x.conv(self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
@@ -81,8 +82,8 @@ class _ConvTranspose(Module):
         fan_in = out_channels // groups * math.prod(k)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.dilation, self.groups = dilation, groups
-        self.weight = _uniform((in_channels, out_channels // groups, *k), fan_in, device)
-        self.bias = _uniform((out_channels,), fan_in, device) if bias else None
+        self.weight = fan_in_uniform((in_channels, out_channels // groups, *k), fan_in, device)
+        self.bias = fan_in_uniform((out_channels,), fan_in, device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return x.conv_transpose(self.weight, self.bias, self.stride, self.padding, self.output_padding,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uopviz.nn.layers import _uniform
+from uopviz.nn.layers import fan_in_uniform
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor
 
@@ -14,10 +14,10 @@ class LSTMCell(Module):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True, device: str | None = None) -> None:
         self.hidden_size = hidden_size
-        self.weight_ih = _uniform((4 * hidden_size, input_size), hidden_size, device)
-        self.weight_hh = _uniform((4 * hidden_size, hidden_size), hidden_size, device)
-        self.bias_ih = _uniform((4 * hidden_size,), hidden_size, device) if bias else None
-        self.bias_hh = _uniform((4 * hidden_size,), hidden_size, device) if bias else None
+        self.weight_ih = fan_in_uniform((4 * hidden_size, input_size), hidden_size, device)
+        self.weight_hh = fan_in_uniform((4 * hidden_size, hidden_size), hidden_size, device)
+        self.bias_ih = fan_in_uniform((4 * hidden_size,), hidden_size, device) if bias else None
+        self.bias_hh = fan_in_uniform((4 * hidden_size,), hidden_size, device) if bias else None
 
     def forward(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         if hc is None:
