@@ -1,6 +1,7 @@
 """Suite-wide isolation: tests never read or write the user's cache (compiled kernels, tuning database), and an
 exported UOPVIZ_BEAM never starts searches, so every test sees realize's defaults: no tuning results, the
-heuristic's opts. With UOPVIZ_REQUIRE_CL set (CI sets it) a machine without an OpenCL device fails at once."""
+heuristic's opts. With UOPVIZ_REQUIRE_CL set (CI sets it) a machine without an OpenCL device fails at once. The
+`device` fixture runs a test on every runtime (a test or folder may parametrize its own)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if not HAS_CL:
             raise pytest.UsageError("UOPVIZ_REQUIRE_CL is set but no OpenCL device starts here: the CL tests would "
                                     "all skip (install PoCL: ./dev setup as root does)")
+
+
+@pytest.fixture(params=["CPU", "CL", "PYTHON"])
+def device(request: pytest.FixtureRequest) -> str:
+    """Each runtime in turn, CL skipped only where no OpenCL device starts."""
+    from devices_here import HAS_CL
+    if request.param == "CL" and not HAS_CL:
+        pytest.skip("no OpenCL device here")
+    return str(request.param)
 
 
 @pytest.fixture(autouse=True, scope="session")

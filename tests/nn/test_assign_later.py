@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tensor"))
-from tensor_testing import DEVICES, check
+from tensor_testing import check
 
 from uopviz import Tensor, nn
 from uopviz.realize import capture
@@ -18,11 +17,6 @@ from uopviz.tensor import assign_all, assign_later
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((4, 3, 5, 5)).astype(np.float32)
-
-
-@pytest.fixture(params=DEVICES)
-def device(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 def _stats(x: np.ndarray, mean: np.ndarray, var: np.ndarray, m: float = 0.1) -> tuple[np.ndarray, np.ndarray]:

@@ -10,17 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tensor"))
-from devices_here import HAS_CL
-from tensor_testing import DEVICES, check
+from tensor_testing import check
 
 from uopviz import Tensor, nn
-
-
-@pytest.fixture(params=DEVICES)
-def device(request: pytest.FixtureRequest) -> str:
-    if request.param == "CL" and not HAS_CL:
-        pytest.skip("no OpenCL device here")
-    return request.param
 
 
 class Net(nn.Module):

@@ -14,19 +14,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tensor"))
-from devices_here import HAS_CL
-from tensor_testing import DEVICES
 
 from uopviz import Tensor, nn
 
 RNG = np.random.default_rng(5)
-
-
-@pytest.fixture(params=DEVICES)
-def device(request: pytest.FixtureRequest) -> str:
-    if request.param == "CL" and not HAS_CL:
-        pytest.skip("no OpenCL device here")
-    return request.param
 
 
 def _twin(layer: nn.Module, peer: torch.nn.Module, x: np.ndarray, device: str,

@@ -1,5 +1,4 @@
-"""The `device` fixture of the Tensor tests (every runtime, CL skipped only where no OpenCL device starts) and
-`compiles`, the kernels a test makes its device compile."""
+"""`compiles`, the kernels a test makes its device compile (the `device` fixture is the suite's, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from devices_here import HAS_CL
-from tensor_testing import DEVICES
 
 from uopviz.runtime import device as devices
-
-
-@pytest.fixture(params=DEVICES)
-def device(request: pytest.FixtureRequest) -> str:
-    if request.param == "CL" and not HAS_CL:
-        pytest.skip("no OpenCL device here")
-    return request.param
 
 
 @pytest.fixture
