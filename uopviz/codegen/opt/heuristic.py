@@ -207,14 +207,18 @@ def _tile_shares_loads(s: Scheduler, out_axes: list[int]) -> bool:
     layernorm's backward sums 512 rows of 128 floats) and a tile only copies the body for each row of the tile: the
     GPT step's 16 such kernels were upcast 256-fold (r_L2_R128_u8_u2_u16, some 1,000 operations each) and ran
     1.2-2.8x slower than a vector of 16 outputs alone (`_wishes`)."""
-    axes, shape = s.axes, s.shape()
-    lane = axes[out_axes[-1]]
-    summed = {axes[i] for i, (t, n) in enumerate(shape) if t is AxisType.REDUCE and n}
-    # loads outside the reduction (an epilogue's: a stored pre-activation, a bias) are read once per output
-    # whatever the tile, so they do not decide it
-    vector_loads = [u for u in s.ast.toposort()
-                    if u.op is Ops.LOAD and lane in (ranges := free_ranges(u)) and not summed.isdisjoint(ranges)]
-    return any(not any(axes[i] in free_ranges(u) for u in vector_loads) for i in out_axes[:-1])
+    axes, loads = s.axes, _summed_loads(s, out_axes[-1])
+    return any(not any(axes[i] in free_ranges(u) for u in loads) for i in out_axes[:-1])
+
+
+def _summed_loads(s: Scheduler, inner: int) -> list[UOp]:
+    """The loads inside the reduction that output axis `inner` moves: those a tile or a vector of outputs reads again
+    at every step of the sum. Loads outside it (an epilogue's: a stored pre-activation, a bias) are read once per
+    output whatever the tile, so they decide nothing."""
+    lane = s.axes[inner]
+    summed = {s.axes[i] for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n}
+    return [u for u in s.ast.toposort()
+            if u.op is Ops.LOAD and lane in (ranges := free_ranges(u)) and not summed.isdisjoint(ranges)]
 
 
 def _threads(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
@@ -297,21 +301,16 @@ def _rows_axis(s: Scheduler, out_axes: list[int]) -> int:
     varying with the vector axis varies with, so each vector loaded feeds every row (B's row in a matmul; in a
     convolution the input's, shared by the output channels, not the next output row, which needs other inputs);
     else the second innermost."""
-    axes = s.axes
-    lane = axes[out_axes[-1]]
-    vector_loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in free_ranges(u)]
-    free = [i for i in out_axes[:-1] if not any(axes[i] in free_ranges(u) for u in vector_loads)]
+    axes, loads = s.axes, _summed_loads(s, out_axes[-1])
+    free = [i for i in out_axes[:-1] if not any(axes[i] in free_ranges(u) for u in loads)]
     return free[-1] if free else out_axes[-2]
 
 
 def _reads_columns(s: Scheduler, inner: int) -> bool:
     """Whether every load inside the reduction that the innermost output axis moves moves by one element along it
     and by more along the reduction (a column of a row-major matrix per output), and there is one."""
-    axes = s.axes
-    lane = axes[inner]
-    summed = [axes[i] for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
-    loads = [u for u in s.ast.toposort() if u.op is Ops.LOAD and lane in (r := free_ranges(u))
-             and any(a in r for a in summed)]
+    lane, loads = s.axes[inner], _summed_loads(s, inner)
+    summed = [s.axes[i] for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
     return bool(loads) and all(u.src[0].op is Ops.INDEX and step(u.src[0].src[1], lane) == 1
                                and all(step(u.src[0].src[1], a) not in (0, 1) for a in summed) for u in loads)
 
