@@ -58,7 +58,7 @@ def test_jit_beam_tunes_every_kernel_once_then_answers_from_the_database(tmp_pat
     step = _step(Tensor(B))
     x = Tensor(A)
     tuning = step.beam(x, width=1, max_rounds=1, db=db, progress=False, runs=2)
-    assert tuning.launches == len(tuning.kernels) + 0 == sum(k.launches for k in tuning.kernels)
+    assert tuning.launches == sum(k.launches for k in tuning.kernels) >= len(tuning.kernels) > 1
     assert [k.before_s for k in tuning.kernels] == sorted((k.before_s for k in tuning.kernels), reverse=True)
     assert all(k.result is not None and not k.result.from_db for k in tuning.kernels)
     assert tuning.step_before_s is not None and tuning.step_after_s is not None
