@@ -13,6 +13,7 @@ from typing import Any
 
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor
+from uopviz.tensor.nn import conv_padding
 
 
 def parameter(t: Tensor) -> Tensor:
@@ -57,6 +58,7 @@ class _Conv(Module):
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
                  device: str | None = None) -> None:
         k = _kernel(kernel_size, self.nd)
+        conv_padding(padding, k, _kernel(stride, self.nd), _kernel(dilation, self.nd))  # a bad string fails here
         fan_in = in_channels // groups * math.prod(k)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = fan_in_uniform((out_channels, in_channels // groups, *k), fan_in, device)

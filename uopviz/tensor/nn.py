@@ -29,14 +29,58 @@ def _tuple(v: int | tuple[int, ...], nd: int, what: str, least: int = 1) -> tupl
     return out
 
 
-def _padding(p: Any, nd: int) -> list[tuple[int, int]]:
-    """conv/pool padding: an int, one int per spatial axis, or one (before, after) pair per spatial axis."""
-    if isinstance(p, int):
+def _padding(p: Any, nd: int, negative: bool = False) -> list[tuple[int, int]]:
+    """conv/pool padding as one (before, after) pair per spatial axis, from an int, one int per axis, one pair per
+    axis, or 2·nd ints last axis first ((l, r, t, b) for 2-D: F.pad's and tinygrad's order). negative: a pad below
+    0 crops (tinygrad's conv2d and pools), else it is refused as torch refuses it."""
+    if isinstance(p, int) and not isinstance(p, bool):
         p = (p,) * nd
-    pairs = [(q, q) if isinstance(q, int) else tuple(q) for q in p]
-    if len(pairs) != nd or not all(len(q) == 2 and all(isinstance(x, int) and x >= 0 for x in q) for q in pairs):
-        raise ShapeError(f"padding must be an int, {nd} ints or {nd} (before, after) pairs, got {p!r}")
+    flat = isinstance(p, (tuple, list)) and all(isinstance(q, int) and not isinstance(q, bool) for q in p)
+    if flat and len(p) == 2 * nd:
+        pairs = [(p[2 * j], p[2 * j + 1]) for j in reversed(range(nd))]
+    elif isinstance(p, (tuple, list)):
+        pairs = [(q, q) if isinstance(q, int) and not isinstance(q, bool) else tuple(q) for q in p]
+    else:
+        pairs = []
+    least = -math.inf if negative else 0
+    if len(pairs) != nd or not all(len(q) == 2 and all(isinstance(x, int) and x >= least for x in q) for q in pairs):
+        raise ShapeError(f"padding must be an int, {nd} ints, {nd} (before, after) pairs or {2 * nd} ints (last axis "
+                         f"first){'' if negative else ', none below 0'}, got {p!r}")
     return pairs  # type: ignore[return-value]
+
+
+def _crop(x: Tensor, pads: list[tuple[int, int]]) -> tuple[Tensor, list[tuple[int, int]]]:
+    """The negative parts of pads cut from x's last len(pads) axes (tinygrad's negative padding), and the rest."""
+    nd = len(pads)
+    if all(b >= 0 and a >= 0 for b, a in pads):
+        return x, pads
+    cuts = [(max(-b, 0), max(-a, 0)) for b, a in pads]
+    if any(b + a >= d for (b, a), d in zip(cuts, x.shape[-nd:])):
+        raise ShapeError(f"negative padding {pads} crops all of the spatial dims {fmt(x.shape[-nd:])}")
+    x = x.shrink([None] * (x.ndim - nd) + [(b, d - a) for (b, a), d in zip(cuts, x.shape[-nd:])])
+    return x, [(max(b, 0), max(a, 0)) for b, a in pads]
+
+
+def conv_padding(padding: Any, kernel: tuple[int, ...], stride: tuple[int, ...],
+                 dilation: tuple[int, ...]) -> Any:
+    """torch's padding strings as pairs: "valid" is none, "same" keeps each size (the odd one after), only at
+    stride 1, as torch (F.conv2d and nn.Conv2d); any other string is refused. Other paddings are returned as they
+    are."""
+    if not isinstance(padding, str):
+        return padding
+    if padding == "valid":
+        return 0
+    if padding != "same":
+        raise ArgumentError(f"invalid padding string {padding!r}, should be one of 'valid', 'same'")
+    if any(s != 1 for s in stride):
+        raise ArgumentError(f"padding='same' is not supported for strided convolutions (stride {stride}); pad "
+                            "explicitly")
+    return [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation)]
+
+
+def _pool_dims(kernel_size: Any) -> int:
+    """The spatial dims a *_pool2d pools: two, or as many as a tuple kernel_size has (tinygrad's)."""
+    return len(kernel_size) if isinstance(kernel_size, (tuple, list)) and kernel_size else 2
 
 
 def _pool_out(i: int, k: int, s: int, d: int, pad: tuple[int, int], ceil_mode: bool) -> int:
@@ -146,9 +190,9 @@ class NNMixin:
         windows by the weight and one sum. padding is an int, nd ints, nd (before, after) pairs, or "same"."""
         nd = weight.ndim - 2
         if nd < 1 or self.ndim not in (nd + 1, nd + 2):
-            raise ShapeError(f"conv with a weight of shape {fmt(weight.shape)} ({nd} spatial dims) needs an "
-                             f"(N, C, *spatial) or (C, *spatial) input of {nd + 2} or {nd + 1} dims, got "
-                             f"{fmt(self.shape)}")
+            raise ShapeError(f"conv with a {weight.ndim}-D weight {fmt(weight.shape)} ({nd} spatial dims) needs an "
+                             f"(N, C, *spatial) or (C, *spatial) input of {nd + 2} or {nd + 1} dims, got a "
+                             f"{self.ndim}-D {fmt(self.shape)}")
         if self.ndim == nd + 1:
             return self.unsqueeze(0).conv(weight, bias, stride, padding, dilation, groups).squeeze(0)
         n, c = self.shape[:2]
@@ -157,14 +201,12 @@ class NNMixin:
             raise ShapeError(f"conv: input channels {c}, weight {fmt(weight.shape)} and groups={groups} do not fit; "
                              "need Cin = groups · weight.shape[1] and Cout divisible by groups")
         st, dil = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
-        if padding == "same":
-            padding = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(ks, dil)]
-        pads = _padding(padding, nd)
-        win = self._conv_windows(pads, tuple(ks), st, dil, groups)             # (N, G, 1, Cin/G, *out, *ks)
+        x, pads = _crop(self, _padding(conv_padding(padding, tuple(ks), st, dil), nd, negative=True))
+        win = x._conv_windows(pads, tuple(ks), st, dil, groups)                # (N, G, 1, Cin/G, *out, *ks)
         w = weight.reshape(1, groups, cout // groups, cin_g, *(1,) * nd, *ks)
         out = win.mul(w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *win.shape[4:4 + nd])
-        out = own_gradient(out, (self, weight), functools.partial(_conv_grads, pads=pads, stride=st, dilation=dil,
-                                                                   groups=groups))
+        out = own_gradient(out, (x, weight), functools.partial(_conv_grads, pads=pads, stride=st, dilation=dil,
+                                                                groups=groups))
         if bias is None:
             return out
         if bias.shape != (cout,):
@@ -184,9 +226,9 @@ class NNMixin:
 
     def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
                dilation: Any = 1, groups: int = 1) -> Tensor:
-        """2-D cross-correlation of an (N, Cin, H, W) or (Cin, H, W) input with a (Cout, Cin/groups, kH, kW)
-        weight."""
-        return self._conv_nd(2, weight, bias, stride, padding, dilation, groups)
+        """Cross-correlation of an (N, Cin, H, W) or (Cin, H, W) input with a (Cout, Cin/groups, kH, kW) weight;
+        over as many spatial dims as the weight has (tinygrad's conv2d is N-d; torch's takes 2 only)."""
+        return self.conv(weight, bias, stride, padding, dilation, groups)
 
     def conv3d(self: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
                dilation: Any = 1, groups: int = 1) -> Tensor:
@@ -286,38 +328,40 @@ class NNMixin:
             raise ShapeError(f"{nd}-D pooling needs at least {nd + 1} dims ((C, *spatial) or (N, C, *spatial)), got "
                              f"{fmt(self.shape)}")
 
-    def _windows(self: Tensor, nd: int, kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
-                 fill: bool | int | float) -> tuple[Tensor, list[tuple[int, int]], tuple[int, ...]]:
-        """The windows (..., *out, *kernel) of the last nd axes, padded with fill (and, for ceil_mode, past the
-        end with fill too); also the padding pairs (explicit + ceil) and the kernel."""
-        k = _tuple(kernel_size, nd, "kernel_size")
+    def _windows(self: Tensor, nd: int, k: tuple[int, ...], stride: Any, pads: list[tuple[int, int]],
+                 dilation: Any, ceil_mode: bool, fill: bool | int | float) -> Tensor:
+        """The windows (..., *out, *kernel) of the last nd axes, padded by pads (each at most half the kernel, as
+        torch) with fill, and, for ceil_mode, past the end with fill too."""
         st = _tuple(stride if stride is not None else k, nd, "stride")
         dil = _tuple(dilation, nd, "dilation")
-        pads = _padding(padding, nd)
         if any(2 * b > kk or 2 * a > kk for (b, a), kk in zip(pads, k)):
-            raise ShapeError(f"pooling padding {padding} must be at most half the kernel {k}")
+            raise ShapeError(f"pooling padding {pads} must be at most half the kernel {k}")
         ins = self.shape[-nd:]
         outs = [_pool_out(i, kk, s, d, p, ceil_mode) for i, kk, s, d, p in zip(ins, k, st, dil, pads)]
         full = [(b, max((o - 1) * s + d * (kk - 1) + 1 - i - b, a))
                 for (b, a), o, s, d, kk, i in zip(pads, outs, st, dil, k, ins)]
         x = self.pad([(0, 0)] * (self.ndim - nd) + full, value=fill)
         win = x._pool(k, st, dil)
-        return win.shrink([None] * (self.ndim - nd) + [(0, o) for o in outs] + [None] * nd), full, k
+        return win.shrink([None] * (self.ndim - nd) + [(0, o) for o in outs] + [None] * nd)
 
     def max_pool(self: Tensor, nd: int, kernel_size: Any = 2, stride: Any = None, padding: Any = 0,
                  dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
-        """Max over windows of the last nd axes (padding counts as -inf); with return_indices also where each max
-        is, as an index into the flattened spatial input (PyTorch's, for max_unpool)."""
+        """Max over windows of the last nd axes (padding counts as -inf; a negative one crops, as tinygrad's);
+        with return_indices also where each max is, as an index into the flattened spatial input (PyTorch's, for
+        max_unpool)."""
         self._pool_input(nd)
         lo = float("-inf") if self.dtype.is_float else self.dtype.min
-        win, _, k = self._windows(nd, kernel_size, stride, padding, dilation, ceil_mode, lo)
+        k = _tuple(kernel_size, nd, "kernel_size")
+        given = _padding(padding, nd, negative=True)
+        x, pads = _crop(self, given)
+        win = x._windows(nd, k, stride, pads, dilation, ceil_mode, lo)
         axes = tuple(range(-nd, 0))
         out = win.max(axes)
         if not return_indices:
             return out
         ins = self.shape[-nd:]
-        flat = type(self).arange(math.prod(ins), dtype="int32", device=self.device).reshape(ins)
-        fwin = flat._windows(nd, kernel_size, stride, padding, dilation, ceil_mode, -1)[0]
+        flat = _crop(type(self).arange(math.prod(ins), dtype="int32", device=self.device).reshape(ins), given)[0]
+        fwin = flat._windows(nd, k, stride, pads, dilation, ceil_mode, -1)
         first = win.flatten(-nd).argmax(-1)                                   # (..., *out)
         picks = first.unsqueeze(-1).eq(type(self).arange(math.prod(k), device=self.device))
         return out, picks.where(fwin.flatten(-nd), 0).sum(-1).cast("int64")
@@ -325,14 +369,15 @@ class NNMixin:
     def avg_pool(self: Tensor, nd: int, kernel_size: Any = 2, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
         """Mean over windows of the last nd axes; the divisor counts the input's elements in the window, and its
-        explicit padding with count_include_pad (never what ceil_mode adds), as PyTorch."""
+        explicit padding with count_include_pad (never what ceil_mode adds), as PyTorch. A negative padding crops
+        (tinygrad's)."""
         self._pool_input(nd)
-        x = self._float()
-        win, _, _ = x._windows(nd, kernel_size, stride, padding, 1, ceil_mode, 0)
-        pads = _padding(padding, nd)
-        mask = type(self).ones(*self.shape[-nd:], dtype=x.dtype, device=self.device).pad(
+        k = _tuple(kernel_size, nd, "kernel_size")
+        x, pads = _crop(self._float(), _padding(padding, nd, negative=True))
+        win = x._windows(nd, k, stride, pads, 1, ceil_mode, 0)
+        mask = type(self).ones(*x.shape[-nd:], dtype=x.dtype, device=self.device).pad(
             pads, value=1.0 if count_include_pad else 0.0)
-        count = mask._windows(nd, kernel_size, stride, 0, 1, ceil_mode, 0)[0]
+        count = mask._windows(nd, k, stride, [(0, 0)] * nd, 1, ceil_mode, 0)
         count = count.shrink([(0, o) for o in win.shape[-2 * nd:-nd]] + [None] * nd)
         axes = tuple(range(-nd, 0))
         return win.sum(axes).div(count.sum(axes))
@@ -340,10 +385,11 @@ class NNMixin:
     def max_pool1d(self: Tensor, *args: Any, **kwargs: Any) -> Any:
         return self.max_pool(1, *args, **kwargs)
 
-    def max_pool2d(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        """max_pool over the last two axes (kernel_size=2, stride=kernel_size, padding, dilation, ceil_mode,
-        return_indices)."""
-        return self.max_pool(2, *args, **kwargs)
+    def max_pool2d(self: Tensor, kernel_size: Any = 2, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+                   ceil_mode: bool = False, return_indices: bool = False) -> Any:
+        """max_pool over the last two axes, or over as many as a tuple kernel_size names (tinygrad's)."""
+        return self.max_pool(_pool_dims(kernel_size), kernel_size, stride, padding, dilation, ceil_mode,
+                             return_indices)
 
     def max_pool3d(self: Tensor, *args: Any, **kwargs: Any) -> Any:
         return self.max_pool(3, *args, **kwargs)
@@ -351,10 +397,10 @@ class NNMixin:
     def avg_pool1d(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return self.avg_pool(1, *args, **kwargs)
 
-    def avg_pool2d(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        """avg_pool over the last two axes (kernel_size=2, stride=kernel_size, padding, ceil_mode,
-        count_include_pad)."""
-        return self.avg_pool(2, *args, **kwargs)
+    def avg_pool2d(self: Tensor, kernel_size: Any = 2, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
+                   count_include_pad: bool = True) -> Tensor:
+        """avg_pool over the last two axes, or over as many as a tuple kernel_size names (tinygrad's)."""
+        return self.avg_pool(_pool_dims(kernel_size), kernel_size, stride, padding, ceil_mode, count_include_pad)
 
     def avg_pool3d(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         return self.avg_pool(3, *args, **kwargs)
@@ -480,35 +526,39 @@ class NNMixin:
     def interpolate(self: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                     align_corners: bool | None = None) -> Tensor:
         """Resize the spatial axes (all after (N, C)) as torch.nn.functional.interpolate: mode "nearest" (source
-        index floor(out·in/out_size)), or "linear"/"bilinear"/"trilinear" (separable linear interpolation, with
-        align_corners mapping the corner pixels' centres onto each other)."""
+        index floor(o·scale)), "nearest-exact" (floor((o + 0.5)·scale), torch's and tinygrad's), or separable
+        linear interpolation: "bilinear" over 2 and "trilinear" over 3 spatial dims as torch, "linear" over any
+        number (torch takes 1 only; tinygrad's linear is N-d), align_corners mapping the corner pixels' centres
+        onto each other. scale is in/out, or 1/scale_factor where that is given (torch's, without
+        recompute_scale_factor)."""
         nd = self.ndim - 2
         if nd < 1:
             raise ShapeError(f"interpolate needs an (N, C, *spatial) input, got {fmt(self.shape)}")
         if (size is None) == (scale_factor is None):
-            raise ValueError("interpolate takes size or scale_factor, one of them")
+            raise ArgumentError("interpolate takes size or scale_factor, one of them")
         ins = concrete(self.shape[2:])
         if size is not None:
             outs = _tuple(size, nd, "size")
+            ratios = [i / o for i, o in zip(ins, outs)]
         else:
             sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+            if len(sf) != nd or not all(isinstance(f, (int, float)) and f > 0 for f in sf):
+                raise ShapeError(f"scale_factor must be a number > 0 or {nd} of them, got {scale_factor!r}")
             outs = tuple(math.floor(i * f) for i, f in zip(ins, sf))
-        linear = {"linear": 1, "bilinear": 2, "trilinear": 3}
-        if mode != "nearest" and linear.get(mode) != nd:
-            raise ValueError(f"interpolate mode {mode!r} does not fit {nd} spatial dims (nearest, linear for 1, "
-                             "bilinear for 2, trilinear for 3)")
-        if mode == "nearest" and align_corners is not None:
-            raise ValueError("align_corners is for the linear modes only")
+            ratios = [1 / f for f in sf]
+        dims = {"nearest": None, "nearest-exact": None, "linear": None, "bilinear": 2, "trilinear": 3}
+        if mode not in dims or dims[mode] not in (None, nd):
+            raise ArgumentError(f"interpolate mode {mode!r} does not fit {nd} spatial dims (nearest, nearest-exact "
+                                "and linear for any, bilinear for 2, trilinear for 3)")
+        nearest = mode.startswith("nearest")
+        if nearest and align_corners is not None:
+            raise ArgumentError("align_corners is for the linear modes only")
         import numpy as np
-        x = self if mode == "nearest" else self._float()
-        for j, (i, o) in enumerate(zip(ins, outs)):
-            ax = 2 + j
-            if size is None:
-                ratio = 1 / sf[j]
-            else:
-                ratio = i / o
-            if mode == "nearest":
-                x = x.gather(np.minimum(np.floor(np.arange(o) * ratio).astype(np.int64), i - 1), ax)
+        x = self if nearest else self._float()
+        for ax, i, o, ratio in zip(range(2, 2 + nd), ins, outs, ratios):
+            if nearest:
+                src = (np.arange(o) + (0.5 if mode == "nearest-exact" else 0.0)) * ratio
+                x = x.gather(np.minimum(np.floor(src).astype(np.int64), i - 1), ax)
                 continue
             if align_corners:
                 src = np.arange(o) * ((i - 1) / (o - 1) if o > 1 else 0.0)
