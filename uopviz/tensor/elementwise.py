@@ -183,9 +183,10 @@ class ElementwiseMixin:
         return trap.where(zero, out) if op is Ops.MOD else b.eq(0).where(zero, out)
 
     def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-        """a ** b. Floats use Pow (C's pow edge cases); ints multiply by repeated squaring, so they wrap like
-        NumPy; a negative int exponent gives what truncating 1/a**|b| would (0 unless |a| = 1). A float exponent
-        makes an int base the default float, whatever its value (torch's: int32 ** 2.0 is float32)."""
+        """a ** b. Floats use Pow (C's pow edge cases; float32 and narrower floats computed in float64); ints
+        multiply by repeated squaring, so they wrap like NumPy; a negative int exponent gives what truncating
+        1/a**|b| would (0 unless |a| = 1). A float exponent makes an int base the default float, whatever its value
+        (torch's: int32 ** 2.0 is float32)."""
         if not reverse and type(x) is float and not self.dtype.is_float:
             return self._float().pow(x)
         if not reverse and _is_scalar(x) and not isinstance(x, bool):
@@ -199,6 +200,11 @@ class ElementwiseMixin:
             if x == 0.5:
                 return self._float().sqrt()
         a, b = self._pair(x, reverse)
+        if a.dtype.is_float and a.dtype.itemsize < 8:
+            # in float64 and rounded once, as libm's powf carries log2 a and the product in double: Exp2(Log2(a)·b)
+            # in float32 amplifies their roundings by |b·log2 a|·ln 2 (98 ulp near the ends of the range)
+            wide = a.cast(dtypes.float64)
+            return wide._alu(Ops.POW, b.cast(dtypes.float64)).cast(a.dtype)
         if a.dtype.is_float:
             return a._alu(Ops.POW, b)
         if a.dtype.is_bool:
