@@ -457,6 +457,13 @@ class MultiMixin:
         back = tuple(order.index(k) for k in range(self.ndim))
         return self.permute(order).scatter_to(dev).permute(back)
 
+    def shard_(self: Tensor, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """shard in place (tinygrad's): self becomes its shards, so the tensors a model holds (its parameters, the
+        state_dict's values) are sharded where they are, without rebuilding the model. Returns self."""
+        s = self.shard(devices, axis)
+        self._uop, self._device = s._uop, s._device
+        return self
+
     def broadcast(self: Tensor, devices: Sequence[str]) -> Tensor:
         """SPEC's broadcast: T.reshape(1, *s).expand(n, *s).copy(D).replicated(0), shape s on D, axis None."""
         dev = _devices(devices)
