@@ -11,11 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import cast
 
-import uopviz
-from backend import machine, recording, tuning, views
-from backend.display import OTHER_COLOUR
-from backend.machine import TimingError
-from backend.models import (
+from uopviz.backend import machine, recording, tuning, views
+from uopviz.backend.display import OTHER_COLOUR
+from uopviz.backend.machine import TimingError
+from uopviz.backend.models import (
     AppliedOpts,
     AxisTypeInfo,
     BeamStarted,
@@ -36,10 +35,12 @@ from backend.models import (
     TraceDetail,
     TraceSummary,
 )
-from backend.pysource import python_source
-from backend.recording import RecordError
-from backend.store import NotFound, TraceStore
-from backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
+from uopviz.backend.pysource import python_source
+from uopviz.backend.recording import RecordError
+from uopviz.backend.store import NotFound, TraceStore
+from uopviz.backend.tuning import BeamJob, BeamJobs, BeamStartError, Busy
+
+import uopviz
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps
 from uopviz.codegen.opt.actions import FACTORS
 from uopviz.codegen.opt.scheduler import SPLIT_FROM

@@ -21,11 +21,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.sse import EventSourceResponse
-
-import uopviz
-from backend import frontend, views
-from backend.answers import STATUSES, Answers
-from backend.models import (
+from uopviz.backend import frontend, views
+from uopviz.backend.answers import STATUSES, Answers
+from uopviz.backend.models import (
     AppliedOpts,
     ApplyOpts,
     BeamEvent,
@@ -47,9 +45,11 @@ from backend.models import (
     TraceDetail,
     TraceSummary,
 )
-from backend.security import Access, BadPath, Forbidden, Guard, confine, error, is_api
-from backend.store import TraceStore
-from backend.tuning import BeamJob
+from uopviz.backend.security import Access, BadPath, Forbidden, Guard, confine, error, is_api
+from uopviz.backend.store import TraceStore
+from uopviz.backend.tuning import BeamJob
+
+import uopviz
 
 # what the guard (backend.security) may answer on any route
 GUARD_ERRORS: dict[int | str, dict[str, Any]] = {

@@ -1,4 +1,4 @@
-"""The child process that runs one BEAM search for the server (`python -m backend.beam_runner`).
+"""The child process that runs one BEAM search for the server (`python -m uopviz.backend.beam_runner`).
 
 Its first line on stdin is the request (JSON: trace, node, device, width, max_rounds, db); it writes progress
 events (see uopviz.search.beam.Progress) and a last `done` or `error` event as JSON lines on stdout. The end of

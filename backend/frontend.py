@@ -7,8 +7,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse, Response
-
-from backend.bundle import DIST
+from uopviz.backend.bundle import DIST
 
 __all__ = ["DIST", "mount"]
 

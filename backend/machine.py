@@ -11,8 +11,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from backend.models import MachineCode, OptSpec, TimingView, Work
-from backend.recording import LOWERING, RecordError
+from uopviz.backend.models import MachineCode, OptSpec, TimingView, Work
+from uopviz.backend.recording import LOWERING, RecordError
+
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.runtime import device as devices
 from uopviz.runtime.cl import CLRuntime

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from uopviz.backend.models import ScriptOutput
+
 import uopviz
-from backend.models import ScriptOutput
 from uopviz.trace import Trace, TraceFormatError
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
     The inputs are unallocated buffers: the program is built and lowered, never run, so recording the whole
     zoo at its benchmark sizes takes about a second and no memory for data.
     """
-    from kernels import get
+    from uopviz.kernels import get
+
     from uopviz.compiler import compile_kernel
     from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime.device import DeviceError
@@ -125,7 +127,7 @@ def run_script(path: str | os.PathLike[str], timeout: float = SCRIPT_TIMEOUT_S) 
         stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
         try:
             with stdout.open("wb") as o, stderr.open("wb") as e:
-                r = subprocess.run([sys.executable, "-m", "backend.script_runner", str(p.resolve()), str(out),
+                r = subprocess.run([sys.executable, "-m", "uopviz.backend.script_runner", str(p.resolve()), str(out),
                                     str(failed)], stdin=subprocess.DEVNULL, stdout=o, stderr=e, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise RecordError(f"{path}: the script did not finish within {timeout:g} s") from None

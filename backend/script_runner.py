@@ -1,4 +1,4 @@
-"""`python -m backend.script_runner SCRIPT OUT FAILURE`: run SCRIPT as `__main__` under the recorder and save the
+"""`python -m uopviz.backend.script_runner SCRIPT OUT FAILURE`: run SCRIPT as `__main__` under the recorder and save the
 trace to OUT; if the script fails, write what failed to FAILURE as JSON and exit with status 1.
 
 The server starts this in a child process (see `backend.recording.run_script`); the script sees the argv and
@@ -44,7 +44,7 @@ def failure(exc: BaseException, script: str) -> dict[str, Any]:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 3:
-        print("usage: python -m backend.script_runner SCRIPT OUT FAILURE", file=sys.stderr)
+        print("usage: python -m uopviz.backend.script_runner SCRIPT OUT FAILURE", file=sys.stderr)
         return 2
     script, out, failed = argv
     sys.argv = [script]

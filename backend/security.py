@@ -29,8 +29,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from backend.models import ErrorBody
+from uopviz.backend.models import ErrorBody
 
 TOKEN_PARAM = "token"  # of the printed URL, which the page reads in the browser; the server takes no token there
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -22,11 +22,10 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
-
-from backend.app import create_app
-from backend.recording import RecordError
-from backend.security import TOKEN_PARAM, Access, new_token
-from backend.store import TraceStore
+from uopviz.backend.app import create_app
+from uopviz.backend.recording import RecordError
+from uopviz.backend.security import TOKEN_PARAM, Access, new_token
+from uopviz.backend.store import TraceStore
 
 STOP_GRACE_S = 5.0  # after Ctrl-C, how long requests and a BEAM search get to end before the server stops anyway
 # Opens the browser from a grandchild whose parent has exited, so that the browser is no process of the server's

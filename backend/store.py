@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backend import recording
-from backend.models import OptsOrigin, OptSpec, ScriptOutput, Source
+from uopviz.backend import recording
+from uopviz.backend.models import OptsOrigin, OptSpec, ScriptOutput, Source
+
 from uopviz.trace import Trace
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ class TraceStore:
         return kept[1]
 
     def record_whole_zoo(self) -> None:
-        from kernels import ZOO
+        from uopviz.kernels import ZOO
         for name in ZOO:
             self.record_zoo(name)
 

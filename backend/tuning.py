@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pydantic import TypeAdapter, ValidationError
-
-from backend.models import (
+from uopviz.backend.models import (
     BeamEvent,
     CandidateView,
     DoneEvent,
@@ -38,8 +37,9 @@ from backend.models import (
     StartEvent,
     TargetInfoView,
 )
-from backend.recording import RecordError
-from backend.store import NotFound
+from uopviz.backend.recording import RecordError
+from uopviz.backend.store import NotFound
+
 from uopviz.search.db import Candidate, SearchInfo, TuningDB, TuningDBError, default_path
 from uopviz.search.keys import TargetInfo
 
@@ -249,7 +249,7 @@ class BeamJobs:
                 (work / "kernel.uopviz-trace.json").write_text(trace_json, encoding="utf-8")
                 request = {"trace": str(work / "kernel.uopviz-trace.json"), "node": root, "device": device,
                            "width": width, "max_rounds": max_rounds, "db": str(self.db)}
-                proc = subprocess.Popen([sys.executable, "-m", "backend.beam_runner"], stdin=subprocess.PIPE,
+                proc = subprocess.Popen([sys.executable, "-m", "uopviz.backend.beam_runner"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8")
             except BaseException:
                 errors.close()

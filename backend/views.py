@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from backend import display
-from backend.models import (
+from uopviz.backend import display
+from uopviz.backend.models import (
     Axis,
     Change,
     ContextInfo,
@@ -24,8 +24,9 @@ from backend.models import (
     TraceSummary,
     Work,
 )
-from backend.recording import RecordError
-from backend.store import NotFound, StoredTrace
+from uopviz.backend.recording import RecordError
+from uopviz.backend.store import NotFound, StoredTrace
+
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.dtype import DTypeError, dtypes
 from uopviz.runtime.device import shard_free

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from kernels import ZOO
+from uopviz.kernels import ZOO
 
 SIZES = {"gemm": {"M": 1024, "K": 1024, "N": 1024}, "sum": {"N": 16 * 1024 * 1024}, "softmax": {"R": 4096, "C": 1024},
          "elementwise": {"N": 16 * 1024 * 1024}}

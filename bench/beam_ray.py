@@ -30,7 +30,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep Ray on l
 
 def zoo_kernels(names: list[str], small: bool) -> dict[str, tuple[Any, list[Any]]]:
     """Every kernel of the named zoo programs by label ("gemm[0]"): its AST and its buffers."""
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
+
     from uopviz.pipeline import kernels_of, schedule
     out: dict[str, tuple[Any, list[Any]]] = {}
     for name in names:
@@ -86,7 +87,7 @@ def main() -> int:
     p.add_argument("--small", action="store_true", help="the zoo's small sizes")
     p.add_argument("--side", choices=("local", "ray"), help=argparse.SUPPRESS)  # one side, in its own process
     args = p.parse_args()
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
     names = args.kernels or list(ZOO)
     if args.side is None:  # each side in a fresh process with its own caches: nothing compiled is shared
         results = {}

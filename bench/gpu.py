@@ -50,7 +50,8 @@ TRACE = "gemm-tuned.uopviz-trace.json"
 # ---- the benchmarks' programs ----
 def program(name: str, device: str, n: int = SIZE, seed: int = 0) -> tuple[Any, list[np.ndarray], Callable[..., Any]]:
     """(lazy uopviz result on device, its inputs, the same computation in torch on tensors of those inputs)."""
-    from kernels.zoo import _layernorm
+    from uopviz.kernels.zoo import _layernorm
+
     from uopviz.tensor import Tensor
     rng = np.random.default_rng(seed)
     if name.startswith("gemm"):
@@ -129,7 +130,8 @@ def stage_tests(out: Path, minutes: float) -> dict[str, Any]:
 
 def stage_zoo(out: Path, minutes: float) -> dict[str, Any]:
     """Every zoo kernel at its default sizes on the GPU against NumPy, and the GPU time of its kernels."""
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
+
     from uopviz.pipeline import schedule
     from uopviz.realize import run_schedule
     rows = {}

@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/peers.py` from a checkout
 
-from kernels import ZOO
+from uopviz.kernels import ZOO
 
 
 @dataclass(frozen=True)

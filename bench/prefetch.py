@@ -27,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import check, measure, spread
-
-from kernels import ZOO
+from uopviz.kernels import ZOO
 
 CASES: dict[str, tuple[str, dict[str, int]]] = {
     "gemm 1000": ("gemm", {"M": 1000, "K": 1000, "N": 1000}),

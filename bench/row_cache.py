@@ -34,8 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers import check, measure, spread
 from peers import torch_peer as _torch_zoo
-
-from kernels import ZOO
+from uopviz.kernels import ZOO
 
 
 def _logsumexp_np(x: np.ndarray) -> np.ndarray:

@@ -26,9 +26,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import uopviz.backend.child
+from uopviz.backend.child import served
 
-import backend.child
-from backend.child import served
 from uopviz import __version__
 from uopviz.search.db import EXPORT_FORMAT, EXPORT_VERSION, TuningDB
 
@@ -95,7 +95,7 @@ def main() -> int:
         base, token = printed.partition("?")[0], parse_qs(urlsplit(printed).query).get("token", [None])[0]
         headers = {"Authorization": f"token {token}"} if token else {}
         with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
-            print(f"GET /{PAGE} (uopviz from {Path(backend.child.__file__).parents[1]}, "
+            print(f"GET /{PAGE} (uopviz from {Path(uopviz.backend.child.__file__).parents[1]}, "
                   f"{'with' if token else 'without'} a token)")
             timed_get(client, PAGE)  # warm: the database's pages in the OS cache
             report("one at a time", [timed_get(client, PAGE) for _ in range(args.runs)])

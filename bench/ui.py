@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from playwright.sync_api import Browser, Page, sync_playwright
-
-from backend.child import CHROMIUM_ARGS, base_and_token, served
+from uopviz.backend.child import CHROMIUM_ARGS, base_and_token, served
 
 ZOO_TRACE, ZOO_CONTEXT = "gemm", 1  # the zoo gemm and its kernel context
 

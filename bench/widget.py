@@ -24,10 +24,9 @@ import tempfile
 from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
+from uopviz.backend.child import CHROMIUM_ARGS, jupyterlab
 
-from backend.child import CHROMIUM_ARGS, jupyterlab
-
-SETUP = "import uopviz\nfrom backend.store import TraceStore\ngemm = TraceStore('CPU').record_zoo('gemm').trace"
+SETUP = "import uopviz\nfrom uopviz.backend.store import TraceStore\ngemm = TraceStore('CPU').record_zoo('gemm').trace"
 SHOW = "uopviz.show(gemm)"
 NEW_VIEW_DRAWN = "() => { const a = document.querySelector('.uv-app'); return a?.dataset.drawn && !a.dataset.seen; }"
 

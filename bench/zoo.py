@@ -16,8 +16,8 @@ import sys
 import time
 
 import numpy as np
+from uopviz.kernels import ZOO
 
-from kernels import ZOO
 from uopviz.pipeline import schedule
 from uopviz.realize import run_schedule
 from uopviz.runtime import device as devices

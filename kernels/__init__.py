@@ -1,5 +1,5 @@
 """The kernel zoo (see zoo.py): `kernels.ZOO` maps names to shaped tensor programs."""
 
-from kernels.zoo import ZOO, Input, ZooKernel, get
+from uopviz.kernels.zoo import ZOO, Input, ZooKernel, get
 
 __all__ = ["ZOO", "Input", "ZooKernel", "get"]

@@ -18,7 +18,8 @@ from typing import Any
 
 def sources(devices: Sequence[str], small: bool) -> dict[str, Any]:
     """{device: {zoo name: [{"opts": ..., "name": ..., "source": ...}, ...]}} for each available device."""
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
+
     from uopviz.codegen.opt.heuristic import heuristic_opts
     from uopviz.compiler import compile_kernel
     from uopviz.pipeline import kernels_of, schedule

@@ -28,8 +28,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("uopviz.realize", "uopviz.parallel", "uopviz.tune"),  # running programs, compiling them side by side, tuning
                                                            # every kernel of a step
     ("uopviz.tensor",),                                # the front-end
-    ("uopviz", "kernels"),                             # the package's face, the zoo
-    ("uopviz.cli", "backend", "uopviz.widget"),        # the command line, the server, the notebook widget
+    ("uopviz", "uopviz.kernels"),                      # the package's face, the zoo
+    ("uopviz.cli", "uopviz.backend", "uopviz.widget"),  # the command line, the server, the notebook widget
 ]
 EXCEPTIONS = {  # (importer, imported): why it may
     ("uopviz.runtime.device", "uopviz.runtime.builtin"): "the registry loads the built-in runtimes on first use",
@@ -53,9 +53,13 @@ def _layer(module: str) -> int | None:
     return None if best is None else best[1]
 
 
+# The folders that install as packages, and the names they install under (pyproject.toml's package-dir).
+PACKAGES = {"uopviz": "uopviz", "backend": "uopviz.backend", "kernels": "uopviz.kernels"}
+
+
 def _module(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    folder, *parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join([PACKAGES[folder], *(parts[:-1] if parts[-1] == "__init__" else parts)])
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -76,12 +80,11 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 def _violations() -> list[str]:
     found = []
-    for path in sorted([*(ROOT / "uopviz").rglob("*.py"), *(ROOT / "kernels").rglob("*.py"),
-                        *(ROOT / "backend").rglob("*.py")]):
+    for path in _sources():
         module, here = _module(path), _layer(_module(path))
         for lineno, name in _imports(path):
             top = name.split(".")[0]
-            there = _layer(name) if top in ("uopviz", "kernels", "backend") else (
+            there = _layer(name) if top == "uopviz" else (
                 _layer(THIRD_PARTY_ABOVE[top]) if top in THIRD_PARTY_ABOVE else None)
             if here is not None and there is not None and there > here and \
                     not any(module == a and (name == b or name.startswith(b + ".")) for a, b in EXCEPTIONS):
@@ -90,8 +93,24 @@ def _violations() -> list[str]:
     return found
 
 
+def _sources() -> list[Path]:
+    return sorted(p for folder in PACKAGES for p in (ROOT / folder).rglob("*.py"))
+
+
 def test_no_layer_imports_a_layer_above_it() -> None:
     assert _violations() == []
+
+
+def test_the_folders_are_imported_by_their_installed_names() -> None:
+    """backend/ and kernels/ install as uopviz.backend and uopviz.kernels: an import by the folder's name would work
+    only from the repository root, and would load a second copy of the module beside the installed one."""
+    scripts = [p for folder in ("tests", "bench", "examples") for p in (ROOT / folder).rglob("*.py")]
+    old = [f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for path in [*_sources(), *scripts]
+           for node in ast.walk(ast.parse(path.read_text(), str(path)))
+           if isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0)
+           for name in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+           if name.split(".")[0] in ("backend", "kernels")]
+    assert old == []
 
 
 @pytest.mark.parametrize("package", ["search", "codegen", "schedule"])

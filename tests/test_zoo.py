@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO, get
 
-from kernels import ZOO, get
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime import device as devices
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from uopviz.backend.app import create_app
+from uopviz.backend.security import Access
+from uopviz.backend.store import TraceStore
 
 import uopviz
-from backend.app import create_app
-from backend.security import Access
-from backend.store import TraceStore
 from uopviz.dtype import dtypes
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from devices_here import needs_cl
 from fastapi.testclient import TestClient
+from uopviz.backend import recording, views
+from uopviz.backend import store as store_module
+from uopviz.backend.store import TraceStore
+from uopviz.kernels import get
 
 import uopviz
-from backend import recording, views
-from backend import store as store_module
-from backend.store import TraceStore
-from kernels import get
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.target import Kernel
 from uopviz.tensor import Tensor
@@ -129,7 +129,7 @@ def test_opt_passes_say_which_opt_they_applied_and_how_the_axes_changed(client: 
 
 
 def test_opt_text_names_what_padto_and_swap_did() -> None:
-    from backend.models import OptSpec
+    from uopviz.backend.models import OptSpec
     ax = views.kernel_axes
     assert views.opt_text(OptSpec(op="PADTO", axis=0, arg=16), ax("r_L15_R4"), ax("r_L16_R4")) == \
         "PADTO a0 to 16 (L15) → L16"
@@ -627,7 +627,7 @@ def test_machine_code_of_an_indexed_cpu_device_is_its_library() -> None:
     """The runtime decides what machine code a device has, so CPU:1 (a shard's device) shows it as CPU does."""
     import shutil
 
-    from backend import machine
+    from uopviz.backend import machine
     (k,) = default_kernels("sum", "CPU:1")
     v = machine.machine_code(k.source or "", k.name, "CPU:1")
     assert v.device == "CPU:1" and v.kind == ("disassembly" if shutil.which("objdump") else "none")

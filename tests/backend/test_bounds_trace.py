@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from uopviz.backend.store import StoredTrace, TraceStore
 
 import uopviz
 import uopviz.trace.model
-from backend.store import StoredTrace, TraceStore
 from uopviz import Tensor
 from uopviz.search.beam import BeamError, beam
 from uopviz.trace import TraceFormatError

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from uopviz.backend import display
 
-from backend import display
 from uopviz.dtype import dtypes
 from uopviz.trace.serialize import encode
 from uopviz.uop.ops import AddrSpace, AxisType, BufferArg, ConstArg, GroupOp, Ops, ParamArg, RangeArg, ReduceArg, VarArg

@@ -15,11 +15,11 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from uopviz.backend.app import create_app
+from uopviz.backend.recording import record_zoo
+from uopviz.backend.security import Access
+from uopviz.backend.store import StoredTrace, TraceStore
 
-from backend.app import create_app
-from backend.recording import record_zoo
-from backend.security import Access
-from backend.store import StoredTrace, TraceStore
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
 

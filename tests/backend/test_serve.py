@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from test_api import GEMM_KERNEL
+from uopviz.backend.child import base_and_token
 
-from backend.child import base_and_token
 from uopviz.cli import main
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
@@ -78,7 +78,7 @@ def test_serve_exits_2_for_a_missing_file_a_failing_script_or_an_unknown_device(
 
 
 def test_serve_says_when_the_port_is_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from backend.recording import record_zoo
+    from uopviz.backend.recording import record_zoo
     trace = tmp_path / "t.uopviz-trace.json"
     record_zoo("max", small=True).save(trace)
     with socket.socket() as busy:

@@ -22,11 +22,11 @@ import httpx
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
+from uopviz.backend.app import create_app
+from uopviz.backend.security import Access
+from uopviz.backend.store import TraceStore
+from uopviz.backend.tuning import BeamJob
 
-from backend.app import create_app
-from backend.security import Access
-from backend.store import TraceStore
-from backend.tuning import BeamJob
 from uopviz.search.db import TuningDB
 from uopviz.search.executor import LocalExecutor
 from uopviz.search.keys import CacheKey, TargetInfo

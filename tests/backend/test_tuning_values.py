@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from uopviz.backend.store import TraceStore
 
-from backend.store import TraceStore
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
 

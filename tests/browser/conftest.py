@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-
-from backend.child import CHROMIUM_ARGS, base_and_token, served
+from uopviz.backend.child import CHROMIUM_ARGS, base_and_token, served
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page

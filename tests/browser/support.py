@@ -7,8 +7,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
-from backend.child import served
+from uopviz.backend.child import served
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

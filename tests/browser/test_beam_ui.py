@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from uopviz.backend.child import served
+from uopviz.backend.recording import record_zoo
 
-from backend.child import served
-from backend.recording import record_zoo
 from tests.browser.support import api
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo

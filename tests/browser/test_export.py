@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from uopviz.backend.store import TraceStore
 
-from backend.store import TraceStore
 from tests.browser.support import wait_drawn
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from uopviz.backend.child import base_and_token
 
-from backend.child import base_and_token
 from tests.browser.support import api, auth, gemm_context, wait_drawn
 
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from uopviz.backend.child import jupyterlab
 
-from backend.child import jupyterlab
 from uopviz.uop.ops import AxisType
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.slow
 SHOW_GEMM = """import uopviz
-from kernels import get
+from uopviz.kernels import get
 z = get("gemm")
 gemm, _ = z.build(z.sizes(small=True), "CPU")
 w = uopviz.show(gemm)

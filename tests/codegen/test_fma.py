@@ -9,9 +9,9 @@ import subprocess
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from uopviz.codegen.decompositions import fuse_mulacc
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts, thread_factors

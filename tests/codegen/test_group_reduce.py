@@ -8,9 +8,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps
 from uopviz.codegen.opt.actions import legal_actions
 from uopviz.compiler import compile_kernel

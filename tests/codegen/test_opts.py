@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.codegen.opt import scheduler as scheduler_module
 from uopviz.codegen.opt.actions import actions, legal_actions

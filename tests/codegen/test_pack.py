@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from uopviz import Tensor
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.runtime import device as devices

@@ -171,7 +171,8 @@ def test_arange_composition_collapses_to_linear_work() -> None:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", ["gemm", "softmax", "conv2d", "prefix_sum", "scatter_add"])
 def test_every_pass_output_is_valid_spec(name: str, device: str) -> None:
-    from kernels import get
+    from uopviz.kernels import get
+
     from uopviz.uop.spec import validate
     z = get(name)
     out, _ = z.build(z.sizes(small=True), device)

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from devices_here import needs_cl
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from uopviz import Tensor
 from uopviz.codegen.prefetch import DISTANCE
 from uopviz.compiler import compile_kernel

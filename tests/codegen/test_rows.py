@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from uopviz import Tensor
 from uopviz.codegen.opt.heuristic import MIN_THREADED, heuristic_opts
 from uopviz.compiler import compile_kernel

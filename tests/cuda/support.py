@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
-from kernels import ZOO
 from uopviz.codegen.opt import Opt
 from uopviz.codegen.opt.heuristic import heuristic_opts
 from uopviz.dtype import DType, dtypes

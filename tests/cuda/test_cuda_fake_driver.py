@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
-from kernels import ZOO
 from tests.cuda.support import needs_nvrtc
 from uopviz import compiler
 from uopviz.compiler import compile_kernel

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
-from kernels import ZOO
 from tests.cuda.support import ARCHS, SM80, matmul, needs_nvrtc, zoo_kernels
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts

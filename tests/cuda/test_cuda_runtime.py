@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
-from kernels import ZOO
 from tests.cuda.support import HAVE_GPU, matmul, run_python
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.codegen.opt.heuristic import heuristic_opts

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
 import uopviz
-from kernels import ZOO
 from tests.cuda.support import SM80, matmul, rounded, run_program_python, run_python, zoo_run
 from uopviz.codegen.opt import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.codegen.opt.actions import actions, legal_actions

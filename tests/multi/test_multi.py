@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from devices_here import needs_cl
+from uopviz.backend import display
 
 import uopviz
-from backend import display
 from uopviz import Tensor
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import UnknownDeviceError

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
+from uopviz.backend.app import create_app
+from uopviz.backend.security import Access
+from uopviz.backend.store import TraceStore
 
 import uopviz
-from backend.app import create_app
-from backend.security import Access
-from backend.store import TraceStore
 from uopviz import Tensor
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.compiler import compile_kernel

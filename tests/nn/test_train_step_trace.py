@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from uopviz.backend import views
+from uopviz.backend.store import TraceStore
 
-from backend import views
-from backend.store import TraceStore
 from uopviz.compiler import compile_kernel
 from uopviz.search import beam
 from uopviz.search.policy import default_opts

@@ -13,7 +13,7 @@ from tests.notebook.conftest import execute
 pytestmark = pytest.mark.slow
 
 CELLS = ["""import uopviz
-from kernels import get
+from uopviz.kernels import get
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.search import beam
 z = get("sum")

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import traitlets
 from fastapi.testclient import TestClient
+from uopviz.backend.answers import Answers
+from uopviz.backend.app import create_app
+from uopviz.backend.security import Access
+from uopviz.backend.store import TraceStore
 
 import uopviz
-from backend.answers import Answers
-from backend.app import create_app
-from backend.security import Access
-from backend.store import TraceStore
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.uop.ops import AxisType
 from uopviz.widget import TraceView, show, to_html

@@ -360,7 +360,7 @@ def test_a_program_made_from_the_worker_s_binary_computes_what_its_source_says()
 # under the one it runs in. A request waiting on the killed worker fails at once; the next starts a new worker.
 CTRL_C = """
 import json, sys, threading, time
-from backend.serve import kill_descendants
+from uopviz.backend.serve import kill_descendants
 from uopviz.runtime import compile_worker
 from uopviz.runtime import device as devices
 from tests.runtime.test_compiler_limits import QUICK, compile_on, slow_kernel

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels import ZOO
+from uopviz.kernels import ZOO
+
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.uop.ops import UOp
 

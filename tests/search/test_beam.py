@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from uopviz.kernels import ZOO
 
-from kernels import ZOO
 from tests.search.support import REPO, kernel
 from uopviz.cli import main
 from uopviz.cli.beam import _coloured

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from recorded_browser import Opened, serve_with_browser
-
-from backend.recording import record_zoo
+from uopviz.backend.recording import record_zoo
 
 
 @pytest.fixture(scope="module")

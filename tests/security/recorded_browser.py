@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from backend.child import stop
+from uopviz.backend.child import stop
 
 RECORDER = """#!{python}
 # a browser for the tests: it writes down how it was started and what the page it was given holds, then stays

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from uopviz.backend.app import create_app
+from uopviz.backend.recording import record_zoo
+from uopviz.backend.script_runner import failure
+from uopviz.backend.security import Access
+from uopviz.backend.serve import allowed_dirs
+from uopviz.backend.store import TraceStore
 
-from backend.app import create_app
-from backend.recording import record_zoo
-from backend.script_runner import failure
-from backend.security import Access
-from backend.serve import allowed_dirs
-from backend.store import TraceStore
 from uopviz.cli import main
 
 TOKEN = "the-token-of-the-file-tests"

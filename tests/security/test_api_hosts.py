@@ -17,12 +17,11 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-
-from backend.app import create_app
-from backend.child import base_and_token
-from backend.recording import record_zoo
-from backend.security import Access, loopback_host
-from backend.store import TraceStore
+from uopviz.backend.app import create_app
+from uopviz.backend.child import base_and_token
+from uopviz.backend.recording import record_zoo
+from uopviz.backend.security import Access, loopback_host
+from uopviz.backend.store import TraceStore
 
 TOKEN = "the-token-of-the-host-tests"
 LOOPBACK_HOSTS = ["localhost", "localhost:8000", "LocalHost:1", "127.0.0.1", "127.0.0.1:8000", "127.0.0.2:8000",

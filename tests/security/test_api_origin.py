@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-
-from backend.app import create_app
-from backend.security import Access
-from backend.store import TraceStore
+from uopviz.backend.app import create_app
+from uopviz.backend.security import Access
+from uopviz.backend.store import TraceStore
 
 TOKEN = "the-token-of-the-origin-tests"
 PORT = 8124

@@ -19,13 +19,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-
-from backend import security
-from backend.app import create_app
-from backend.child import base_and_token, served
-from backend.recording import record_zoo
-from backend.security import Access
-from backend.store import TraceStore
+from uopviz.backend import security
+from uopviz.backend.app import create_app
+from uopviz.backend.child import base_and_token, served
+from uopviz.backend.recording import record_zoo
+from uopviz.backend.security import Access
+from uopviz.backend.store import TraceStore
 
 TOKEN = "GDx0s3cr3t-token-for-the-security-tests_0123456789"
 PORT = 8123

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from uopviz.backend.recording import RecordError
+from uopviz.backend.store import TraceStore
 
 import uopviz
-from backend.recording import RecordError
-from backend.store import TraceStore
 from uopviz.dtype import dtypes
 from uopviz.pipeline import lower
 from uopviz.renderer.cstyle import RenderError, render

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from uopviz.backend.recording import RecordError
+from uopviz.backend.store import TraceStore
 
 import uopviz
-from backend.recording import RecordError
-from backend.store import TraceStore
 from uopviz.trace import TraceFormatError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,9 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 from devices_here import needs_cl
-
-from backend.child import base_and_token
-from backend.recording import record_zoo
+from uopviz.backend.child import base_and_token
+from uopviz.backend.recording import record_zoo
 
 STOPS_WITHIN_S = 10.0
 # A C compiler that answers --version and otherwise never ends: it writes down its pid and its child's.

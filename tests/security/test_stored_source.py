@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from uopviz.backend import recording
+from uopviz.backend.app import create_app
+from uopviz.backend.recording import SourceMismatchError, record_zoo
+from uopviz.backend.security import Access
+from uopviz.backend.store import StoredTrace, TraceStore
 
-from backend import recording
-from backend.app import create_app
-from backend.recording import SourceMismatchError, record_zoo
-from backend.security import Access
-from backend.store import StoredTrace, TraceStore
 from uopviz.cli import main
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime

@@ -17,9 +17,8 @@ from typing import Any
 
 import httpx
 from other_user import command_lines
-
-from backend.child import base_and_token, stop
-from backend.serve import launch_page
+from uopviz.backend.child import base_and_token, stop
+from uopviz.backend.serve import launch_page
 
 
 def test_the_browser_is_opened_on_a_private_page_not_on_the_token(

@@ -24,8 +24,8 @@ import other_user
 import pytest
 from planted import ONE, evil_library, one
 from recorded_browser import serve_with_browser
+from uopviz.backend.child import base_and_token
 
-from backend.child import base_and_token
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.trust import CacheTrustError
 

@@ -358,7 +358,7 @@ def test_replay_rewrites_a_node_an_earlier_step_rewrote_when_a_result_brings_it_
 
 
 def test_replay_of_the_zoo_ends_at_every_recorded_output() -> None:
-    from backend.recording import record_zoo
+    from uopviz.backend.recording import record_zoo
     tr = record_zoo("conv2d", small=True)
     for p in tr.passes:
         if p.output is not None:

@@ -71,7 +71,7 @@ def cmd_trace_show(args: argparse.Namespace) -> int:
 def cmd_kernels(args: argparse.Namespace) -> int:
     import json
 
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
     if not args.name:
         rows = [ZOO[n].describe(ZOO[n].sizes(small=args.small)) for n in ZOO]
         if args.json:
@@ -88,8 +88,8 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 def _run_zoo_kernel(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from kernels import get
     from uopviz.compiler import compile_kernel
+    from uopviz.kernels import get
     from uopviz.pipeline import kernels_of, schedule
     from uopviz.runtime.device import DeviceError
     from uopviz.search.policy import default_opts
@@ -115,7 +115,7 @@ def _run_zoo_kernel(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from backend.serve import serve  # FastAPI and uvicorn load only for this command
+    from uopviz.backend.serve import serve  # FastAPI and uvicorn load only for this command
 
     return serve(args.files, host=args.host, port=args.port, db=args.db, browser=not args.no_browser,
                  device=args.device, token=not args.no_token, allow_dirs=args.allow_dir)

@@ -161,7 +161,7 @@ def _names(names: list[str]) -> list[str]:
     """The programs asked for, `all` standing for every zoo kernel."""
     if "all" not in names:
         return names
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
     return [z for n in names for z in (list(ZOO) if n == "all" else [n])]
 
 
@@ -171,7 +171,7 @@ def _program(args: argparse.Namespace, name: str, device: str) -> Program:
         if args.small:
             raise UsageError("--small applies to zoo kernels; give a function its sizes with --shape")
         return _function_program(name, shapes, device)
-    from kernels import ZOO
+    from uopviz.kernels import ZOO
     z = ZOO.get(name)
     if z is None:
         raise UsageError(f"no zoo kernel {name!r} (the zoo has: {', '.join(ZOO)}); or give path.py:function")

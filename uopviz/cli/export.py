@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from backend.recording import RecordError
+    from uopviz.backend.recording import RecordError
     from uopviz.widget.export import to_html
 
     source = Path(args.trace)

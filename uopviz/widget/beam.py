@@ -18,7 +18,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from backend import bundle
+from uopviz.backend import bundle
 from uopviz.search.beam import BeamResult, ProgressHook
 
 Results = Callable[[list[BeamResult], float], dict[str, Any]]
@@ -88,7 +88,7 @@ class BeamView(anywidget.AnyWidget):
                              help="the results (uopviz beam --json's document) once done").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
-        from backend.answers import meta
+        from uopviz.backend.answers import meta
         from uopviz.runtime.device import default_device
         super().__init__(meta=meta(default_device()).model_dump(mode="json"), **kwargs)
         self._events: list[dict[str, Any]] = []

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from backend import bundle
-from backend.answers import Answers
-from backend.store import NotFound, TraceStore
+from uopviz.backend import bundle
+from uopviz.backend.answers import Answers
+from uopviz.backend.store import NotFound, TraceStore
 from uopviz.widget.requests import jsonable
 from uopviz.widget.sources import stored
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from backend.answers import Answers, status_of
-from backend.models import BeamRequest, OptSpec
+from uopviz.backend.answers import Answers, status_of
+from uopviz.backend.models import BeamRequest, OptSpec
 
 Index = Annotated[int, Field(ge=0)]
 NodeId = Annotated[str, Field(pattern="^[0-9a-f]{16}$")] | None

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from backend.answers import Answers
-from backend.store import TraceStore
+from uopviz.backend.answers import Answers
+from uopviz.backend.store import TraceStore
 from uopviz.widget.sources import stored
 from uopviz.widget.view import TraceView
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from backend.store import StoredTrace, TraceStore
+from uopviz.backend.store import StoredTrace, TraceStore
 from uopviz.trace import Trace
 from uopviz.uop.ops import Ops, UOp
 
@@ -48,7 +48,7 @@ def _realized(t: Any) -> Trace:
 
 def _lowered(ast: UOp, device: str | None) -> tuple[Trace, str]:
     """A kernel lowered and compiled (not run) under the recorder, with the opts realize() would give it."""
-    from backend.recording import record_opts
+    from uopviz.backend.recording import record_opts
     from uopviz.runtime.device import canonical
     from uopviz.search.policy import default_opts
     params = [u.arg.device for u in ast.toposort() if u.op is Ops.PARAM and u.arg.device is not None]

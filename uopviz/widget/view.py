@@ -16,10 +16,10 @@ from typing import Any
 import anywidget
 import traitlets
 
-from backend import bundle
-from backend.answers import Answers
-from backend.models import BeamEvent
-from backend.tuning import BeamJob
+from uopviz.backend import bundle
+from uopviz.backend.answers import Answers
+from uopviz.backend.models import BeamEvent
+from uopviz.backend.tuning import BeamJob
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.widget import export
 from uopviz.widget.requests import answer, jsonable
