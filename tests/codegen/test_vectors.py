@@ -154,3 +154,22 @@ def test_python_target_gets_scalar_code_only() -> None:
     vectors = [u for u in kernel.linear.src
                if u.shape and u.op not in (Ops.PARAM, Ops.BUFFER) and u.dtype != dtypes.index]
     assert not vectors and [u.op for u in kernel.linear.src].count(Ops.STORE) == 8
+
+
+def test_lane_addresses_are_one_simplified_base_plus_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an address affine in the lane (rows, columns and the lane's own offset) is simplified once, as its base,
+    # and its 16 lanes are the base plus 0..15: no lane is simplified on its own (each lane's copy of the
+    # address's terms had been, 16 times over), and the program still reads every element it should
+    from uopviz.codegen import devectorize
+    simplified: list[Ops] = []
+    real = devectorize._simplified
+
+    def spy(x, memo=None):  # type: ignore[no-untyped-def]
+        simplified.append(x.op)
+        return real(x, memo)
+    monkeypatch.setattr(devectorize, "_simplified", spy)
+    a = np.arange(4 * 6 * 32, dtype=np.float32).reshape(4, 6, 32)
+    got, src = run(lambda t: t[:, 1:5, :] * 2 + 1, [a], "CPU", upcast(2, 16))
+    np.testing.assert_array_equal(got, a[:, 1:5, :] * 2 + 1)
+    assert simplified and Ops.STACK not in simplified
+    assert "*(float16_u*)(data1+" in src  # the lanes are consecutive: one vector load

@@ -2,7 +2,10 @@
 the dialect has the op in vector form, and scalar code lane by lane everywhere else.
 
 Node by node, in graph order:
-- index arithmetic is always split into lanes, each simplified, so every address is an exact scalar expression;
+- index arithmetic is always split into lanes, so every address is an exact scalar expression; a sum or a product
+  by a constant of vectors whose lanes are one base plus constants (`Runs`: what an expanded range starts as) is
+  simplified once, its base, and its lanes are that base plus their constants, the rest lane by lane, each lane
+  simplified;
 - a Load or Store whose lanes address consecutive elements becomes one vector access, Index(buf, base + iota),
   which the renderer writes as a vector load or store; lanes that all address one element load it once (a scalar
   that its users broadcast); other addresses gather (a Stack of scalar loads) or scatter (a Group of scalar
@@ -14,6 +17,8 @@ A target without vectors (the PYTHON interpreter) gets scalar code only, the pro
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
 from uopviz.dtype import DType, dtypes
@@ -43,11 +48,37 @@ def _is_memory(x: UOp) -> bool:
     return x.memory().op in _MEMORY
 
 
+class Runs(NamedTuple):
+    """An index vector whose lane i is base + offsets[i]: base simplified, with no constant term of its own."""
+
+    base: UOp
+    offsets: tuple[int, ...]
+
+
+def _plus(base: UOp, k: int) -> UOp:
+    """base + k as symbolic simplification writes it, for a simplified base without a constant term (a constant
+    base is 0): the constant alone, base itself, or base + k."""
+    if base.op is Ops.CONST:
+        return UOp.const(dtypes.index, k)
+    return base if k == 0 else base + k
+
+
+def _runs_of(simplified: UOp, offsets: tuple[int, ...]) -> Runs:
+    """Runs of a simplified base whose constant term moves into the offsets (a constant base becomes 0)."""
+    if simplified.op is Ops.CONST:
+        return Runs(UOp.const(dtypes.index, 0), tuple(o + int(simplified.arg.value) for o in offsets))
+    if simplified.op is Ops.ADD and simplified.src[1].op is Ops.CONST:
+        k = int(simplified.src[1].arg.value)
+        return Runs(simplified.src[0], tuple(o + k for o in offsets))
+    return Runs(simplified, offsets)
+
+
 class _Devectorizer:
     def __init__(self, target: Target, emulated: frozenset[str]) -> None:
         self.target, self.emulated = target, emulated
         self.new: dict[UOp, UOp] = {}
         self.memo: dict[UOp, UOp] = {}  # symbolic simplification's results, shared by every lane (`_simplified`)
+        self.runs: dict[UOp, Runs] = {}  # index vectors (their Stacks) known as Runs
 
     def storable(self, dt: DType, n: int) -> bool:
         """Whether n lanes of dt make one of the target's vector types."""
@@ -191,8 +222,39 @@ class _Devectorizer:
         if not u.shape or (op not in GroupOp.Elementwise and op is not Ops.BITCAST):
             return u.replace(src=tuple(src))
         if u.dtype == dtypes.index:
-            return _simplified(self.split(u, src), self.memo)
+            return self.index(u, src)
         return self.alu(u, src)
+
+    def index(self, u: UOp, src: list[UOp]) -> UOp:
+        """Index arithmetic as a Stack of simplified lanes. A sum, or a product by a constant, of Runs (and scalars)
+        is simplified once, as its base, where each lane alone would be (an address's terms above the lane's
+        constant are the same in every lane: 16 lanes of a 30-node address simplified the 30 nodes 16 times)."""
+        n = width(u)
+        runs = [self.runs_of(s, n) for s in src]
+        out: Runs | None = None
+        if u.op is Ops.ADD and runs[0] is not None and runs[1] is not None:
+            a, b = runs
+            base = b.base if a.base.op is Ops.CONST else a.base if b.base.op is Ops.CONST else a.base + b.base
+            out = _runs_of(_simplified(base, self.memo), tuple(x + y for x, y in zip(a.offsets, b.offsets)))
+        elif u.op is Ops.MUL and runs[0] is not None and src[1].op is Ops.CONST:
+            k = int(src[1].arg.value)
+            out = _runs_of(_simplified(runs[0].base * k, self.memo), tuple(o * k for o in runs[0].offsets))
+        if out is None:
+            return _simplified(self.split(u, src), self.memo)
+        vec = UOp(Ops.STACK, tuple(_plus(out.base, o) for o in out.offsets))
+        self.runs[vec] = out
+        return vec
+
+    def runs_of(self, v: UOp, n: int) -> Runs | None:
+        """A devectorized index value as Runs of n lanes where it is one: a scalar (its every lane), a Stack of
+        constants (an expanded range), or a vector made as Runs; None otherwise."""
+        if not v.shape:
+            return _runs_of(v, (0,) * n)
+        if (known := self.runs.get(v)) is not None:
+            return known
+        if v.op is Ops.STACK and all(x.op is Ops.CONST for x in v.src):
+            return Runs(UOp.const(dtypes.index, 0), tuple(int(x.arg.value) for x in v.src))
+        return None
 
     def run(self, sink: UOp) -> UOp:
         for u in sink.toposort():
