@@ -271,3 +271,19 @@ def test_in_a_notebook_the_progress_is_a_line_of_the_cell_output(monkeypatch: py
     compiler._programs.clear()
     parallel.compile_all(keys(), stream=io.StringIO())
     assert lines == []
+
+
+def test_the_cyclic_collector_is_off_while_kernels_lower_and_as_it_was_after(fresh: None,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
+    seen: list[bool] = []
+    real = parallel.lower
+
+    def lower(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+    monkeypatch.setattr(parallel, "lower", lower)
+    assert gc.isenabled()
+    parallel.compile_all(keys())
+    assert seen and not any(seen) and gc.isenabled()
