@@ -15,7 +15,7 @@ FLOATS = [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
 def test_all_dtypes_present():
     names = {d.name for d in dtypes.all()}
     assert names == {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
-                     "bfloat16", "float32", "float64", "index"}
+                     "bfloat16", "float32", "float64", "index", "float8_e4m3fn", "float8_e5m2"}
     assert dtypes.void.itemsize == 0 and dtypes.index.itemsize == 8
 
 
@@ -68,6 +68,8 @@ def test_sum_accumulator():
     (dtypes.int8, 200, -56), (dtypes.uint8, -1, 255), (dtypes.int32, 2.9, 2), (dtypes.int32, -2.9, -2),
     (dtypes.bool, 3, True), (dtypes.float16, 1e6, math.inf), (dtypes.float32, 0.1, float(np.float32(0.1))),
     (dtypes.bfloat16, 1.00390625, 1.0), (dtypes.float16, 0.1, float(np.float16(0.1))),
+    (dtypes.float8_e4m3fn, 1e6, 448.0), (dtypes.float8_e4m3fn, -math.inf, -448.0), (dtypes.float8_e5m2, 1e6, math.inf),
+    (dtypes.float8_e5m2, 0.3, 0.3125), (dtypes.float8_e4m3fn, 2.0**-10, 0.0),
 ])
 def test_normalize(d, v, want):
     got = d.normalize(v)
@@ -76,7 +78,7 @@ def test_normalize(d, v, want):
 
 def test_numpy_mapping_round_trips():
     for d in dtypes.all():
-        if d in (dtypes.bfloat16,):
+        if d in (dtypes.bfloat16, dtypes.float8_e4m3fn, dtypes.float8_e5m2):
             with pytest.raises(DTypeError, match="no NumPy equivalent"):
                 dtypes.to_numpy(d)
             continue

@@ -104,10 +104,12 @@ class DType:
             return v
         if self.kind == "f":
             v = float(value)
-            if self.name == "float64" or not math.isfinite(v):
+            if self.name == "float64" or (not math.isfinite(v) and self.name not in _FP8):
                 return v
             if self.name == "bfloat16":
                 return _round_bfloat16(v)
+            if self.name in _FP8:
+                return _round_fp8(v, self.name)
             try:
                 return struct.unpack(self.fmt, struct.pack(self.fmt, v))[0]  # type: ignore[arg-type]
             except OverflowError:
@@ -125,8 +127,66 @@ def _round_bfloat16(v: float) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
+# the fp8 formats (torch's names): mantissa bits, exponent bias, largest finite value, and whether a value beyond it
+# saturates to it (e4m3fn has no infinities: torch's cast saturates, inf included) or becomes inf (e5m2, IEEE-like)
+_FP8: Final = {"float8_e4m3fn": (3, 7, 448.0, True), "float8_e5m2": (2, 15, 57344.0, False)}
+
+
+def _round_fp8(v: float, name: str) -> float:
+    """v rounded to the nearest fp8 value of format `name` (ties to even; subnormals on the fixed grid below the
+    least normal), beyond the largest finite value saturated or inf as torch's casts do; nan stays nan. One rounding
+    of v itself (torch rounds a double to float32 first: a tie or two in 2^29 of float64 inputs differ)."""
+    mant, bias, top, saturate = _FP8[name]
+    a = abs(v)
+    if math.isnan(a):
+        return v
+    if a <= 4 * top:
+        e = max(math.frexp(a)[1] - 1, 1 - bias)  # the exponent of a's binade, or the least normal's for subnormals
+        q = 2.0 ** (e - mant)
+        a = round(a / q) * q  # a / q is exact (a power of two), round() takes a tie to the even integer
+    if a > top:
+        a = top if saturate else math.inf
+    return math.copysign(a, v)
+
+
+def _fp8_bits(v: float, name: str) -> int:
+    """The bit pattern of v's fp8 value (nan as 0x7F with v's sign, inf as 0x7C)."""
+    mant, bias, _, _ = _FP8[name]
+    r = _round_fp8(v, name)
+    sign = 0x80 if math.copysign(1.0, r) < 0 else 0
+    a = abs(r)
+    if math.isnan(a):
+        return sign | 0x7F
+    if math.isinf(a):
+        return sign | 0x7C
+    if a == 0 or math.frexp(a)[1] - 1 < 1 - bias:  # subnormal: exponent field 0, a multiple of the least one
+        return sign | int(a / 2.0 ** (1 - bias - mant))
+    e = math.frexp(a)[1] - 1
+    return sign | (e + bias) << mant | int((a / 2.0**e - 1) * 2**mant)
+
+
+@functools.cache
+def _fp8_table(name: str) -> Any:
+    """The float32 value of each of the 256 fp8 bit patterns."""
+    import numpy as np
+
+    mant, bias, _, saturate = _FP8[name]
+    out = []
+    top = (1 << (7 - mant)) - 1  # the exponent field of all ones
+    for b in range(256):
+        e, m = (b & 0x7F) >> mant, b & ((1 << mant) - 1)
+        if (b & 0x7F) == 0x7F or (not saturate and e == top and m):  # e4m3fn's one nan; e5m2's as IEEE's
+            v = math.nan
+        elif not saturate and e == top:
+            v = math.inf
+        else:
+            v = (m / 2**mant if e == 0 else 1 + m / 2**mant) * 2.0 ** (max(e, 1) - bias)
+        out.append(-v if b & 0x80 else v)
+    return np.array(out, np.float32)
+
+
 _FLOAT_MAX: Final = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
-                     "float64": 1.7976931348623157e308}
+                     "float64": 1.7976931348623157e308, **{k: v[2] for k, v in _FP8.items()}}
 
 
 class dtypes:
@@ -147,6 +207,9 @@ class dtypes:
     bfloat16: Final = DType(11, 2, "bfloat16", None, "f")
     float32: Final = DType(12, 4, "float32", "f", "f")
     float64: Final = DType(13, 8, "float64", "d", "f")
+    # 8-bit floats (torch's names; tinygrad's below): computed in float32, stored as their bit patterns
+    float8_e4m3fn: Final = DType(14, 1, "float8_e4m3fn", None, "f")
+    float8_e5m2: Final = DType(15, 1, "float8_e5m2", None, "f")
 
     half = float16
     float = float32
@@ -159,6 +222,8 @@ class dtypes:
     uint = uint32
     long = int64
     ulong = uint64
+    fp8e4m3 = float8_e4m3fn
+    fp8e5m2 = float8_e5m2
 
     default_float: DType = float32
     default_int: DType = int32
@@ -201,14 +266,33 @@ class dtypes:
 
     @staticmethod
     def storage_numpy(dt: DType) -> Any:
-        """NumPy dtype of a device buffer's elements: to_numpy's, but bfloat16 as its 16-bit patterns."""
-        return dtypes.to_numpy(dtypes.uint16 if dt.name == "bfloat16" else dt)
+        """NumPy dtype of a device buffer's elements: to_numpy's, but a float without one (bfloat16, the fp8s) as
+        its bit patterns."""
+        return dtypes.to_numpy(dtypes.uint_of(dt) if dt.kind == "f" and dt.fmt is None else dt)
+
+    @staticmethod
+    def uint_of(dt: DType) -> DType:
+        """The unsigned int of dt's size: what holds its bit pattern (an emulated float's in memory)."""
+        return {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[dt.itemsize]
+
+    @staticmethod
+    def fp8_from_bits(bits: Any, dt: DType) -> Any:
+        """fp8 bit patterns (a uint8 array) as float32 values."""
+        return _fp8_table(dt.name)[bits]
+
+    @staticmethod
+    def fp8_to_bits(values: Any, dt: DType) -> Any:
+        """Float values (an array) rounded to fp8 as torch's cast rounds them, as uint8 bit patterns."""
+        import numpy as np
+
+        flat = [_fp8_bits(float(v), dt.name) for v in np.asarray(values, np.float64).reshape(-1)]
+        return np.array(flat, np.uint8).reshape(np.shape(values))
 
 
 _ALL: Final = tuple(v for v in vars(dtypes).values() if isinstance(v, DType) and v.name != "void")
 _BY_NAME: Final = {**{k: v for k, v in vars(dtypes).items() if isinstance(v, DType)}, **{d.name: d for d in _ALL},
                    "void": dtypes.void}
-_NUMPY_NAMES: Final = {d.name for d in _ALL if d.kind in "biuf" and d.name != "bfloat16"}
+_NUMPY_NAMES: Final = {d.name for d in _ALL if d.kind in "biuf" and d.fmt is not None}
 
 
 def _parents(d: DType) -> tuple[DType, ...]:
@@ -219,6 +303,7 @@ def _parents(d: DType) -> tuple[DType, ...]:
         t.int64: (t.float16, t.bfloat16), t.uint8: (t.int16, t.uint16), t.uint16: (t.int32, t.uint32),
         t.uint32: (t.int64, t.uint64), t.uint64: (t.float16, t.bfloat16), t.index: (t.float16, t.bfloat16),
         t.float16: (t.float32,), t.bfloat16: (t.float32,), t.float32: (t.float64,), t.float64: (),
+        t.float8_e4m3fn: (t.float16, t.bfloat16), t.float8_e5m2: (t.float16, t.bfloat16),
     }[d]
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from uopviz.codegen.lanes import MASKS, mask_dtype
 from uopviz.dtype import DType, dtypes
-from uopviz.renderer.dialect import CL_TYPES, Dialect
+from uopviz.renderer.dialect import CL_TYPES, FP8, Dialect
 from uopviz.uop.ops import AddrSpace, Ops, UOp
 from uopviz.uop.spec import SPECIAL_NAME, is_identifier
 
@@ -58,7 +58,7 @@ class _Writer:
 
     def mem_type(self, dt: DType) -> str:
         if self.emulates(dt):
-            return self.d.types["uint16"]
+            return self.d.types[dtypes.uint_of(dt).name]
         return self.d.memory_types.get(dt.name) or self.type(dt)
 
     def literal(self, value: bool | int | float, dt: DType) -> str:
@@ -272,9 +272,9 @@ def _bitcast(w: _Writer, u: UOp, x: str) -> None:
         w.define(u, "cast", w.d.vector_bitcast(x, w.value_type(u)))
         return
     if w.emulates(src):
-        src, x = dtypes.uint16, f"{src.name}_bits({x})"
+        src, x = dtypes.uint_of(src), f"{src.name}_bits({x})"
     if w.emulates(dst):
-        w.define(u, "cast", f"{dst.name}_value({_pun(w, src, dtypes.uint16, x)})")
+        w.define(u, "cast", f"{dst.name}_value({_pun(w, src, dtypes.uint_of(dst), x)})")
     else:
         w.define(u, "cast", _pun(w, src, dst, x))
 
@@ -297,8 +297,8 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
     the dtypes of every buffer slot the kernel is called with (default: the Params the program uses); a
     slot whose reads were simplified away is still declared, so every caller passes the same arguments.
     `emulated` names the float dtypes the device has no arithmetic for: they are computed in float and rounded
-    after every op, and stored as 16-bit patterns."""
-    w = _Writer(d, _name(name, "kernel name"), emulated & d.emulation.keys())
+    after every op, and stored as their bit patterns; the fp8s always are (no dialect here has fp8 arithmetic)."""
+    w = _Writer(d, _name(name, "kernel name"), (emulated | FP8) & d.emulation.keys())
     uses: dict[UOp, int] = {}
     lanes = [u for u in linear.src if u.op is Ops.SPECIAL and u.arg.startswith("lidx")]
     groups = bool(lanes)  # gidx numbers work-groups

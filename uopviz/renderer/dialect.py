@@ -46,6 +46,45 @@ static inline float float16_value(ushort b) { return vload_half(0, (__private co
 """
 
 
+def _fp8(name: str, qual: str, u8: str, f2u: str, u2f: str) -> str:
+    """`u8 name_bits(float)` and `float name_value(u8)` for an fp8 format (dtype.py's _FP8: torch's rounding, ties
+    to even; e4m3fn saturates at ±448, e5m2 overflows to inf), in integer arithmetic on the float's bits as torch's
+    c10 does. f2u/u2f spell the dialect's bit casts of a float and an unsigned int (@ is the operand)."""
+    e4m3 = name == "float8_e4m3fn"
+    mant, bias = (3, 7) if e4m3 else (2, 15)
+    k = 1 - bias - mant + 23  # adding 2^k rounds a subnormal to its grid: ulp(2^k) is the least subnormal
+    high = "0x43e80000u" if e4m3 else "0x47700000u"  # 464 (ties to 448) and 61440 (ties to inf) and beyond
+    over = "0x7eu" if e4m3 else "0x7cu"
+    least = f"{(127 + 1 - bias) << 23:#x}u"  # the least normal's bits
+    nan = "(b & 0x7fu) == 0x7fu" if e4m3 else "e == 31u && m"
+    inf = "" if e4m3 else f"  if (e == 31u) return {u2f.replace('@', 's | 0x7f800000u')};\n"
+    sub = f"{2.0 ** (1 - bias - mant)!r}f"
+    return (f"{qual} {u8} {name}_bits(float x) {{\n"
+            f"  unsigned int u = {f2u.replace('@', 'x')}, s = (u >> 24) & 0x80u, a = u & 0x7fffffffu;\n"
+            f"  if (a > 0x7f800000u) return ({u8})(s | 0x7fu);\n"
+            f"  if (a >= {high}) return ({u8})(s | {over});\n"
+            f"  if (a < {least}) return ({u8})(s | ({f2u.replace('@', u2f.replace('@', 'a') + f' + {2.0 ** k!r}f')} - "
+            f"({127 + k}u << 23)));\n"
+            f"  a += (((a >> {23 - mant}) & 1u) + {(1 << (22 - mant)) - 1:#x}u) - ({127 - bias}u << 23);\n"
+            f"  return ({u8})(s | (a >> {23 - mant}));\n}}\n"
+            f"{qual} float {name}_value({u8} b) {{\n"
+            f"  unsigned int s = ((unsigned int)b & 0x80u) << 24, e = ((unsigned int)b >> {mant}) & "
+            f"{(1 << (7 - mant)) - 1}u, m = (unsigned int)b & {(1 << mant) - 1}u;\n"
+            f"  if ({nan}) return {u2f.replace('@', 's | 0x7fc00000u')};\n{inf}"
+            f"  if (e == 0u) return {u2f.replace('@', 's | ' + f2u.replace('@', f'(float)m * {sub}'))};\n"
+            f"  return {u2f.replace('@', f's | ((e + {127 - bias}u) << 23) | (m << {23 - mant})')};\n}}\n")
+
+
+_FP8_NAMES = ("float8_e4m3fn", "float8_e5m2")
+FP8 = frozenset(_FP8_NAMES)  # emulated on every device: computed in float, stored as their bytes
+_C_BITS = ("((union { float f; unsigned int u; }){ .f = (@) }).u",
+           "((union { unsigned int u; float f; }){ .u = (@) }).f")
+_FP8_C = {n: _fp8(n, "static inline", "unsigned char", *_C_BITS) for n in _FP8_NAMES}
+_FP8_CL = {n: _fp8(n, "static inline", "uchar", "as_uint(@)", "as_float(@)") for n in _FP8_NAMES}
+_FP8_CUDA = {n: _fp8(n, "__device__ __forceinline__", "unsigned char", "__float_as_uint(@)", "__uint_as_float(@)")
+             for n in _FP8_NAMES}
+
+
 _ODD_C = """static inline float float32_odd(double x) {
   union { float f; unsigned int u; } v = { (float)x };
   if ((double)v.f != x && x == x) { if (x > 0 ? (double)v.f > x : (double)v.f < x) v.u -= 1u; v.u |= 1u; }
@@ -170,7 +209,7 @@ class CDialect(Dialect):
     functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}", Ops.MULACC: "fma{f}"}
     vector_functions = frozenset({Ops.MULACC})
-    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C}
+    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_C, **_FP8_C}
     float32_odd = _ODD_C
     compiles_in_worker = True  # the library lands in the shared disk cache, where the parent finds it
     # GCC's and Clang's, which never fault; the address is reckoned in integers, as a prefetch may point past the end
@@ -246,7 +285,7 @@ class OpenCLDialect(Dialect):
     # not Sin: PoCL's vector sin returns wrong lanes when another lane's argument is huge (sin(1e-30) gave 0.0099
     # beside a 1e20), so each lane calls the scalar sin
     vector_functions = frozenset({Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.TRUNC})
-    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CL, "float16": _HALF_CL}
+    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CL, "float16": _HALF_CL, **_FP8_CL}
     float32_odd = _ODD_CL
     int_suffix: ClassVar[dict[str, str]] = {"uint32": "u", "int64": "l", "uint64": "ul"}
     local_prefix = "__local "
@@ -324,7 +363,7 @@ class CUDADialect(Dialect):
     types: ClassVar[dict[str, str]] = {k: v for k, v in {**C_TYPES, "bool": "bool"}.items() if k != "float16"}
     functions: ClassVar[dict[Ops, str]] = {Ops.EXP2: "exp2{f}", Ops.LOG2: "log2{f}", Ops.SIN: "sin{f}",
                                            Ops.SQRT: "sqrt{f}", Ops.TRUNC: "trunc{f}", Ops.MULACC: "fma{f}"}
-    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CUDA, "float16": _HALF_CUDA}
+    emulation: ClassVar[dict[str, str]] = {"bfloat16": _BF16_CUDA, "float16": _HALF_CUDA, **_FP8_CUDA}
     float32_odd = _ODD_CUDA
     local_prefix = "__shared__ "
     barrier = "__syncthreads();"

@@ -156,6 +156,8 @@ class ElementwiseMixin:
             raise ArgumentError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         a, b = self._pair(x, reverse)
         a, b = a._float(), b._float()
+        if a.dtype.itemsize == 1:  # fp8: 1/b rounded to 3 or 2 mantissa bits first would be up to 11% off
+            return a.cast(dtypes.float32).div(b.cast(dtypes.float32)).cast(a.dtype)
         return a._alu(Ops.MUL, b.reciprocal())
 
     def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
