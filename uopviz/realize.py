@@ -25,6 +25,7 @@ from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import Program
 from uopviz.schedule import pack, pads, reductions, rows
+from uopviz.schedule.inplace import writes_in_place
 from uopviz.schedule.split import largest_size, unbind
 from uopviz.search import policy
 from uopviz.search.policy import default_opts
@@ -437,8 +438,12 @@ def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
             raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
     bufs = [t.src[0] for t in targets]
     device = bufs[0].arg.device
-    if reads_any(values, set(bufs)):  # reading what is written: compute into new memory first, then copy
-        values = realize(values, device=device)
+    if reads_any(values, set(bufs)) and not writes_in_place(targets, values):
+        # into new memory first, then copied, so that values see the old contents; a value that is a target itself
+        # (a swap) is copied too, or the first copy would overwrite what the second reads
+        fresh = {k: buffers.new_buffer(t.src[0].arg.size, t.dtype, device) for k, (t, v) in
+                 enumerate(zip(targets, values, strict=True)) if v.op is Ops.RESHAPE and v.src[0] in bufs}
+        values = realize(values, outputs=fresh, device=device)
     realize(values, outputs=dict(enumerate(bufs)), device=device)
 
 
