@@ -30,15 +30,20 @@ def test_interpolate_linear_modes(nd: int, align_corners: bool, device: str) -> 
     size = SIZES[nd]
     want = lambda t: F.interpolate(t, size=size, mode=TORCH_LINEAR[nd], align_corners=align_corners)  # noqa: E731
     for mode in {TORCH_LINEAR[nd], "linear"}:
-        same_as_torch(lambda t, m=mode: t.interpolate(size=size, mode=m, align_corners=align_corners), want, [x],
-                      device)
+        same_as_torch(
+            lambda t, m=mode: t.interpolate(size=size, mode=m, align_corners=align_corners), want, [x], device
+        )
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_interpolate_scale_factor_linear(nd: int, device: str) -> None:
     x = RNG.standard_normal((1, 2, *SPATIAL[nd]))
-    same_as_torch(lambda t: t.interpolate(scale_factor=1.7, mode="linear"),
-                  lambda t: F.interpolate(t, scale_factor=1.7, mode=TORCH_LINEAR[nd]), [x], device)
+    same_as_torch(
+        lambda t: t.interpolate(scale_factor=1.7, mode="linear"),
+        lambda t: F.interpolate(t, scale_factor=1.7, mode=TORCH_LINEAR[nd]),
+        [x],
+        device,
+    )
 
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
@@ -46,8 +51,12 @@ def test_interpolate_nearest_exact(nd: int, device: str) -> None:
     """The source pixel floor((o + 0.5)·in/out), where "nearest" takes floor(o·in/out): they differ here."""
     x = RNG.standard_normal((2, 2, *SPATIAL[nd]))
     for kw in ({"size": SIZES[nd]}, {"scale_factor": 0.6}):
-        same_as_torch(lambda t, kw=kw: t.interpolate(mode="nearest-exact", **kw),
-                      lambda t, kw=kw: F.interpolate(t, mode="nearest-exact", **kw), [x], device)
+        same_as_torch(
+            lambda t, kw=kw: t.interpolate(mode="nearest-exact", **kw),
+            lambda t, kw=kw: F.interpolate(t, mode="nearest-exact", **kw),
+            [x],
+            device,
+        )
     got = Tensor(x).interpolate(size=SIZES[nd], mode="nearest-exact").numpy()
     assert not np.array_equal(got, Tensor(x).interpolate(size=SIZES[nd]).numpy())
 
@@ -77,8 +86,12 @@ def test_conv2d_over_other_spatial_dims(nd: int, device: str) -> None:
     w = RNG.standard_normal((4, 2, *(2,) * nd))
     b = RNG.standard_normal(4)
     torch_conv = {1: F.conv1d, 3: F.conv3d}[nd]
-    same_as_torch(lambda t, u, c: t.conv2d(u, c, stride=1, padding=1, groups=2),
-                  lambda t, u, c: torch_conv(t, u, c, stride=1, padding=1, groups=2), [x, w, b], device)
+    same_as_torch(
+        lambda t, u, c: t.conv2d(u, c, stride=1, padding=1, groups=2),
+        lambda t, u, c: torch_conv(t, u, c, stride=1, padding=1, groups=2),
+        [x, w, b],
+        device,
+    )
 
 
 def test_conv2d_weight_and_input_dims_must_agree() -> None:
@@ -91,26 +104,34 @@ def test_conv2d_four_int_and_negative_padding(pad: tuple, device: str) -> None:
     """(l, r, t, b): W gets (l, r), H (t, b), F.pad's order; a negative one crops, as F.pad (and tinygrad)."""
     x = RNG.standard_normal((2, 3, 6, 7))
     w = RNG.standard_normal((4, 3, 3, 2))
-    same_as_torch(lambda t, u: t.conv2d(u, stride=(2, 1), padding=pad),
-                  lambda t, u: F.conv2d(F.pad(t, pad), u, stride=(2, 1)), [x, w], device)
+    same_as_torch(
+        lambda t, u: t.conv2d(u, stride=(2, 1), padding=pad),
+        lambda t, u: F.conv2d(F.pad(t, pad), u, stride=(2, 1)),
+        [x, w],
+        device,
+    )
 
 
 def test_conv_negative_padding_per_axis(device: str) -> None:
     """One negative int per axis crops each side."""
     x = RNG.standard_normal((1, 2, 7, 6))
     w = RNG.standard_normal((2, 2, 2, 2))
-    same_as_torch(lambda t, u: t.conv2d(u, padding=(-1, 1)), lambda t, u: F.conv2d(F.pad(t, (1, 1, -1, -1)), u),
-                  [x, w], device)
+    same_as_torch(
+        lambda t, u: t.conv2d(u, padding=(-1, 1)), lambda t, u: F.conv2d(F.pad(t, (1, 1, -1, -1)), u), [x, w], device
+    )
 
 
 @pytest.mark.parametrize("pad", [(1, 0, 1, 1), (-1, 1, 0, -2)])
 def test_pool2d_four_int_and_negative_padding(pad: tuple, device: str) -> None:
     """max_pool2d pads with -inf and avg_pool2d with zeros that count (count_include_pad), as F.pad would."""
     x = RNG.standard_normal((2, 3, 7, 6))
-    same_as_torch(lambda t: t.max_pool2d(3, 2, padding=pad),
-                  lambda t: F.max_pool2d(F.pad(t, pad, value=float("-inf")), 3, 2), [x], device)
-    same_as_torch(lambda t: t.avg_pool2d(3, 2, padding=pad), lambda t: F.avg_pool2d(F.pad(t, pad), 3, 2), [x],
-                  device)
+    same_as_torch(
+        lambda t: t.max_pool2d(3, 2, padding=pad),
+        lambda t: F.max_pool2d(F.pad(t, pad, value=float("-inf")), 3, 2),
+        [x],
+        device,
+    )
+    same_as_torch(lambda t: t.avg_pool2d(3, 2, padding=pad), lambda t: F.avg_pool2d(F.pad(t, pad), 3, 2), [x], device)
 
 
 def test_max_pool2d_indices_with_cropping(device: str) -> None:
@@ -134,10 +155,15 @@ def test_pool2d_over_other_spatial_dims(nd: int, device: str) -> None:
 def test_padding_strings_as_torch(device: str) -> None:
     x = RNG.standard_normal((1, 2, 5, 6))
     w = RNG.standard_normal((3, 2, 3, 2))
-    same_as_torch(lambda t, u: t.conv2d(u, padding="same", dilation=2),
-                  lambda t, u: F.conv2d(t, u, padding="same", dilation=2), [x, w], device)
-    same_as_torch(lambda t, u: t.conv2d(u, padding="valid"), lambda t, u: F.conv2d(t, u, padding="valid"), [x, w],
-                  device)
+    same_as_torch(
+        lambda t, u: t.conv2d(u, padding="same", dilation=2),
+        lambda t, u: F.conv2d(t, u, padding="same", dilation=2),
+        [x, w],
+        device,
+    )
+    same_as_torch(
+        lambda t, u: t.conv2d(u, padding="valid"), lambda t, u: F.conv2d(t, u, padding="valid"), [x, w], device
+    )
     with pytest.raises(ArgumentError, match="strided"):
         Tensor(x).conv2d(Tensor(w), stride=2, padding="same")
     with pytest.raises(ArgumentError, match="invalid padding string 'full'"):

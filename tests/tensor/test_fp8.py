@@ -25,8 +25,25 @@ def _inputs() -> np.ndarray:
     special values."""
     rng = np.random.default_rng(8)
     x = rng.standard_normal(3001) * 10.0 ** rng.uniform(-9, 6, 3001)
-    ends = [448, 449, 463.99, 464, 464.01, 480, 57344, 61439, 61440, 65536, 2.0**-9, 2.0**-10, 3 * 2.0**-11,
-            2.0**-16, 2.0**-17, 1.01 * 2.0**-17, 1e-30]
+    ends = [
+        448,
+        449,
+        463.99,
+        464,
+        464.01,
+        480,
+        57344,
+        61439,
+        61440,
+        65536,
+        2.0**-9,
+        2.0**-10,
+        3 * 2.0**-11,
+        2.0**-16,
+        2.0**-17,
+        1.01 * 2.0**-17,
+        1e-30,
+    ]
     return np.concatenate([x, ends, np.negative(ends), [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(np.float32)
 
 
@@ -79,20 +96,35 @@ def test_arithmetic_through_float32(name: str, device: str) -> None:
     a32, b32 = (rng.uniform(-30, 30, 257).astype(np.float32) for _ in range(2))
     a, b = (Tensor(v, device=device).cast(name).realize() for v in (a32, b32))
     ta, tb = (torch.tensor(v).to(FP8[name]).float() for v in (a32, b32))
+
     def r(t: torch.Tensor) -> torch.Tensor:
         return t.to(FP8[name]).float()
 
-    for got, want in ((a + b, ta + tb), (a - b, ta - tb), (a * b, ta * tb), (a / b, ta / tb),
-                      (a.maximum(b), ta.maximum(tb)), (a * 3 + 1, r(ta * 3) + 1), ((a / 8).exp(), (ta / 8).exp())):
+    for got, want in (
+        (a + b, ta + tb),
+        (a - b, ta - tb),
+        (a * b, ta * tb),
+        (a / b, ta / tb),
+        (a.maximum(b), ta.maximum(tb)),
+        (a * 3 + 1, r(ta * 3) + 1),
+        ((a / 8).exp(), (ta / 8).exp()),
+    ):
         assert got.dtype.name == name
         np.testing.assert_array_equal(got.cast("float32").numpy(), r(want).numpy())
     np.testing.assert_array_equal((a < b).numpy(), (ta < tb).numpy())
     np.testing.assert_array_equal((a + Tensor(b32, device=device)).numpy(), (ta + torch.tensor(b32)).numpy())
 
 
-@pytest.mark.parametrize("device", on_devices(xfail={"CPU": "tensor/tensor.py makes no fp8 from NumPy yet",
-                                                     "CL": "tensor/tensor.py makes no fp8 from NumPy yet",
-                                                     **NO_PYTHON}))
+@pytest.mark.parametrize(
+    "device",
+    on_devices(
+        xfail={
+            "CPU": "tensor/tensor.py makes no fp8 from NumPy yet",
+            "CL": "tensor/tensor.py makes no fp8 from NumPy yet",
+            **NO_PYTHON,
+        }
+    ),
+)
 def test_from_numpy_through_float32_and_back(device: str) -> None:
     """Tensor(ndarray, dtype=fp8) rounds the array's values (as a cast from float32), .numpy() gives float32."""
     x = _inputs()
