@@ -143,15 +143,17 @@ class _Devectorizer:
         finally:
             self.new = outer
 
-    def address(self, idx: UOp) -> tuple[UOp, list[UOp] | None]:
-        """(buffer, lane addresses) of a memory Index; lanes None for a scalar address."""
+    def address(self, idx: UOp) -> tuple[UOp, list[UOp] | None, Runs | None]:
+        """(buffer, lane addresses, their Runs where known) of a memory Index; lanes None for a scalar address."""
         buf, addr = self.new[idx.src[0]], self.new[idx.src[1]]
-        return buf, (list(addr.src) if addr.shape else None)
+        return buf, (list(addr.src) if addr.shape else None), self.runs.get(addr)
 
-    def contiguous(self, addrs: list[UOp]) -> bool:
-        """Whether lane i addresses element base + i: the lanes are the same affine sum plus constants 0, 1, ...
-        (simplification orders a sum's terms as they came, so row r's lanes of a tile can differ in order only),
-        else their differences simplify to those constants."""
+    def contiguous(self, addrs: list[UOp], runs: Runs | None = None) -> bool:
+        """Whether lane i addresses element base + i: Runs whose offsets step by one, else the lanes are the same
+        affine sum plus constants 0, 1, ... (simplification orders a sum's terms as they came, so row r's lanes of
+        a tile can differ in order only), else their differences simplify to those constants."""
+        if runs is not None:
+            return all(o - runs.offsets[0] == i for i, o in enumerate(runs.offsets))
         sums = [affine(a) for a in addrs]
         if all(t == sums[0][0] for t, _ in sums):  # the same terms: the constants decide
             return all(c - sums[0][1] == i for i, (_, c) in enumerate(sums))
@@ -159,7 +161,7 @@ class _Devectorizer:
         return all(d.op is Ops.CONST and d.arg.value == i for i, d in enumerate(steps))
 
     def load(self, u: UOp, src: list[UOp]) -> UOp:
-        buf, addrs = self.address(u.src[0])
+        buf, addrs, runs = self.address(u.src[0])
         rest = src[1:]
         if addrs is None and not any(s.shape for s in rest):
             return u.replace(src=tuple(src))
@@ -167,7 +169,7 @@ class _Devectorizer:
         if not any(s.shape for s in rest) and addrs is not None:
             if all(a is addrs[0] for a in addrs):
                 return u.replace(src=(buf.index(addrs[0]), *rest))
-            if self.storable(u.dtype, n) and not rest and self.contiguous(addrs):
+            if self.storable(u.dtype, n) and not rest and self.contiguous(addrs, runs):
                 return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))),))
             if self.storable(u.dtype, n) and not rest and (guarded := self.guarded(u, buf, addrs)) is not None:
                 return guarded
@@ -195,13 +197,13 @@ class _Devectorizer:
         return u.replace(src=(vector, gather, guard))
 
     def store(self, u: UOp, src: list[UOp]) -> UOp:
-        buf, addrs = self.address(u.src[0])
+        buf, addrs, runs = self.address(u.src[0])
         val, gate = src[1], src[2:]
         if addrs is None and not val.shape and not any(g.shape for g in gate):
             return u.replace(src=tuple(src))
         n = len(addrs) if addrs is not None else width(val) if val.shape else width(gate[0])
         if addrs is not None and not any(g.shape for g in gate) and self.storable(val.dtype, n) and \
-                self.contiguous(addrs):
+                self.contiguous(addrs, runs):
             return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))), broadcast(val, n), *gate))
         at = addrs or [src[0].src[1]] * n
         return UOp(Ops.GROUP, tuple(UOp(Ops.STORE, (buf.index(at[i]), lane(val, i), *(lane(g, i) for g in gate)))

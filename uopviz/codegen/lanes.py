@@ -7,14 +7,18 @@ wherever the vector was built from scalars.
 
 from __future__ import annotations
 
+from functools import cache
+
 from uopviz.dtype import DType, dtypes
 from uopviz.uop.ops import Ops, UOp
 
 LANE_WIDTHS = (2, 4, 8, 16)  # vector lengths every vector target has (C vector extensions, OpenCL floatN)
 
 
+@cache
 def iota(n: int) -> UOp:
-    """The index vector (0, 1, …, n−1): what an expanded range becomes."""
+    """The index vector (0, 1, …, n−1): what an expanded range becomes (made once per width: every contiguous
+    access of a kernel's lowering names one)."""
     return UOp(Ops.STACK, tuple(UOp.const(dtypes.index, i) for i in range(n)))
 
 
