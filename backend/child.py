@@ -37,6 +37,14 @@ class ServerStartError(RuntimeError):
 def served(cache_dir: str, *args: str, start_timeout: float = 120) -> Iterator[str]:
     """Run `uopviz serve --no-browser --port 0 ARGS` (the zoo by default) with its own cache directory; yield the
     URL it printed (with its ?token=, unless ARGS has --no-token); stop it with Ctrl-C (SIGINT) as a user would."""
+    with served_process(cache_dir, *args, start_timeout=start_timeout) as (url, _):
+        yield url
+
+
+@contextmanager
+def served_process(cache_dir: str, *args: str, start_timeout: float = 120) \
+        -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`served`, yielding the server's process too (a benchmark reads its memory)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "UOPVIZ_CACHE_DIR": cache_dir}
     proc = subprocess.Popen([sys.executable, "-m", "uopviz.cli", "serve", "--no-browser", "--port", "0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -50,7 +58,7 @@ def served(cache_dir: str, *args: str, start_timeout: float = 120) -> Iterator[s
             proc.kill()
             _, err = proc.communicate()
             raise ServerStartError(f"uopviz serve printed {line!r}; stderr: {err}")
-        yield m.group(0)
+        yield m.group(0), proc
     finally:
         timer.cancel()
         stop(proc)

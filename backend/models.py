@@ -116,8 +116,6 @@ class PassInfo(BaseModel):
     steps: int
     error: str | None
     time_ns: int = Field(description="wall time of the pass, nested passes included")
-    folded: list[int] = Field(description="steps (1..steps) after which the graph is the one before them: the "
-                                          "rewriter met a node an earlier step had rewritten (the UI folds them)")
     rules: list[RuleProfile] = Field(description="the rules that matched, most time first")
     opt: OptStep | None = Field(description="for a pass that applied an opt: the opt and the axes it changed")
 
@@ -213,6 +211,11 @@ class StepView(BaseModel):
                                               "replacement, then the rebuilt ancestors; [] for k=0 and folded steps; "
                                               "at most 200 (a whole-graph pass changes every node)")
     changed: int = Field(description="how many nodes the whole diff has (changes lists the first 200)")
+    folded: list[int] = Field(description="the pass's steps (1..steps) after which the graph is the one before "
+                                          "them: the rewriter met a node an earlier step had rewritten (the UI "
+                                          "folds them). With the step, not the trace's outline: finding them "
+                                          "replays the whole pass, which a big trace cannot do for every pass at "
+                                          "once")
 
 
 class Work(BaseModel):

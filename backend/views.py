@@ -60,39 +60,37 @@ def summary(st: StoredTrace) -> TraceSummary:
 
 def detail(st: StoredTrace) -> TraceDetail:
     """The trace's contexts and passes, with what the UI lists beside them: labels that tell kernels of one name
-    apart, where each context was made, pass and rule times, folded steps, and the opt each opt pass applied."""
+    apart, where each context was made, pass and rule times, and the opt each opt pass applied. It reads stored
+    nodes only (no pass is replayed: a pass's folded steps come with its steps), so a trace of hundreds of kernels
+    answers at once. Not kept: for a GPT step's trace it would hold a fifth as much again as the trace."""
     contexts, tr = st.trace.contexts, st.trace
     named = Counter(c.name for c in contexts)
     seen: Counter[str] = Counter()
+    axes: dict[str, list[Axis]] = {}  # an opt pass's output is the next one's input
     infos = []
-    with st.lock:  # folded steps replay every pass
-        for i, c in enumerate(contexts):
-            seen[c.name] += 1
-            opt_steps = _opt_steps(tr, c)
-            infos.append(ContextInfo(
-                index=i, name=c.name, label=c.name if named[c.name] == 1 else f"{c.name} #{seen[c.name]}",
-                kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(tr, c), opts=[OptSpec(**o) for o in c.opts],
-                stack=[Frame(**f) for f in c.stack], time_ns=sum(p.time_ns for p in c.passes if p.depth == 0),
-                passes=[PassInfo(index=j, name=p.name, stage=p.stage, depth=p.depth, parent=p.parent,
-                                 steps=len(p.steps), error=p.error, time_ns=p.time_ns, folded=_folded(p),
-                                 rules=_profile(tr, p), opt=opt_steps.get(j)) for j, p in enumerate(c.passes)]))
+    for i, c in enumerate(contexts):
+        seen[c.name] += 1
+        opt_steps = _opt_steps(tr, c, axes)
+        infos.append(ContextInfo(
+            index=i, name=c.name, label=c.name if named[c.name] == 1 else f"{c.name} #{seen[c.name]}",
+            kind=c.kind, axes=_axes_of(c), kernel_hash=_kernel_hash(tr, c), opts=[OptSpec(**o) for o in c.opts],
+            stack=[Frame(**f) for f in c.stack], time_ns=sum(p.time_ns for p in c.passes if p.depth == 0),
+            passes=[PassInfo(index=j, name=p.name, stage=p.stage, depth=p.depth, parent=p.parent,
+                             steps=len(p.steps), error=p.error, time_ns=p.time_ns, rules=_profile(tr, p),
+                             opt=opt_steps.get(j)) for j, p in enumerate(c.passes)]))
     return TraceDetail(id=st.id, name=st.name, source=st.source, device=st.device, origin=st.origin,
                        output=st.output, contexts=infos)
 
 
-def _folded(p: TracePass) -> list[int]:
-    """The steps after which the replayed graph is the one before them (the caller holds the trace's lock)."""
-    return [k for k in range(1, len(p.steps) + 1) if p.graph_at(k) == p.graph_at(k - 1)]
-
-
 def _profile(tr: Trace, p: TracePass) -> list[RuleProfile]:
     """Matches and time per rule of a pass, most time first."""
-    count: Counter[int] = Counter()
-    ns: Counter[int] = Counter()
+    count: dict[int, int] = {}
+    ns: dict[int, int] = {}
     for s in p.steps:
-        count[s.rule] += 1
-        ns[s.rule] += s.time_ns
-    return [RuleProfile(location=tr.rules[r].location, matches=count[r], time_ns=ns[r])
+        count[s.rule] = count.get(s.rule, 0) + 1
+        ns[s.rule] = ns.get(s.rule, 0) + s.time_ns
+    rules = tr.rules
+    return [RuleProfile(location=rules[r].location, matches=count[r], time_ns=ns[r])
             for r in sorted(count, key=lambda r: -ns[r])]
 
 
@@ -114,9 +112,9 @@ def graph_axes(tr: Trace, root: str) -> list[Axis]:
     return [ranges[i] for i in sorted(ranges)]
 
 
-def _opt_steps(tr: Trace, c: TraceContext) -> dict[int, OptStep]:
+def _opt_steps(tr: Trace, c: TraceContext, axes: dict[str, list[Axis]]) -> dict[int, OptStep]:
     """The passes of a kernel's Optimize stage that applied its opts (one pass per opt, named after it, in order),
-    each with the opt and the axes before and after it."""
+    each with the opt and the axes before and after it; `axes` keeps graph_axes by root for the next call."""
     out: dict[int, OptStep] = {}
     queue = list(c.opts)
     for i, p in enumerate(c.passes):
@@ -129,10 +127,17 @@ def _opt_steps(tr: Trace, c: TraceContext) -> dict[int, OptStep]:
         if p.name != str(opt):
             continue
         spec = OptSpec(**queue.pop(0))
-        before = graph_axes(tr, p.input)
-        after = graph_axes(tr, p.output) if p.output is not None else before
+        before = _axes_at(tr, p.input, axes)
+        after = _axes_at(tr, p.output, axes) if p.output is not None else before
         out[i] = OptStep(opt=spec, text=opt_text(spec, before, after), before=before, after=after)
     return out
+
+
+def _axes_at(tr: Trace, root: str, axes: dict[str, list[Axis]]) -> list[Axis]:
+    """graph_axes of root, kept in `axes`."""
+    if root not in axes:
+        axes[root] = graph_axes(tr, root)
+    return axes[root]
 
 
 def opt_text(o: OptSpec, before: list[Axis], after: list[Axis]) -> str:
@@ -225,11 +230,12 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
         order = tr.toposort(root)
         before = set(tr.toposort(p.graph_at(k - 1))) if k else set(order)
         renamed = p.renamed(k) if k else {}
+        folded = p.folded()
     on = display.devices(order, tr.node)
     nodes = [_graph_node(nid, tr.node(nid), on.get(nid)) for nid in order]
     if k == 0:
         return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[], removed=[], rebuilt=[], rule=None,
-                        match=None, replacement=None, changes=[], changed=0)
+                        match=None, replacement=None, changes=[], changed=0, folded=folded)
     s = p.steps[k - 1]
     now = set(order)
     # a node that merged into one the graph already held is removed, not rebuilt
@@ -243,7 +249,8 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
     return StepView(root=root, steps=len(p.steps), nodes=nodes, added=added, removed=sorted(removed),
                     rebuilt=rebuilt, rule=RuleInfo(location=rule.location, text=rule.text, time_ns=s.time_ns),
                     match=s.match, replacement=s.replacement, changes=changes,
-                    changed=len(added) + len(removed) + len(rebuilt) - (changes[0].kind == "changed" if changes else 0))
+                    changed=len(added) + len(removed) + len(rebuilt) - (changes[0].kind == "changed" if changes else 0),
+                    folded=folded)
 
 
 def _same_node(a: display.Entry, b: display.Entry) -> bool:

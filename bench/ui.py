@@ -82,8 +82,11 @@ def wait_drawn(page: Page, view: str, timeout: float = 30_000) -> None:
 def steps_of(page: Page, url: str, tid: str, ci: int) -> list[tuple[int, int]]:
     """(pass, step) of every view of a context's passes, but the steps folded out of the stepping (→ skips them)."""
     trace = page.request.get(f"{url}api/traces/{tid}").json()
-    passes = trace["contexts"][ci]["passes"]
-    return [(p["index"], k) for p in passes for k in range(p["steps"] + 1) if k not in p["folded"]]
+    out = []
+    for p in trace["contexts"][ci]["passes"]:
+        folded = page.request.get(f"{url}api/traces/{tid}/contexts/{ci}/passes/{p['index']}/steps/0").json()["folded"]
+        out += [(p["index"], k) for k in range(p["steps"] + 1) if k not in folded]
+    return out
 
 
 def kernel_with(page: Page, url: str, opts: list[dict]) -> str:
@@ -178,14 +181,14 @@ while (nodes.length < N - 1) add("Const", [], { arg: String(nodes.length) });
 const used = new Set(nodes.flatMap((n) => n.src));
 const root = add("Sink", nodes.filter((n) => !used.has(n.id)).map((n) => n.id), { dtype: "void" });
 const step = { root, steps: 0, nodes, added: [], removed: [], rebuilt: [], rule: null, match: null, replacement: null,
-  changes: [], changed: 0 };
+  changes: [], changed: 0, folded: [] };
 const source = {
   meta: async () => meta,
   traces: async () => [{ id: "synthetic", name: "synthetic", source: "bench", contexts: 1 }],
   trace: async () => ({ id: "synthetic", name: "synthetic", source: "bench", device: null, origin: null, output: null,
     contexts: [{ index: 0, name: "r_g256_u64_R512", label: "r_g256_u64_R512", kind: "kernel", axes: [], opts: [],
       stack: [], time_ns: 0, passes: [{ index: 0, name: "rangeified", stage: "Rangeify", depth: 0, parent: null,
-        steps: 0, error: null, time_ns: 0, folded: [], rules: [], opt: null }] }] }),
+        steps: 0, error: null, time_ns: 0, rules: [], opt: null }] }] }),
   step: async () => step,
   kernel: async () => { throw new Error("no kernel"); },
   applyOpts: async () => { throw new Error("no opts"); },

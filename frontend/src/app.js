@@ -516,6 +516,7 @@ export class App {
       const listing = this.effective("listing") && linearOf(step);
       this.showListing(listing);
       this.renderTools(step);
+      this.showFolded(step);
       const display = displayGraph(step, removed, {
         ...DEFAULT_OPTIONS,
         index: this.effective("index"),
@@ -603,11 +604,9 @@ export class App {
       pass && [h("span", { class: "uv-sep" }, "›"), h("span", {}, pass.name)],
     );
     const steps = pass?.steps ?? 0;
-    const folded = pass?.folded.length ?? 0;
     this.els.stepLabel.textContent = `step ${s.k} / ${steps}`;
-    this.els.stepLabel.title = folded ? `${folded} of these steps change nothing drawn (the rewriter met a node an earlier step had rewritten): ← → skip them` : "";
-    this.els.stepLabel.dataset.folded = String(folded);
-    if (folded) this.els.stepLabel.append(h("span", { class: "uv-folded" }, ` · ${folded} folded`));
+    this.els.stepLabel.title = "";
+    delete this.els.stepLabel.dataset.folded;
     Object.assign(this.els.slider, { max: steps, value: s.k, disabled: !steps });
     fill(
       this.els.tabs,
@@ -687,13 +686,24 @@ export class App {
     this.els.hits.textContent = this.query ? (this.hits.length ? `${this.hit + 1} / ${this.hits.length}` : "none") : "";
   }
 
+  // The pass's folded steps come with its steps (the trace's outline would have to replay every pass to list them).
+  /** @param {StepView} step */
+  showFolded(step) {
+    const folded = step.folded.length;
+    this.els.stepLabel.title = folded ? `${folded} of these steps change nothing drawn (the rewriter met a node an earlier step had rewritten): ← → skip them` : "";
+    this.els.stepLabel.dataset.folded = String(folded);
+    this.els.stepLabel.querySelector(".uv-folded")?.remove();
+    if (folded) this.els.stepLabel.append(h("span", { class: "uv-folded" }, ` · ${folded} folded`));
+  }
+
   // The next step that is not folded (one that changes what is drawn), `delta` away; nothing happens at either end.
   /** @param {number} delta */
   async stepBy(delta) {
     const { tid, pi } = this.state;
     const pass = this.pass;
     if (!pass) return;
-    const folded = new Set(pass.folded);
+    const shown = this.shown && (await this.stepData(this.shown.tid, this.shown.ci, pi, this.state.k).catch(() => null));
+    const folded = new Set(shown?.folded);
     let k = this.state.k + delta;
     while (k > 0 && k < pass.steps && folded.has(k)) k += delta;
     k = Math.min(Math.max(0, k), pass.steps);

@@ -149,7 +149,6 @@ export class Sidebar {
         stage = p.stage;
         rows.push(h("div", { class: "uv-stage" }, stage ?? "no stage"));
       }
-      const folded = p.folded.length ? `, ${p.folded.length} folded (they change nothing drawn)` : "";
       rows.push(
         h(
           "button",
@@ -157,7 +156,7 @@ export class Sidebar {
             class: `uv-pass${p.index === state.pi ? " uv-active" : ""}${p.error ? " uv-failed" : ""}`,
             dataset: { pi: p.index },
             style: `padding-left:${22 + 12 * p.depth}px`,
-            title: p.error ?? `${p.opt ? p.opt.text : p.name}: ${p.steps} matches${folded}, ${formatNs(p.time_ns)}`,
+            title: p.error ?? `${p.opt ? p.opt.text : p.name}: ${p.steps} matches, ${formatNs(p.time_ns)}`,
             onclick: () => this.go({ pi: p.index, k: 0 }, true),
           },
           h("span", { class: "uv-pass-name" }, p.opt ? p.opt.text : p.name),

@@ -92,7 +92,6 @@ export interface PassInfo {
   steps: number;
   error: string | null;
   time_ns: number;
-  folded: number[];
   rules: RuleProfile[];
   opt: OptStep | null;
 }
@@ -172,6 +171,8 @@ export interface StepView {
   replacement: string | null;
   changes: Change[];
   changed: number;
+  /** the pass's steps after which the graph is the one before them */
+  folded: number[];
 }
 
 export interface Work {

@@ -60,6 +60,7 @@ class TracePass:
     _table: NodeTable = field(default_factory=NodeTable, repr=False, kw_only=True)
     _roots: list[str] = field(default_factory=list, repr=False, kw_only=True)
     _replay: Replay | None = field(default=None, repr=False, kw_only=True)  # the steps replayed so far
+    _folded: list[int] | None = field(default=None, repr=False, kw_only=True)
 
     def graph_at(self, k: int) -> str:
         """Root id of the graph after the first k steps (0: the input; len(steps): the output, replayed).
@@ -80,6 +81,14 @@ class TracePass:
                 self._replay = None  # every graph is replayed: its node sets are not needed again
         self._roots = roots
         return roots[k]
+
+    def folded(self) -> list[int]:
+        """The steps (1..len(steps)) after which the replayed graph is the one before them: the rewriter met a node
+        an earlier step had rewritten. Replays the whole pass the first time (then kept)."""
+        if self._folded is None:
+            self.graph_at(len(self.steps))
+            self._folded = [k for k in range(1, len(self.steps) + 1) if self._roots[k] == self._roots[k - 1]]
+        return self._folded
 
     def renamed(self, k: int) -> dict[str, str]:
         """Step k's effect on the graph after k - 1 steps (1 <= k <= len(steps)): each of its nodes that the step

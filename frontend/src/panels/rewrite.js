@@ -39,7 +39,7 @@ function renderRewrite(el, pass, step, k, ctx) {
   };
   /** @type {(label: string, id: string | null) => HTMLElement | "" | null} */
   const nodeChip = (label, id) => id && h("button", { class: "uv-chip", title: id, onclick: () => reveal(id) }, `${label} ${id.slice(0, 8)}`);
-  const folded = pass.folded.includes(k);
+  const folded = step.folded.includes(k);
   const counts = { added: step.added.length, removed: step.removed.length, rebuilt: step.rebuilt.length };
   fill(
     el,
@@ -48,7 +48,7 @@ function renderRewrite(el, pass, step, k, ctx) {
       "div",
       { class: "uv-facts" },
       `step ${k} of ${pass.steps}`,
-      h("span", { class: "uv-dim" }, ` · ${step.nodes.length} nodes · pass ${formatNs(pass.time_ns)}${pass.folded.length ? ` · ${pass.folded.length} steps folded` : ""}`),
+      h("span", { class: "uv-dim" }, ` · ${step.nodes.length} nodes · pass ${formatNs(pass.time_ns)}${step.folded.length ? ` · ${step.folded.length} step${step.folded.length === 1 ? "" : "s"} folded` : ""}`),
       !ctx.readOnly && h("button", { class: "uv-button uv-python-graph", title: "Python that rebuilds this graph", onclick: () => ctx.showPython() }, "as Python"),
     ),
     pass.error && h("div", { class: "uv-error" }, `This pass raised: ${pass.error}`),
