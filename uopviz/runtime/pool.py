@@ -72,7 +72,7 @@ class Memory:
 
     __slots__ = ("handle", "key", "nbytes")
     _pool = POOL  # held here: module globals may already be gone when the last Buffer dies at exit
-    _refcount = sys.getrefcount
+    _refcount = staticmethod(sys.getrefcount)
 
     def __init__(self, key: Key, handle: Any, nbytes: int) -> None:
         self.key, self.handle, self.nbytes = key, handle, nbytes

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from uopviz.uop.ops import UOp
@@ -74,7 +75,7 @@ def frames() -> list[dict[str, Any]]:
 def user_line() -> tuple[str, int, str] | None:
     """The innermost frame of the user's code (as `frames()` chooses them) as (path, line, function), or None:
     cheap enough to ask on every kernel launch (a walk of frame objects, no source read; frames() reads it)."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None:
         if (path := _user_file(f.f_code.co_filename)) is not None:
             return path, f.f_lineno, f.f_code.co_name

@@ -208,7 +208,7 @@ def bitcast(value: Scalar, src: DType, dst: DType) -> Scalar:
 _LEAVES = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.BIND})
 
 
-def _leaf_value(u: UOp, env: Mapping[UOp | str, Scalar]) -> Scalar:
+def _leaf_value(u: UOp, env: Mapping[Any, Scalar]) -> Scalar:
     """A leaf's value: a Const's own; a BIND's bound value; a DEFINE_VAR/RANGE/SPECIAL's from env, keyed by the
     node itself or by its name ('r{idx}' for a range)."""
     if u.op is Ops.CONST:
@@ -223,7 +223,7 @@ def _leaf_value(u: UOp, env: Mapping[UOp | str, Scalar]) -> Scalar:
     return env[key]
 
 
-def evaluate(root: UOp, env: Mapping[UOp | str, Scalar] | None = None) -> Scalar:
+def evaluate(root: UOp, env: Mapping[Any, Scalar] | None = None) -> Scalar:
     """The value of a scalar expression graph whose inner nodes are elementwise ops (computed with exec_alu).
     Iterative (a toposort that stops at leaves), so graph depth is not limited by Python's recursion limit."""
     env = {} if env is None else env
