@@ -8,6 +8,7 @@ its trace's log; ids, node entries and rule text are computed later, when the tr
 from __future__ import annotations
 
 import functools
+import importlib.util
 import linecache
 import os
 import sys
@@ -39,35 +40,54 @@ class Context:
 
 
 def _library_dirs() -> tuple[str, ...]:
-    """Where code that is not the user's lives: this package, the standard library and installed packages."""
+    """Where code that is not the user's lives: this package (the server, uopviz.backend, included: a checkout
+    installs it from its own folder), the standard library and installed packages."""
     paths = sysconfig.get_paths()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the uopviz package
-    dirs = {here, *(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)}
+    dirs = {here, *(paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths),
+            *_package_dirs("uopviz.backend")}
     return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
 
 
+def _package_dirs(name: str) -> list[str]:
+    """A package's folders, found without importing it (the trace layer sits below the server and the zoo)."""
+    spec = importlib.util.find_spec(name)
+    return list(spec.submodule_search_locations or []) if spec is not None else []
+
+
 _LIBRARY = _library_dirs()
+_ZOO = tuple(os.path.join(os.path.realpath(d), "") for d in _package_dirs("uopviz.kernels"))
+"""The kernel zoo's folder: its kernels are programs written with uopviz, so their lines are the ones to show."""
 
 
 @functools.cache
 def _user_file(filename: str) -> str | None:
     """The path of a code object's file as frames name it, or None for code that is not the user's (uopviz's, the
-    standard library's, an installed package's, frozen modules')."""
+    standard library's, an installed package's, frozen modules'); the zoo's kernels count as the user's."""
     path = os.path.realpath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_ZOO):
+        return path
     return None if path.startswith(_LIBRARY) or filename.startswith("<frozen") else path
+
+
+def _shown(path: str) -> str:
+    """A file as a person knows it: a notebook cell as IPython's tracebacks name it ("Cell In[3]": the kernel runs
+    each cell from a file in a temporary folder), any other file relative to the working directory when under it."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if (name := getattr(getattr(shell, "compile", None), "format_code_name", lambda _: None)(path)) is not None:
+        return " ".join(name)
+    return path.removeprefix(os.path.join(os.getcwd(), ""))
 
 
 def frames() -> list[dict[str, Any]]:
     """The frames of the running code outside uopviz, the standard library and installed packages (the user's
     script, notebook cell or program that asked for the work), outermost first, at most STACK_FRAMES of the
-    innermost: each {"file", "line", "function", "code"}, the file relative to the working directory when under
-    it."""
-    cwd = os.path.join(os.getcwd(), "")
+    innermost: each {"file", "line", "function", "code"}, the file as `_shown` names it."""
     out = []
     for f in traceback.extract_stack(sys._getframe(1)):
         if (path := _user_file(f.filename)) is None:
             continue
-        out.append({"file": path.removeprefix(cwd), "line": f.lineno or 0, "function": f.name,
+        out.append({"file": _shown(path), "line": f.lineno or 0, "function": f.name,
                     "code": (f.line or "")[:_CODE_CHARS]})
     return out[-STACK_FRAMES:]
 
@@ -85,7 +105,7 @@ def user_line() -> tuple[str, int, str] | None:
 
 def frame_of(path: str, line: int, function: str) -> dict[str, Any]:
     """A `user_line()` as `frames()` writes a frame: {"file", "line", "function", "code"}."""
-    return {"file": path.removeprefix(os.path.join(os.getcwd(), "")), "line": line, "function": function,
+    return {"file": _shown(path), "line": line, "function": function,
             "code": linecache.getline(path, line).strip()[:_CODE_CHARS]}
 
 
