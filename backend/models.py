@@ -151,6 +151,41 @@ class ScriptOutput(BaseModel):
     truncated: bool = Field(description="the output was longer than the server keeps (its first part is shown)")
 
 
+class Roof(BaseModel):
+    """A device's measured roofs: compute (GFLOP/s) and bandwidth (GB/s)."""
+
+    gflops: float
+    gbs: float
+
+
+class LaunchRow(BaseModel):
+    """One kernel launch of a profile (docs/profile.md), with what the profile derives from it."""
+
+    kernel: str
+    context: int | None = Field(description="the trace's kernel context whose graph it ran (its first pass's "
+                                            "input is the launch's `ast`); null where no pass recorded that graph")
+    device: str
+    time_s: float = Field(description="the launch's wall time: what the step pays for it")
+    device_s: float = Field(description="its kernel's time as the device measures it")
+    flops: int
+    bytes: int
+    share: float = Field(description="time_s over the profile's launches' time added up")
+    gflops: float
+    gbs: float
+    roof: float = Field(description="its place under its device's roofline: 1.0 is on the roof")
+    bound: str = Field(description="the roof a kernel of its intensity is under: compute or memory")
+    line: Frame | None = Field(description="the line of user code that ran it")
+
+
+class ProfileView(BaseModel):
+    """A `uopviz.profile()` block recorded inside the trace: its launches in launch order."""
+
+    wall_s: float = Field(description="the block's wall time")
+    kernel_s: float = Field(description="the launches' wall times added up")
+    roofs: dict[str, Roof]
+    launches: list[LaunchRow]
+
+
 class TraceDetail(BaseModel):
     id: str
     name: str
@@ -159,6 +194,7 @@ class TraceDetail(BaseModel):
     origin: OptsOrigin | None = Field(description="an opts trace's kernel and opts; null for other traces")
     output: ScriptOutput | None = Field(description="a script's stdout and stderr; null for other traces")
     contexts: list[ContextInfo]
+    profiles: list[ProfileView] = Field(description="the profiled blocks the trace recorded (uopviz.profile())")
 
 
 class GraphNode(BaseModel):

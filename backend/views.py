@@ -14,9 +14,12 @@ from uopviz.backend.models import (
     Frame,
     GraphNode,
     KernelView,
+    LaunchRow,
     OptSpec,
     OptStep,
     PassInfo,
+    ProfileView,
+    Roof,
     RuleInfo,
     RuleProfile,
     StepView,
@@ -29,6 +32,7 @@ from uopviz.backend.store import NotFound, StoredTrace
 
 from uopviz.codegen.opt import KernelOptError, Opt
 from uopviz.dtype import DTypeError, dtypes
+from uopviz.profile import Profile
 from uopviz.runtime.device import shard_free
 from uopviz.search.keys import kernel_hash
 from uopviz.trace import Trace, TraceContext, TraceFormatError, TracePass
@@ -79,7 +83,24 @@ def detail(st: StoredTrace) -> TraceDetail:
                              steps=len(p.steps), error=p.error, time_ns=p.time_ns, rules=_profile(tr, p),
                              opt=opt_steps.get(j)) for j, p in enumerate(c.passes)]))
     return TraceDetail(id=st.id, name=st.name, source=st.source, device=st.device, origin=st.origin,
-                       output=st.output, contexts=infos)
+                       output=st.output, contexts=infos, profiles=_profiles(st.trace))
+
+
+def _profiles(tr: Trace) -> list[ProfileView]:
+    """The trace's profiles with the rates, shares and roofline places uopviz.profile derives, each launch tied to
+    the kernel context that lowered its graph (the first one, where the graph was lowered again)."""
+    firsts: dict[str, int] = {}
+    for i, c in enumerate(tr.contexts):
+        if c.kind == "kernel" and (first := _first_pass(c)) is not None:
+            firsts.setdefault(first.input, i)
+    out = []
+    for doc in tr.profiles:
+        p = Profile.from_dict(doc)
+        launches = [LaunchRow(**{k: r[k] for k in LaunchRow.model_fields if k != "context"},
+                              context=firsts.get(r["ast"]) if r["ast"] is not None else None) for r in p.rows()]
+        out.append(ProfileView(wall_s=p.wall_s, kernel_s=p.kernel_s, launches=launches,
+                               roofs={d: Roof(gflops=r.gflops, gbs=r.gbs) for d, r in p.roofs.items()}))
+    return out
 
 
 def _profile(tr: Trace, p: TracePass) -> list[RuleProfile]:

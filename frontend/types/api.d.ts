@@ -122,6 +122,36 @@ export interface ScriptOutput {
   truncated: boolean;
 }
 
+export interface Roof {
+  gflops: number;
+  gbs: number;
+}
+
+export interface LaunchRow {
+  kernel: string;
+  /** the kernel context that lowered its graph; null where no pass recorded it */
+  context: number | null;
+  device: string;
+  time_s: number;
+  device_s: number;
+  flops: number;
+  bytes: number;
+  share: number;
+  gflops: number;
+  gbs: number;
+  /** its place under its device's roofline: 1 is on the roof */
+  roof: number;
+  bound: string;
+  line: Frame | null;
+}
+
+export interface ProfileView {
+  wall_s: number;
+  kernel_s: number;
+  roofs: Record<string, Roof>;
+  launches: LaunchRow[];
+}
+
 export interface TraceDetail {
   id: string;
   name: string;
@@ -130,6 +160,7 @@ export interface TraceDetail {
   origin: OptsOrigin | null;
   output: ScriptOutput | null;
   contexts: ContextInfo[];
+  profiles: ProfileView[];
 }
 
 export interface GraphNode {

@@ -17,9 +17,10 @@
 // mount(el, source, {panels}) takes the list; a view that adds a panel passes [...PANELS, itsPanel].
 import { beamPanel } from "./beam.js";
 import { kernelPanel } from "./kernel.js";
+import { profilePanel } from "./profile.js";
 import { rewritePanel } from "./rewrite.js";
 import { tracePanel } from "./trace.js";
 /** @import { PanelDef } from "../../types/ui" */
 
 /** @type {PanelDef[]} */
-export const PANELS = [rewritePanel, kernelPanel, beamPanel, tracePanel];
+export const PANELS = [rewritePanel, kernelPanel, beamPanel, tracePanel, profilePanel];
