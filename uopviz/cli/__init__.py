@@ -29,7 +29,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         A, B = Tensor(a, device=args.device), Tensor(b, device=args.device)
         C = A @ B
-        with uopviz.trace() as tr:
+        with uopviz.trace.record() as tr:
             got = C.numpy()
         for ast, bufs in kernels_of(schedule([(A @ B).uop])):
             kernel, _ = compile_kernel(ast, bufs[0].arg.device, default_opts(ast, bufs[0].arg.device))

@@ -29,11 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    import uopviz.profile
+    from uopviz.profile import profile
     from uopviz.runtime.device import DeviceError, UnknownDeviceError
     try:
         device = devices.canonical(args.device)
-        with uopviz.profile() as p:
+        with profile() as p:
             run_script(args.script, device, args.args)
         if not p.runs:
             raise ProgramError(f"{args.script} ran no kernel: there is nothing to profile")

@@ -419,7 +419,8 @@ class _Search:
             # a node far slower than the best is not expanded: one opt rarely gains that much, and timing its
             # children (each as slow as it) would cost most of the search
             beam = [n for n in beam if n.time <= best.time * ABORT_FACTOR]
-            children = [((*n.opts, opt), n.id, s) for n in beam for opt, s in legal_actions(n.sched) if self._new(s)]
+            children: list[Item] = [((*n.opts, opt), n.id, s) for n in beam for opt, s in legal_actions(n.sched)
+                                    if self._new(s)]
             if not children:
                 break
             rounds = r

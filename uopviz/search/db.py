@@ -541,7 +541,7 @@ class TuningDB:
                     (s["uid"], kernel_ids[s["kernel_hash"]], _target_id(c, s["target"]), s["action_space_version"],
                      s["uopviz_version"], _dumps(s["params"]), s["status"], s["error"], s["started_at"],
                      s["finished_at"]))
-                search_id, new_ids = _rowid(cur), {}
+                search_id, new_ids = _rowid(cur), dict[int, int]()
                 for x in s["candidates"]:
                     new_ids[x["id"]] = _rowid(c.execute(
                         "INSERT INTO candidates (search_id, parent_id, round, opts, program_hash, uop_count, "

@@ -16,7 +16,7 @@ VARIANTS = ("unoptimized", "heuristic", "beam")
 def report(label: str, device: str, width: int, results: Sequence[BeamResult], wall_s: float,
            flops: int | None = None, nbytes: int | None = None) -> dict[str, Any]:
     """The document of searches of one program's kernels (flops, nbytes: its work, None where unknown)."""
-    kernels = [{"kernel": r.kernel_name, "name": r.name, "opts": [o.to_json() for o in r.opts],
+    kernels: list[dict[str, Any]] = [{"kernel": r.kernel_name, "name": r.name, "opts": [o.to_json() for o in r.opts],
                 "unoptimized_s": r.unoptimized_s, "heuristic_s": r.heuristic_s, "beam_s": r.time_s,
                 "heuristic_opts": [o.to_json() for o in r.heuristic_opts], "search_id": r.search_id,
                 "from_db": r.from_db, "rounds": r.rounds, "checked": r.checked, "candidates": r.candidates,
