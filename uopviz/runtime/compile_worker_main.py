@@ -77,7 +77,9 @@ class Builders:
             except cl.Error:
                 log = str(e)
             raise Failure("compile", log or str(e)) from None
-        return bytes(prog.get_info(cl.program_info.BINARIES)[0])
+        binaries = prog.get_info(cl.program_info.BINARIES)  # one per device the program was built for: ours
+        assert isinstance(binaries, list)
+        return bytes(binaries[0])
 
 
 def _cl_device(cl: Any, where: tuple[int, ...]) -> Any:
@@ -169,6 +171,7 @@ def main(argv: list[str]) -> int:
         head_len, payload_len = FRAME.unpack(prefix)
         head = json.loads(read_exact(requests, head_len) or b"{}")
         payload = (read_exact(requests, payload_len) or b"") if payload_len else b""
+        answer: dict[str, Any]
         try:
             answer, out = {"ok": True}, builders.run(head, payload)
         except Failure as f:

@@ -143,7 +143,7 @@ def canonical(device: str | None) -> str:
 
 def canonical_devices(device: str | Sequence[str] | None) -> str | tuple[str, ...]:
     """canonical() of a name, or of each name of a multi-device (a tuple of at least two distinct devices)."""
-    if isinstance(device, (tuple, list)):
+    if device is not None and not isinstance(device, str):
         names = tuple(canonical(d) for d in device)
         if len(names) < 2 or len(set(names)) != len(names):
             raise UnknownDeviceError(f"a multi-device is a tuple of two or more distinct devices, got {device!r}")

@@ -330,8 +330,8 @@ def _mma(tc: Any, fragments: dict[int, list[list[Any]]]) -> dict[int, tuple[floa
     d = (a @ b + c).astype(_values(tc.dtype_out))
     out = {}
     for lane in fragments:
-        at = [coordinates(tc.c, lane, e) for e in range(elements(tc.c))]
-        out[lane] = tuple(d[x["m"], x["n"]].item() for x in at)
+        spots = [coordinates(tc.c, lane, e) for e in range(elements(tc.c))]
+        out[lane] = tuple(d[x["m"], x["n"]].item() for x in spots)
     return out
 
 
