@@ -108,7 +108,8 @@ def colour_of(e: Entry) -> str:
     return OTHER_COLOUR if g is None else GroupOp.Colour[g]
 
 
-def _props(e: Entry) -> str:
+def props(e: Entry) -> str:
+    """A node's dtype and shape as a diff shows them: "float32(16,16)"."""
     dims = e.get("shape")
     dtype = e["dtype"] or ""
     return dtype if not dims else f"{dtype}({','.join(str(d) for d in dims)})"
@@ -130,7 +131,7 @@ def node_text(nid: str, node: Lookup) -> str:
     arg = arg_text(e["arg"])
     srcs = ", ".join(label(s, node) for s in e["src"])
     tag = "" if e.get("tag") is None else f" tag={e['tag']!r}"  # as uop/printer.py shows it (a pass's mark)
-    return f"{e['op']}:{_props(e)}" + (f" {arg}" if arg else "") + tag + (f" ({srcs})" if srcs else "")
+    return f"{e['op']}:{props(e)}" + (f" {arg}" if arg else "") + tag + (f" ({srcs})" if srcs else "")
 
 
 def linear_listing(instructions: list[str], node: Lookup) -> str:
@@ -142,6 +143,6 @@ def linear_listing(instructions: list[str], node: Lookup) -> str:
     for i, nid in enumerate(instructions):
         e = node(nid)
         ops = " ".join(f"%{number[s]}" if s in number else node(s)["op"] for s in e["src"])
-        lines.append(f"{i:>{width}}  {e['op']:<10} {_props(e):<14} {ops:<16} {arg_text(e['arg'])}".rstrip())
+        lines.append(f"{i:>{width}}  {e['op']:<10} {props(e):<14} {ops:<16} {arg_text(e['arg'])}".rstrip())
         number[nid] = i
     return "\n".join(lines)

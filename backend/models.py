@@ -247,6 +247,9 @@ class StepView(BaseModel):
                                               "replacement, then the rebuilt ancestors; [] for k=0 and folded steps; "
                                               "at most 200 (a whole-graph pass changes every node)")
     changed: int = Field(description="how many nodes the whole diff has (changes lists the first 200)")
+    summary: list[str] = Field(description="a step that changes many nodes (a whole-graph pass) said in a few "
+                                           "lines: its re-spellings (\"Range r0 THREAD → Special tidx0\"), the ops "
+                                           "that left and came, and the nodes rebuilt over them; [] otherwise")
     folded: list[int] = Field(description="the pass's steps (1..steps) after which the graph is the one before "
                                           "them: the rewriter met a node an earlier step had rewritten (the UI "
                                           "folds them). With the step, not the trace's outline: finding them "

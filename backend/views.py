@@ -3,8 +3,10 @@ kernel views. Everything is read from the node table, so saved traces and fresh 
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
+from typing import Any
 
 from uopviz.backend import display
 from uopviz.backend.models import (
@@ -39,6 +41,8 @@ from uopviz.trace import Trace, TraceContext, TraceFormatError, TracePass
 from uopviz.uop.ops import AxisType, GroupOp, Ops, UOp
 
 _LETTERS = {t.letter: t for t in AxisType}
+SUMMARY_FROM = 40  # nodes added and removed from which a step is aligned and said in a few lines (StepView.summary)
+SUMMARY_LINES = 6  # re-spellings a summary names
 MAX_CHANGES = 200  # nodes a step's diff lists (a whole-graph pass changes them all; `changed` counts every one)
 
 
@@ -256,7 +260,7 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
     nodes = [_graph_node(nid, tr.node(nid), on.get(nid)) for nid in order]
     if k == 0:
         return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[], removed=[], rebuilt=[], rule=None,
-                        match=None, replacement=None, changes=[], changed=0, folded=folded)
+                        match=None, replacement=None, changes=[], changed=0, folded=folded, summary=[])
     s = p.steps[k - 1]
     now = set(order)
     # a node that merged into one the graph already held is removed, not rebuilt
@@ -265,13 +269,85 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
     old_rebuilt, new_rebuilt = {o for o, _ in rebuilt}, {n for _, n in rebuilt}
     added = [n for n in order if n not in before and n not in new_rebuilt]
     removed = before - now - old_rebuilt
+    big = len(added) + len(removed) >= SUMMARY_FROM  # a whole-graph rewrite; a local one's diff says it well
+    same, respelled = _aligned(tr, removed, added) if big else ([], [])
+    if same:  # the nodes it built again in place are rebuilt, not a second copy of the kernel
+        rebuilt += same
+        gone, came = {o for o, _ in same}, {n for _, n in same}
+        removed -= gone
+        added = [n for n in added if n not in came]
     rule = tr.rules[s.rule]
     changes = _changes(tr, renamed.get(s.match), s.match, added, removed, rebuilt)
     return StepView(root=root, steps=len(p.steps), nodes=nodes, added=added, removed=sorted(removed),
                     rebuilt=rebuilt, rule=RuleInfo(location=rule.location, text=rule.text, time_ns=s.time_ns),
                     match=s.match, replacement=s.replacement, changes=changes,
                     changed=len(added) + len(removed) + len(rebuilt) - (changes[0].kind == "changed" if changes else 0),
-                    folded=folded)
+                    folded=folded, summary=_summary(tr, respelled, removed, added, len(rebuilt)) if big else [])
+
+
+def _aligned(tr: Trace, removed: set[str], added: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Which added node (`added` sources first) stands where a removed one stood: ([before, after] pairs of the
+    same op, dtype, arg and tag over the same sources, once earlier pairs are taken as one node; pairs of sources
+    that differ where the rest of their users agree, which the step re-spelled). A rule that returns the whole
+    graph rewritten (hardware ids turns a Range into a Special) is then a few re-spelled nodes and their rebuilt
+    ancestors, not every node removed and added (a second copy of the kernel)."""
+    def key(e: display.Entry, src: list[str]) -> tuple[Any, ...]:
+        return e["op"], e["dtype"], json.dumps(e["arg"], sort_keys=True), json.dumps(e["tag"]), tuple(src)
+
+    index: dict[tuple[Any, ...], list[str]] = {}
+    for o in sorted(removed):
+        e = tr.node(o)
+        for i in range(-1, len(e["src"])):  # -1: the node as it is; i: with source i left open
+            index.setdefault(key(e, e["src"] if i < 0 else [*e["src"][:i], "*", *e["src"][i + 1:]]), []).append(o)
+    back: dict[str, str] = {}  # added -> the removed node it stands for
+    same: list[tuple[str, str]] = []
+    respelled: dict[str, str] = {}
+    for n in added:
+        e = tr.node(n)
+        src = [back.get(s, s) for s in e["src"]]
+        for i in range(-1, len(src)):
+            hits = index.get(key(e, src if i < 0 else [*src[:i], "*", *src[i + 1:]]), [])
+            hit = next((o for o in hits if o not in back.values()), None)
+            if hit is None:
+                continue
+            back[n] = hit
+            same.append((hit, n))
+            old = tr.node(hit)["src"][i] if i >= 0 else None
+            if old is not None and old in removed and e["src"][i] not in back:
+                respelled.setdefault(old, e["src"][i])
+            break
+    # a re-spelling is a node in another op or arg over the same sources (Range r0 → Special tidx0, both over
+    # Const 8), not any two nodes that happened to stand in one place
+    return same, [(o, n) for o, n in respelled.items()
+                  if [back.get(x, x) for x in tr.node(n)["src"]] == tr.node(o)["src"]]
+
+
+def _summary(tr: Trace, respelled: list[tuple[str, str]], removed: set[str], added: list[str],
+             rebuilt: int) -> list[str]:
+    """A step that changes many nodes said once: each re-spelling with how many nodes it made ("Range r0 THREAD →
+    Special tidx0"), the ops that left and came ("Store ×1 → Store ×16"), and how many nodes were rebuilt over them;
+    for a step that changed many nodes."""
+    def short(nid: str) -> str:
+        e = tr.node(nid)
+        return f"{e['op']} {display.arg_text(e['arg'])}".strip()
+
+    spelled = Counter((short(o), short(n)) for o, n in respelled)
+    out = [f"{a} → {b}" + (f" ×{c}" if c > 1 else "") for (a, b), c in spelled.most_common(SUMMARY_LINES)]
+    if len(spelled) > SUMMARY_LINES:
+        out.append(f"and {len(spelled) - SUMMARY_LINES} more re-spellings")
+    def kind(nid: str) -> str:
+        e = tr.node(nid)
+        return f"{e['op']} {display.props(e)}"
+
+    gone, came = Counter(kind(n) for n in removed), Counter(kind(n) for n in added)
+    if gone or came:
+        def ops(c: Counter[str]) -> str:
+            return ", ".join(f"{op} ×{k}" for op, k in c.most_common()) or "nothing"
+        out.append(f"{ops(gone)} → {ops(came)}")
+    if rebuilt:
+        out.append(f"{rebuilt} node{'s' if rebuilt != 1 else ''} rebuilt over {'it' if len(out) == 1 else 'them'}"
+                   " (the same op and arg over new sources)")
+    return out
 
 
 def _same_node(a: display.Entry, b: display.Entry) -> bool:

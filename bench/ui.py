@@ -181,7 +181,7 @@ while (nodes.length < N - 1) add("Const", [], { arg: String(nodes.length) });
 const used = new Set(nodes.flatMap((n) => n.src));
 const root = add("Sink", nodes.filter((n) => !used.has(n.id)).map((n) => n.id), { dtype: "void" });
 const step = { root, steps: 0, nodes, added: [], removed: [], rebuilt: [], rule: null, match: null, replacement: null,
-  changes: [], changed: 0, folded: [] };
+  changes: [], changed: 0, folded: [], summary: [] };
 const source = {
   meta: async () => meta,
   traces: async () => [{ id: "synthetic", name: "synthetic", source: "bench", contexts: 1 }],

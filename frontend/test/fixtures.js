@@ -55,5 +55,5 @@ export function node(id, op, src = [], rest = {}) {
  * @returns {StepView}
  */
 export function step(nodes, rest = {}) {
-  return { root: nodes[0].id, steps: 1, nodes, added: [], removed: [], rebuilt: [], rule: null, match: null, replacement: null, changes: [], changed: 0, folded: [], ...rest };
+  return { root: nodes[0].id, steps: 1, nodes, added: [], removed: [], rebuilt: [], rule: null, match: null, replacement: null, changes: [], changed: 0, folded: [], summary: [], ...rest };
 }

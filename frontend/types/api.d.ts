@@ -202,6 +202,8 @@ export interface StepView {
   replacement: string | null;
   changes: Change[];
   changed: number;
+  /** a step that changes many nodes said in a few lines */
+  summary: string[];
   /** the pass's steps after which the graph is the one before them */
   folded: number[];
 }

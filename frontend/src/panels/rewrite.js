@@ -126,6 +126,10 @@ function diffBlock(step, reveal) {
     );
   const more = step.changed - step.changes.length;
   return [
+    step.summary.length > 0 && [
+      h("div", { class: "uv-label" }, "What changed ", h("span", { class: "uv-dim" }, "said once for the whole graph")),
+      h("ul", { class: "uv-step-summary" }, step.summary.map((line) => h("li", {}, line))),
+    ],
     h("div", { class: "uv-label" }, "Diff ", h("span", { class: "uv-dim" }, "by node: what the rule matched and what replaced it")),
     main.length ? h("ul", { class: "uv-changes" }, main.map(row)) : h("p", { class: "uv-hint" }, "No node came or left."),
     rebuilt.length > 0 &&

@@ -1,0 +1,35 @@
+"""Issue 31 item 3: a whole-graph pass that re-spells one node is said once. The zoo gemm's "hardware ids" step turns
+the THREAD Range into a Special: the page names that change and the ancestors rebuilt over it, and draws no second
+copy of the kernel beside the new one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.browser.support import api, gemm_context, wait_drawn
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.slow
+
+
+def test_hardware_ids_is_said_once(page: Page, server: str, shots: Path) -> None:
+    ci = gemm_context(page, server)
+    passes = api(page, server, "traces/gemm")["contexts"][ci]["passes"]
+    pi = next(p["index"] for p in passes if p["name"] == "hardware ids")
+    step = api(page, server, f"traces/gemm/contexts/{ci}/passes/{pi}/steps/1")
+    nodes = len(step["nodes"])
+    # the API: one Range re-spelled, the rest rebuilt (it reported every node removed and added)
+    assert len(step["added"]) + len(step["removed"]) <= 4 and len(step["rebuilt"]) > nodes // 2, step["summary"]
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/{pi}/s/1")
+    wait_drawn(page, f"gemm/{ci}/{pi}/1")
+    lines = page.locator(".uv-step-summary li").all_inner_texts()
+    assert lines[0] == "Range r0 THREAD → Special tidx0", lines
+    assert any(line.startswith(f"{len(step['rebuilt'])} nodes rebuilt over") for line in lines), lines
+    removed = page.locator(".uv-node.uv-removed").count()  # the removed nodes are drawn beside (on by default)
+    assert removed <= len(step["removed"]), removed  # no second kernel beside the new one
+    page.screenshot(path=shots / "gemm-hardware-ids-summary.png")
