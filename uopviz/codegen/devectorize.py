@@ -286,9 +286,12 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
 
 
 def first_choices(addr: UOp, whens: list[UOp], memo: dict[UOp, UOp] | None = None) -> UOp:
-    """addr with each index select `c ? x : y` replaced by x; each c (as it was) is added to whens. `memo`: see
-    `_simplified`."""
+    """addr with each index select `c ? x : y` replaced by x, simplified; each c (as it was) is added to whens.
+    addr itself where it has none (the addresses asked about are simplified already: most have no select, and
+    simplifying each again was most of prefetch's time). `memo`: see `_simplified`."""
     selects = {x: x.src[1] for x in addr.toposort() if x.op is Ops.WHERE and x.dtype == dtypes.index}
+    if not selects:
+        return addr
     whens += [x.src[0] for x in selects]
     return _simplified(addr.substitute(selects), memo)
 
