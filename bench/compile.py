@@ -12,7 +12,9 @@ warm processes. With `--workers 0,auto` (the default) uopviz runs both ways in t
 the realizing process one by one (as before issue 29 item 4), auto lowers a schedule's kernels in build workers
 (UOPVIZ_COMPILE_WORKERS) beside it; the workers' ratio is of the two within this run, whose settings take turns
 (each repeat runs every setting). The load average is printed at the start and the end: figures taken on a loaded
-machine compare only within one run.
+machine compare only within one run. Beside each cold first call, its CPU time in the realizing process and in the C
+compiler runs it waited for (medians): what other processes' load does not stretch, so figures of a busy machine
+compare across runs; with workers, the build workers' own time is not in them.
 
     python bench/compile.py [CASE ...] [--device CPU] [--repeats 3] [--steps 5] [--workers 0,auto] [--no-peers]
 
@@ -25,11 +27,13 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,6 +167,13 @@ def torch_case(case: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
     return chain, chain
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children: the C compiler runs (a build worker still alive is not
+    counted until it exits)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def child(args: argparse.Namespace) -> None:
     """One process's measurement, printed as a JSON line: the first call, and with --steps the steady times."""
     out: dict[str, Any] = {}
@@ -176,7 +187,9 @@ def child(args: argparse.Namespace) -> None:
     else:
         first, eager, jitted = uopviz_case(args.child, args.device)
         from uopviz import parallel
+        cpu, cc = time.process_time(), _children_cpu()
         out["first_s"] = timed(first)
+        out["cpu_s"], out["cc_s"] = time.process_time() - cpu, _children_cpu() - cc
         out["split"] = (parallel.stats["here"], parallel.stats["workers"], parallel.stats["disk"])
         if args.steps:
             for _ in range(2):
@@ -258,10 +271,14 @@ def main() -> None:
                     shutil.rmtree(cache, ignore_errors=True)
         for w in settings:
             row[f"cold {w}"] = statistics.median(c["first_s"] for c in cold[w])
+            row[f"cold cpu {w}"] = (statistics.median(c["cpu_s"] for c in cold[w]),
+                                    statistics.median(c["cc_s"] for c in cold[w]))
             row[f"warm {w}"] = statistics.median(c["first_s"] for c in warm[w])
             row[f"split {w}"] = (tuple(cold[w][-1]["split"]), tuple(warm[w][-1]["split"]))
             row[f"eager {w}"], row[f"jit {w}"] = warm[w][-1].get("eager_s"), warm[w][-1].get("jit_s")
-            print(f"  {case}: workers {w}: cold {fmt(row[f'cold {w}'])}, warm {fmt(row[f'warm {w}'])} "
+            cpu, cc = row[f"cold cpu {w}"]
+            print(f"  {case}: workers {w}: cold {fmt(row[f'cold {w}'])} (CPU: {fmt(cpu)} this process, {fmt(cc)} "
+                  f"C compilers), warm {fmt(row[f'warm {w}'])} "
                   f"(kernels lowered here/in workers/read back lowered, cold and warm: {row[f'split {w}']}); "
                   f"eager {fmt(row[f'eager {w}'])}, @jit {fmt(row[f'jit {w}'])}", flush=True)
         if "torch" in peers:
