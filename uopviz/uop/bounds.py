@@ -115,11 +115,12 @@ class _Check:
         memory = base.memory().op in (Ops.PARAM, Ops.BUFFER)
         if not memory and not all(i.dtype == dtypes.index for i in indices):
             return  # a Tensor-level Index by data: out-of-range values read 0 by its semantics, never memory
-        env: Env | None = frozenset()
+        env: Env = frozenset()
         for g in gates:
-            env = self.narrow(env, g, True, 0)
-            if env is None:
+            narrowed = self.narrow(env, g, True, 0)
+            if narrowed is None:
                 return  # the gates never hold together: the access is never made
+            env = narrowed
         what = {Ops.LOAD: "a Load from", Ops.STORE: "a Store to", Ops.ATOMIC_ADD: "an AtomicAdd to"}.get(
             u.op, "an Index of")
         dims = [prod(base.shape)] if memory and len(indices) == 1 else list(base.shape)
@@ -342,9 +343,9 @@ class _Check:
             lo, hi = -(-least // g), most // g  # key's interval (g > 0)
             if lo > hi:
                 return None
-            for k, (a, b) in ((key, (lo, hi)), (negated, (-hi, -lo))):
-                was = bounds.get(k, (a, b))
-                bounds[k] = (max(a, was[0]), min(b, was[1]))
+            for k, (low, high) in ((key, (lo, hi)), (negated, (-hi, -lo))):
+                was = bounds.get(k, (low, high))
+                bounds[k] = (max(low, was[0]), min(high, was[1]))
         return frozenset(bounds.items())
 
     def _interval(self, e: UOp, env: Env, depth: int) -> tuple[int, int]:
@@ -480,7 +481,7 @@ def _over(t: UOp, d: UOp) -> UOp | None:
     return None
 
 
-def _inside(iv: tuple[int, int], span: tuple[int, int]) -> bool:
+def _inside(iv: tuple[int, int], span: tuple[int | float, int | float]) -> bool:
     return span[0] <= iv[0] and iv[1] <= span[1]
 
 
