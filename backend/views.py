@@ -342,7 +342,8 @@ def _summary(tr: Trace, respelled: list[tuple[str, str]], removed: set[str], add
     gone, came = Counter(kind(n) for n in removed), Counter(kind(n) for n in added)
     if gone or came:
         def ops(c: Counter[str]) -> str:
-            return ", ".join(f"{op} ×{k}" for op, k in c.most_common()) or "nothing"
+            named = ", ".join(f"{op} ×{k}" for op, k in c.most_common(SUMMARY_LINES)) or "nothing"
+            return named + (f" and {len(c) - SUMMARY_LINES} more kinds" if len(c) > SUMMARY_LINES else "")
         out.append(f"{ops(gone)} → {ops(came)}")
     if rebuilt:
         out.append(f"{rebuilt} node{'s' if rebuilt != 1 else ''} rebuilt over {'it' if len(out) == 1 else 'them'}"

@@ -68,8 +68,8 @@ export class App {
     this.token = 0;
     this.showRemoved = true;
     // the graph's views: null follows the stage (on late), a boolean is the person's choice
-    /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, hidden: Set<string>}} */
-    this.views = { index: null, lanes: null, listing: null, hidden: new Set() };
+    /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, calls: boolean | null, hidden: Set<string>}} */
+    this.views = { index: null, lanes: null, listing: null, calls: null, hidden: new Set() };
     this.query = "";
     /** @type {number[]} */
     this.hits = [];
@@ -207,6 +207,7 @@ export class App {
         this.render();
       }),
       toggle("index", "index", "fold index arithmetic into the Index nodes that read it (i)", () => this.flip("index")),
+      toggle("calls", "kernels", "draw each Call of a schedule as one box over its inputs and outputs, its kernel's body folded (k)", () => this.flip("calls")),
       toggle("lanes", "copies", "draw nodes alike but for their constants (UPCAST copies, vector lanes) once, with a count (c)", () => this.flip("lanes")),
       (this.toggles.filter = button("uv-filter", "ops ▾", "hide op groups (their users are wired to their sources)", () => (els.filters.hidden = !els.filters.hidden))),
       toggle("listing", "listing", "the instruction listing of a Linear program instead of its graph (g)", () => this.flip("listing")),
@@ -389,21 +390,22 @@ export class App {
   }
 
   // Turn one of the graph's views on or off (away from what the stage chose).
-  /** @param {"index" | "lanes" | "listing"} name */
+  /** @param {"index" | "lanes" | "listing" | "calls"} name */
   flip(name) {
     this.views[name] = !this.effective(name);
     this.render();
   }
 
   // Whether a view is on: the person's choice, else the stage's (index and copies fold in late stages; the listing
-  // is the main view of a Linear program).
+  // is the main view of a Linear program; a schedule's Calls are boxes, their kernels folded).
   /**
-   * @param {"index" | "lanes" | "listing"} name
+   * @param {"index" | "lanes" | "listing" | "calls"} name
    * @returns {boolean}
    */
   effective(name) {
     if (this.views[name] != null) return this.views[name];
     if (name === "listing") return Boolean(this.step && linearOf(this.step));
+    if (name === "calls") return true;
     return LATE_STAGES.has(/** @type {string} */ (this.pass?.stage));
   }
 
@@ -521,6 +523,7 @@ export class App {
         ...DEFAULT_OPTIONS,
         index: this.effective("index"),
         lanes: this.effective("lanes"),
+        calls: this.effective("calls"),
         hidden: this.views.hidden,
         commutative: new Set(this.meta.commutative ?? []),
       });
@@ -583,6 +586,7 @@ export class App {
     on("removed", this.showRemoved);
     on("index", this.effective("index"));
     on("lanes", this.effective("lanes"));
+    on("calls", this.effective("calls"));
     on("listing", Boolean(this.effective("listing") && linearOf(step)));
     on("filter", this.views.hidden.size > 0);
     this.toggles.listing.hidden = !linearOf(step);
@@ -751,6 +755,7 @@ export class App {
       g: () => linearOf(this.step ?? { nodes: [] }) && this.flip("listing"),
       i: () => this.flip("index"),
       c: () => this.flip("lanes"),
+      k: () => this.flip("calls"),
       l: () => /** @type {HTMLElement} */ (this.els.legend.querySelector(".uv-legend-toggle")).click(),
     };
     if (!actions[e.key]) return;

@@ -15,6 +15,7 @@ export const KEYS = [
   [["g"], "graph or instruction listing (Linearize and later)"],
   [["i"], "fold index arithmetic into its Index nodes"],
   [["c"], "collapse copies alike (lanes) into one node"],
+  [["k"], "a schedule's Calls as boxes, their kernels folded, or drawn whole"],
   [["l"], "legend"],
   [["Esc"], "close this, the inspector, or the search"],
   [["?"], "this help"],

@@ -138,7 +138,7 @@ test("what a step added, removed (drawn beside) and matched is marked on nodes a
   const d = displayGraph(st, removed);
   assert.deepEqual(d.nodes.map((n) => [n.id, n.status]), [["root", null], ["old", "removed"], ["new", "added"], ["x~0", null], ["x~1", null]]);
   assert.deepEqual(d.edges.map((e) => [e.v, e.w, e.operand, e.status]), [["new", "root", null, "added"], ["x~0", "old", "0‥1", "removed"], ["x~1", "new", "0‥1", "added"]]);
-  assert.equal(d.key, "root|old|false|false|");
+  assert.equal(d.key, "root|old|false|false|false|");
   // without the removed nodes, the graph is the step's own
   assert.deepEqual(displayGraph(st).nodes.map((n) => n.id), ["root", "new", "x"]);
 });
@@ -164,4 +164,23 @@ test("searchText: op, lines, index text and ids, in lower case", () => {
   const st = d.nodes.find((n) => n.id === "st");
   assert.ok(st);
   assert.equal(searchText(st), "store store p0[r0] void p0[r0] st");
+});
+
+test("calls: a schedule's Call is one box over its buffers, its kernel's body counted on it, not drawn", () => {
+  const nodes = [
+    node("sink", "Sink", ["call"]),
+    node("call", "Call", ["body", "buf", "after"]),
+    node("body", "Sink", ["store"]),
+    node("store", "Store", ["p0", "val"]),
+    node("val", "Add", ["p0", "p0"]),
+    node("p0", "Param"),
+    node("buf", "Buffer"),
+    node("after", "After", ["buf"]),
+  ];
+  const grouped = displayGraph(step(nodes), null, { ...DEFAULT_OPTIONS, calls: true });
+  assert.deepEqual(grouped.nodes.map((n) => n.id).sort(), ["after", "buf~0", "buf~1", "call", "sink"]);
+  assert.equal(grouped.nodes.find((n) => n.id === "call")?.expr, "kernel of 4 nodes");
+  const whole = displayGraph(step(nodes), null, DEFAULT_OPTIONS);
+  assert.ok(["body", "store", "val"].every((id) => whole.nodes.some((n) => n.id === id)));
+  assert.notEqual(grouped.key, whole.key);
 });

@@ -6,6 +6,8 @@
 //    are not drawn, and a Range's constant bound is in its title rather than an edge.
 //  - lanes: nodes that differ only in their constants (the copies an UPCAST makes of the kernel's body, the lanes
 //    of a devectorized value) are drawn once, with their count ("Store ×128").
+//  - calls: a schedule's Call drawn as one box over its inputs and outputs (its buffers and the values it waits on),
+//    its kernel's body (its first source) not drawn but counted on it, unless another node uses that body.
 //  - hidden: op groups not drawn; their users are wired to their sources (dashed edges).
 //  - always: shared hub nodes (ranges, params, buffers, constants, variables) are drawn once per use, without their
 //    own sources, so a Range used by forty index expressions does not pull forty edges across the picture. A node
@@ -16,7 +18,7 @@ import { textOn } from "../dom.js";
 /** @import { GraphNode, StepView } from "../../types/api" */
 /** @import { DisplayEdge, DisplayGraph, DisplayNode } from "../../types/ui" */
 /** @typedef {Map<string, GraphNode>} Table the step's nodes by id */
-/** @typedef {{index: boolean, lanes: boolean, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
+/** @typedef {{index: boolean, lanes: boolean, calls: boolean, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
 /** @typedef {{text: string, buffer: string | null}} Address an Index's text, and its buffer to draw (not a Param) */
 /** @typedef {{text: Map<string, string>, absorbed: Set<string>, address: Map<string, Address>, math: Map<string, boolean>}} Folding */
 /** @typedef {{key: string, members: string[], srcs: Map<string, [string, Set<number>]>}} Group nodes drawn as one */
@@ -59,7 +61,7 @@ const LEAF = 9;
 
 // The views that make a big graph readable, as displayGraph takes them.
 /** @type {DisplayOptions} */
-export const DEFAULT_OPTIONS = { index: false, lanes: false, hidden: new Set(), commutative: new Set() };
+export const DEFAULT_OPTIONS = { index: false, lanes: false, calls: false, hidden: new Set(), commutative: new Set() };
 
 // step: the /steps/{k} response; removedNodes: the nodes the step removed (by id), drawn beside the graph when given
 // (the step's own table may hold them too); options: as DEFAULT_OPTIONS.
@@ -105,6 +107,10 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
     const shown = [];
     node.src.forEach((s, i) => {
       if (!table.has(s)) return;
+      if (options.calls && i === 0 && node.op === "Call" && node.src.length > 1) {
+        exprs.set(id, `kernel of ${reachable(s, table)} nodes`); // its body: drawn only for another user
+        return;
+      }
       const through = folding?.absorbed.has(s) && i === 0 ? folding.address.get(s) : null; // a Load/Store's Index
       if (through) {
         folded.add(s);
@@ -195,7 +201,7 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
   }
   // what the drawn graph depends on (the layout cache's key): with the views on, also what the step marks
   const marks = options.index || options.lanes ? `|${step.match}|${step.replacement}|${[...changed].join(",")}` : "";
-  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${[...options.hidden].sort().join(",")}${marks}`;
+  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${options.calls}|${[...options.hidden].sort().join(",")}${marks}`;
   return { key, root: step.root, nodes, edges, match: step.match, replacement: step.replacement, total: order.length };
 }
 
@@ -500,4 +506,23 @@ export function argText(node, table) {
 /** @param {DisplayNode} n */
 export function searchText(n) {
   return `${n.op} ${n.lines.map((l) => l.text).join(" ")} ${n.expr ?? ""} ${n.refs.join(" ")}`.toLowerCase();
+}
+
+// How many nodes the graph under id holds (those the table has).
+/**
+ * @param {string} id
+ * @param {Table} table
+ */
+function reachable(id, table) {
+  const seen = new Set([id]);
+  const stack = [id];
+  while (stack.length) {
+    for (const s of /** @type {GraphNode} */ (table.get(/** @type {string} */ (stack.pop()))).src) {
+      if (table.has(s) && !seen.has(s)) {
+        seen.add(s);
+        stack.push(s);
+      }
+    }
+  }
+  return seen.size;
 }

@@ -1,0 +1,42 @@
+"""Issue 31 item 2: a schedule's graph is drawn by kernel. After "kernel split" each Call of the zoo gemm's schedule is
+one box over its buffers, saying how big its kernel is; `k` draws the kernels' bodies whole again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.browser.support import api, wait_drawn
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+pytestmark = pytest.mark.slow
+
+
+def drawn(page: Page) -> int:
+    return int(page.inner_text(".uv-drawn").split()[0])
+
+
+def test_each_call_is_a_box_and_k_draws_the_kernels(page: Page, server: str, shots: Path) -> None:
+    passes = api(page, server, "traces/gemm")["contexts"][0]["passes"]
+    pi = next(p["index"] for p in passes if p["name"] == "memory plan")
+    step = api(page, server, f"traces/gemm/contexts/0/passes/{pi}/steps/0")
+    calls = [n for n in step["nodes"] if n["op"] == "Call"]
+    assert len(calls) == 2  # B packed into panels, then the matmul
+    page.goto(f"{server}#/t/gemm/c/0/p/{pi}/s/0")
+    wait_drawn(page, f"gemm/0/{pi}/0")
+    boxes = page.locator(".uv-node", has_text="kernel of")
+    assert boxes.count() == len(calls)
+    assert all(t.startswith("Call") for t in boxes.all_text_contents())
+    assert page.locator(".uv-node", has_text="Store").count() == 0  # the kernels' bodies are folded into their Calls
+    grouped = drawn(page)
+    page.screenshot(path=shots / "gemm-schedule-calls.png")
+
+    page.keyboard.press("k")
+    page.wait_for_function("() => ![...document.querySelectorAll('.uv-node')].some(n => n.textContent.includes("
+                           "'kernel of'))")
+    assert drawn(page) > grouped
+    assert page.locator(".uv-node", has_text="Store").count() >= len(calls)
