@@ -538,13 +538,16 @@ export class App {
         const fit = passKey !== this.drawnPass;
         this.drawnPass = passKey;
         if (!(await this.view.draw(display, layout, fit)) || token !== this.token) return;
-        if (this.query) this.search(this.query, false);
+        if ((s.query ?? "") !== this.query) this.els.search.value = s.query ?? ""; // a link's search
+        if (this.query || s.query) this.search(s.query ?? "", false);
       }
     } catch (err) {
       if (token === this.token) this.status(err.message, true);
       return;
     }
-    this.selectNode(this.table.has(/** @type {string} */ (this.selected)) ? this.selected : null, false);
+    // the node in the view state stays selected; one that a link (or the history) names is brought into view
+    const fresh = s.node != null && s.node !== this.selected;
+    this.selectNode(s.node != null && this.table.has(s.node) ? s.node : null, fresh);
     panel.update({ ...view, step });
     if (!variantError) this.status("");
     // Report the view as drawn once the browser has painted it (tests and bench/ui.py wait for this).
@@ -625,6 +628,10 @@ export class App {
    */
   selectNode(ref, reveal) {
     this.selected = ref;
+    if (this.state.node !== ref) {
+      this.state.node = ref; // in the URL, so a link opens on it
+      this.writeHash(false);
+    }
     this.view.select(ref, reveal);
     for (const line of /** @type {NodeListOf<HTMLElement>} */ (this.els.listing.querySelectorAll(".uv-line"))) line.classList.toggle("uv-selected", line.dataset.ref === ref);
     const drawn = ref == null ? null : this.view.nodes.find((n) => n.refs.includes(ref));
@@ -670,6 +677,10 @@ export class App {
    */
   search(query, reveal = true) {
     this.query = query.trim().toLowerCase();
+    if ((this.state.query ?? "") !== this.query) {
+      this.state.query = this.query || null; // in the URL, so a link opens with it
+      this.writeHash(false);
+    }
     const nodes = this.view.nodes;
     this.hits = this.query ? nodes.flatMap((n, i) => (searchText(n).includes(this.query) ? [i] : [])) : [];
     this.view.search(this.hits);

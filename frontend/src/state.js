@@ -1,7 +1,8 @@
 // The view state: {tid, ci, pi, k, opts, tab, search}. The web page keeps it in the URL hash:
 //   #/t/gemm/c/1/p/3/s/5/o/SPLIT:0:4:UPCAST:0/v/kernel
 //   t trace id, c context index, p pass index, s step, o the kernel's opts, v the side panel shown (a panel's id),
-//   b the BEAM search shown in the BEAM tab (its id in the tuning database).
+//   b the BEAM search shown in the BEAM tab (its id in the tuning database), n the node selected (its id), q the
+//   graph's search text.
 // Without o the kernel is shown as compiled (with the opts the compiler chose); with it, lowered again with
 // exactly the opts listed (written as opts.js formatOpts does; "-": none).
 import { formatOpts, parseOpts } from "./opts.js";
@@ -10,7 +11,7 @@ import { formatOpts, parseOpts } from "./opts.js";
 
 /** @returns {ViewState} */
 export function emptyState() {
-  return { tid: null, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite", search: null };
+  return { tid: null, ci: null, pi: 0, k: 0, opts: null, tab: "rewrite", search: null, node: null, query: null };
 }
 
 /** @param {ViewState} s */
@@ -20,6 +21,8 @@ export function formatHash(s) {
   if (s.opts) hash += `/o/${formatOpts(s.opts)}`;
   if (s.tab !== "rewrite") hash += `/v/${s.tab}`;
   if (s.search != null) hash += `/b/${s.search}`;
+  if (s.node != null) hash += `/n/${s.node}`;
+  if (s.query) hash += `/q/${encodeURIComponent(s.query)}`;
   return hash;
 }
 
@@ -42,6 +45,8 @@ export function parseHash(hash, meta, tabs) {
       continue; // a malformed %-escape (a hand-edited link): the part is left out, not the whole view
     }
     if (key === "t") s.tid = value;
+    else if (key === "n" && /^[0-9a-f]{16}$/.test(value)) s.node = value;
+    else if (key === "q" && value) s.query = value;
     else if (Object.hasOwn(NUMBERS, key) && /^\d+$/.test(value)) s[NUMBERS[key]] = Number(value);
     else if (key === "v" && tabs.includes(value)) s.tab = value;
     else if (key === "o") {

@@ -13,8 +13,8 @@ test("no trace chosen: no hash, and an empty hash is the empty state", () => {
 
 test("formatHash writes the parts that differ from the defaults", () => {
   assert.equal(formatHash({ ...emptyState(), tid: "gemm", ci: 1, pi: 3, k: 5 }), "#/t/gemm/c/1/p/3/s/5");
-  const full = { tid: "a b/c", ci: 0, pi: 2, k: 0, opts: [{ op: "SPLIT", axis: 0, arg: [4, "UPCAST", false] }], tab: "beam", search: 12 };
-  assert.equal(formatHash(full), "#/t/a%20b%2Fc/c/0/p/2/s/0/o/SPLIT:0:4:UPCAST:0/v/beam/b/12");
+  const full = { tid: "a b/c", ci: 0, pi: 2, k: 0, opts: [{ op: "SPLIT", axis: 0, arg: [4, "UPCAST", false] }], tab: "beam", search: 12, node: "0123456789abcdef", query: "r0 / 4" };
+  assert.equal(formatHash(full), "#/t/a%20b%2Fc/c/0/p/2/s/0/o/SPLIT:0:4:UPCAST:0/v/beam/b/12/n/0123456789abcdef/q/r0%20%2F%204");
   assert.deepEqual(parseHash(formatHash(full), META, TABS), full);
 });
 
@@ -45,4 +45,9 @@ test("keys that name an Object.prototype member set nothing", () => {
     assert.deepEqual(Object.keys(s).sort(), Object.keys(emptyState()).sort(), key);
     assert.equal(s.tid, "x");
   }
+});
+
+test("a node part that is no node id is left out", () => {
+  assert.equal(parseHash("#/t/x/n/Add", META, TABS).node, null);
+  assert.equal(parseHash("#/t/x/n/0123456789abcdef/q/", META, TABS).node, "0123456789abcdef");
 });

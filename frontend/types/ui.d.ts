@@ -23,6 +23,10 @@ export interface ViewState {
   opts: Opt[] | null;
   tab: string;
   search: number | null;
+  /** the node selected (its id) */
+  node: string | null;
+  /** the graph's search text */
+  query: string | null;
 }
 
 /** The view state once the app has picked the trace and context shown. */

@@ -248,3 +248,32 @@ def test_another_server_on_this_host_receives_no_token(page: Page, server: str, 
     page.goto(server)
     page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn")
     assert "token" not in page.url
+
+
+def test_the_selected_node_and_the_search_are_in_the_link(page: Page, server: str, printed: str,
+                                                          shots: Path) -> None:
+    """Issue 31 item 6: a link names the node selected and the search, and opens on them."""
+    ci = gemm_context(page, server)
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/1/s/0")
+    wait_drawn(page, f"gemm/{ci}/1/0")
+    node = page.locator(".uv-node", has_text="Reduce").first
+    ref = node.get_attribute("data-ref")
+    node.click()
+    page.wait_for_function("r => location.hash.endsWith('/n/' + r)", arg=ref)
+    page.fill(".uv-search", "Range")
+    page.wait_for_function("() => location.hash.endsWith('/q/range')")
+    fragment = page.url.partition("#")[2]
+
+    browser = page.context.browser
+    assert browser
+    other = browser.new_page(viewport={"width": 1600, "height": 950})  # another browser: the printed URL, the view
+    other.goto(f"{printed}#{fragment}")
+    wait_drawn(other, f"gemm/{ci}/1/0")
+    other.wait_for_selector(".uv-inspector:not([hidden])")
+    assert "Reduce" in other.inner_text(".uv-inspector-head")
+    assert other.get_attribute(f".uv-node[data-ref='{ref}']", "class").count("uv-selected") == 1
+    assert other.input_value(".uv-search") == "range" and other.locator(".uv-node.uv-found").count() > 0
+    other.keyboard.press("Escape")  # unselected: the link names no node
+    other.wait_for_function("() => !location.hash.includes('/n/')")
+    other.screenshot(path=shots / "gemm-link-state.png")
+    other.close()
