@@ -17,7 +17,6 @@ from uopviz.pipeline import kernels_of, lower, schedule
 from uopviz.runtime.cuda import nvrtc_compile
 
 FP8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
-NO_PYTHON = {"PYTHON": "runtime/python.py keeps no fp8 buffer (its host values are NumPy's, and NumPy has no fp8)"}
 
 
 def _inputs() -> np.ndarray:
@@ -87,7 +86,7 @@ def test_casts_in_kernels(name: str, device: str) -> None:
     np.testing.assert_array_equal(got64, [dtypes.from_name(name).normalize(v) for v in x64])
 
 
-@pytest.mark.parametrize("device", on_devices(xfail=NO_PYTHON))
+@pytest.mark.parametrize("device", on_devices())
 @pytest.mark.parametrize("name", list(FP8))
 def test_arithmetic_through_float32(name: str, device: str) -> None:
     """Stored fp8 buffers, and + - * / max exp and comparisons on them: each op's result is the float32 op's,
@@ -115,16 +114,7 @@ def test_arithmetic_through_float32(name: str, device: str) -> None:
     np.testing.assert_array_equal((a + Tensor(b32, device=device)).numpy(), (ta + torch.tensor(b32)).numpy())
 
 
-@pytest.mark.parametrize(
-    "device",
-    on_devices(
-        xfail={
-            "CPU": "tensor/tensor.py makes no fp8 from NumPy yet",
-            "CL": "tensor/tensor.py makes no fp8 from NumPy yet",
-            **NO_PYTHON,
-        }
-    ),
-)
+@pytest.mark.parametrize("device", on_devices())
 def test_from_numpy_through_float32_and_back(device: str) -> None:
     """Tensor(ndarray, dtype=fp8) rounds the array's values (as a cast from float32), .numpy() gives float32."""
     x = _inputs()

@@ -74,6 +74,8 @@ class PythonRuntime(Runtime):
         so the top half of each float32 is exact)."""
         if dtype.name == "bfloat16":
             return (handle[:size].view(np.uint32) >> 16).astype(np.uint16)
+        if dtype.is_float and dtype.itemsize == 1:
+            return dtypes.fp8_to_bits(handle[:size], dtype)
         return np.array(handle[:size], dtype=_values(dtype))
 
     def compile(self, kernel: Kernel) -> PythonProgram:
@@ -442,4 +444,4 @@ def _store(b: int, x: int, s: int, conv: Callable[[Any], Any] | None, gate: int 
 
 def _values(dt: DType) -> np.dtype:
     """NumPy dtype holding dt's values here: the interpreter keeps bfloat16 values (already rounded) as float32."""
-    return dtypes.to_numpy(dtypes.float32 if dt.name == "bfloat16" else dt)
+    return dtypes.to_numpy(dtypes.float32 if dt.is_float and dt.fmt is None else dt)

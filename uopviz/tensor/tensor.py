@@ -217,7 +217,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         if (name := capturing()) is not None:
             raise JitError(f"@jit {name} reads a value (numpy, item, tolist): a replay runs only its kernels, so "
                            "whatever it decides from the value would not be replayed; read values outside the function")
-        if self.dtype == dtypes.bfloat16:
+        if self.dtype.is_float and self.dtype.fmt is None:  # bfloat16 and the fp8s: NumPy has none
             return self.cast(dtypes.float32).numpy()
         if isinstance(self._device, tuple):
             return self.gather_to().numpy()
@@ -328,14 +328,14 @@ def _from_python(data: Any, dtype: DType | None, device: str) -> UOp:
         except ValueError as e:
             raise ShapeError(f"nested lists must be rectangular (every row the same length): {e}") from None
         dt = values_dtype(values, kind, dtype)
-        data = values.astype(dtypes.to_numpy(dtypes.float32 if dt == dtypes.bfloat16 else dt))
+        data = values.astype(dtypes.to_numpy(dtypes.float32 if dt.is_float and dt.fmt is None else dt))
     if isinstance(data, np.generic):
         data = np.asarray(data)
     if not isinstance(data, np.ndarray):
         raise TypeError(f"cannot make a Tensor from {type(data).__name__}; give a scalar, a nested list or an "
                         "ndarray")
     src = dtypes.from_numpy(data.dtype)
-    if dtype is not None and dtype != src and dtype != dtypes.bfloat16:
+    if dtype is not None and dtype != src and dtype.fmt is not None:  # else a cast from the array's float dtype
         data, src = data.astype(dtypes.to_numpy(dtype)), dtype
     if data.size == 0:
         return const_uop(0, src, data.shape)

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from uopviz.dtype import DType, DTypeError
+from uopviz.dtype import DType, DTypeError, dtypes
 from uopviz.uop.ops import Ops, UOp, toposort
 
 Scalar = bool | int | float
@@ -189,6 +189,8 @@ def _bits_of(value: Scalar, dtype: DType) -> int:
         v = dtype.normalize(value)
         if dtype.name == "bfloat16":
             return struct.unpack("<I", struct.pack("<f", v))[0] >> 16
+        if dtype.itemsize == 1:
+            return int(dtypes.fp8_to_bits([v], dtype)[0])
         return int.from_bytes(struct.pack("<" + dtype.fmt, v), "little")  # type: ignore[operator]
     return int(value) & ((1 << dtype.bits) - 1)
 
@@ -202,6 +204,8 @@ def bitcast(value: Scalar, src: DType, dst: DType) -> Scalar:
         return dst.normalize(raw)
     if dst.name == "bfloat16":
         return struct.unpack("<f", struct.pack("<I", raw << 16))[0]
+    if dst.itemsize == 1:
+        return float(dtypes.fp8_from_bits(raw, dst))
     return struct.unpack("<" + dst.fmt, raw.to_bytes(dst.itemsize, "little"))[0]  # type: ignore[operator]
 
 
