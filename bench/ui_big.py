@@ -7,7 +7,8 @@ opened in headless Chromium (issue 31's targets in brackets):
   `GET /api/traces/<id>` (the browser's resource timing);
 - opening kernels by their link (`#/t/ID/c/CI/p/0/s/0`) in that page, spread over the whole trace: the time from
   the hash change to the graph drawn [<= 0.5 s each];
-- the server's memory (VmRSS, and VmHWM: its peak) against the file's size [<= 3x].
+- the server's memory (VmRSS, and VmHWM: its peak) against the file's size [<= 3x], and what the trace adds to a
+  server holding a trace of one small kernel (the interpreter, FastAPI and the runtimes are most of 150 MB).
 
     python bench/ui_big.py [--trace PATH] [--runs 3] [--kernels 20]
 
@@ -48,6 +49,17 @@ def record_gpt_step(path: Path) -> None:
     tr.save(path)
     print(f"recorded {len(tr.contexts)} contexts in {time.perf_counter() - t0:.1f} s: {path} "
           f"({path.stat().st_size / 1e6:.1f} MB)")
+
+
+def tiny_trace(path: Path) -> None:
+    """A trace of one small elementwise kernel: a server holding it is the baseline of the memory figure."""
+    import numpy as np
+
+    import uopviz
+    from uopviz import Tensor
+    with uopviz.trace() as tr:
+        (Tensor(np.ones(16, np.float32), device="CPU") + 1).realize()
+    tr.save(path)
 
 
 def memory_kb(pid: int) -> dict[str, int]:
@@ -115,6 +127,9 @@ def main() -> int:
     if not args.trace.exists():
         record_gpt_step(args.trace)
     runs = [one_run(chromium, args.trace, args.kernels) for _ in range(args.runs)]
+    tiny = Path(tempfile.mkdtemp(prefix="uopviz-bench-")) / "tiny.json"
+    tiny_trace(tiny)
+    base_mb = float(one_run(chromium, tiny, 1)["rss_mb"])
 
     def med(key: str) -> float:
         return statistics.median(float(r[key]) for r in runs)  # type: ignore[arg-type]
@@ -129,6 +144,9 @@ def main() -> int:
           f"{len(opened)}   (target <= 0.5 s)")
     print(f"  server memory                  {med('rss_mb'):6.0f} MB = {med('rss_x'):.2f}x the file "
           f"(peak {med('hwm_x'):.2f}x)   (target <= 3x)")
+    added = med("rss_mb") - base_mb
+    print(f"  what the trace adds            {added:6.0f} MB = {added / (args.trace.stat().st_size / 2**20):.2f}x "
+          f"the file (a server of one small kernel: {base_mb:.0f} MB)")
     return 0
 
 
