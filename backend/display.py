@@ -125,11 +125,15 @@ def label(nid: str, node: Lookup) -> str:
     return f"{e['op']}#{nid[:4]}"
 
 
+MANY_SOURCES = 64  # a node with more sources (a Linear program) is named in a diff by its count, not a paragraph
+
+
 def node_text(nid: str, node: Lookup) -> str:
     """One line for a node in a diff: op, dtype and shape, arg, and its sources in order by label."""
     e = node(nid)
     arg = arg_text(e["arg"])
-    srcs = ", ".join(label(s, node) for s in e["src"])
+    srcs = ", ".join(label(s, node) for s in e["src"]) if len(e["src"]) <= MANY_SOURCES else \
+        f"{len(e['src'])} sources: the {'listing' if e['op'] == Ops.LINEAR.value else 'inspector'} shows them"
     tag = "" if e.get("tag") is None else f" tag={e['tag']!r}"  # as uop/printer.py shows it (a pass's mark)
     return f"{e['op']}:{props(e)}" + (f" {arg}" if arg else "") + tag + (f" ({srcs})" if srcs else "")
 

@@ -1,7 +1,7 @@
 import "./dom-env.js";
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { linearOf, renderListing } from "../src/graph/listing.js";
+import { linearOf, listingLines, renderListing } from "../src/graph/listing.js";
 import { node, step } from "./fixtures.js";
 
 const program = [
@@ -20,16 +20,38 @@ test("linearOf finds the Linear program at the root, or under a Program", () => 
   assert.equal(linearOf({ nodes: [] }), null);
 });
 
-test("the listing: a numbered line per instruction, operands as %n (others by op), what the step did marked", () => {
+test("the listing: a numbered line per instruction, constants written where used, operands as %n, marks", () => {
   const el = document.createElement("div");
   /** @type {string[]} */
   const selected = [];
-  renderListing(el, step(program, { added: ["add"], rebuilt: [["old", "st"]], removed: ["gone"] }), (op) => (op === "Add" ? "#123456" : undefined), (id) => selected.push(id), "c");
-  assert.equal(el.querySelector(".uv-listing-head")?.textContent, "4 instructions · this step: +1 −1");
+  renderListing(el, step(program, { added: ["add"], rebuilt: [["old", "st"]], removed: ["gone"] }), (op) => (op === "Add" ? "#123456" : undefined), (id) => selected.push(id), "add");
+  assert.equal(el.querySelector(".uv-listing-head")?.textContent, "4 instructions · 1 constants written where they are used · this step: +1 −1");
   const lines = [...el.querySelectorAll(".uv-line")].map((l) => [...l.children].map((c) => c.textContent).join("|"));
-  assert.deepEqual(lines, ["0|Param|float32(16)||slot 0", "1|Const|index||2", "2|Add|index|%1 %1|", "3|Store|void|%0 %2 Special|"]);
+  assert.deepEqual(lines, ["0|Param|float32(16)||slot 0", "2|Add|index|2 2|", "3|Store|void|%0 %2 Special|"]);
   const marks = [...el.querySelectorAll(".uv-line")].map((l) => l.className);
-  assert.deepEqual(marks, ["uv-line", "uv-line uv-selected", "uv-line uv-added", "uv-line uv-rebuilt"]);
-  /** @type {HTMLElement} */ (el.querySelectorAll(".uv-line")[3]).click();
+  assert.deepEqual(marks, ["uv-line", "uv-line uv-added uv-selected", "uv-line uv-rebuilt"]);
+  /** @type {HTMLElement} */ (el.querySelectorAll(".uv-line")[2]).click();
   assert.deepEqual(selected, ["st"]);
+});
+
+test("loops indent what they hold: a Range opens one, its End closes it", () => {
+  const loops = [
+    node("lin", "Linear", ["r0", "r1", "ld", "e1", "st", "e0"], { dtype: "void" }),
+    node("r0", "Range", ["n"], { arg: "r0 LOOP" }),
+    node("n", "Const", [], { arg: "4" }),
+    node("r1", "Range", ["n"], { arg: "r1 REDUCE" }),
+    node("ld", "Load", ["r1"]),
+    node("e1", "End", ["ld", "r1"]),
+    node("st", "Store", ["r0", "e1"]),
+    node("e0", "End", ["st", "r0"]),
+  ];
+  const got = listingLines(loops[0], new Map(loops.map((n) => [n.id, n])));
+  assert.deepEqual(got.map((l) => [l.node.op, l.depth, l.operands.join(" ")]), [
+    ["Range", 0, "4"],
+    ["Range", 1, "4"],
+    ["Load", 2, "%1"],
+    ["End", 1, "%2 %1"],
+    ["Store", 1, "%0 %3"],
+    ["End", 0, "%4 %0"],
+  ]);
 });

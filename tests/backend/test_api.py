@@ -676,3 +676,13 @@ def test_an_opts_trace_names_the_kernel_it_came_from(missing_dist: Path,
     origin = {"trace_id": "sum-small", "context": 1, "opts": opts}
     assert next(t for t in c.get("/api/traces").json() if t["id"] == tid)["origin"] == origin
     assert c.get(f"/api/traces/{tid}").json()["origin"] == origin
+
+
+def test_a_linear_program_in_a_diff_is_named_by_its_length(client: TestClient, store: TraceStore, gemm: int) -> None:
+    """Issue 31: linearize's diff named its Linear node with every one of its ~360 operands, a paragraph; the
+    listing shows the program, so the diff says how long it is."""
+    pi = next(i for i, p in enumerate(store.get("gemm").trace.contexts[gemm].passes) if p.name == "linearize")
+    v = client.get(steps_url("gemm", gemm, pi, 1)).json()
+    linear = next(c for c in v["changes"] if c["text"].startswith("Linear"))
+    n = len(store.get("gemm").trace.node(linear["id"])["src"])
+    assert n > 64 and linear["text"] == f"Linear:void ({n} sources: the listing shows them)"

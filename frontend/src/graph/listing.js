@@ -17,6 +17,34 @@ export function linearOf(step) {
   return linear?.op === "Linear" ? { linear, table } : null;
 }
 
+// The listing's lines: every instruction but constants, which are written where they are used (a program opens with
+// its constants, two dozen lines that say nothing alone), each indented by the loops open around it (a Range opens
+// one, its End closes it), its operands as %n (the instruction numbers stay the program's own).
+/**
+ * @param {GraphNode} linear
+ * @param {Map<string, GraphNode>} table
+ * @returns {{id: string, no: number, depth: number, node: GraphNode, operands: string[]}[]}
+ */
+export function listingLines(linear, table) {
+  const number = new Map(linear.src.map((id, i) => [id, i]));
+  /** @param {string} s */
+  const operand = (s) => {
+    const n = table.get(s);
+    if (n?.op === "Const") return n.arg;
+    return number.has(s) ? `%${number.get(s)}` : (n?.op ?? "?");
+  };
+  let depth = 0;
+  /** @type {{id: string, no: number, depth: number, node: GraphNode, operands: string[]}[]} */
+  const out = [];
+  linear.src.forEach((id, i) => {
+    const n = /** @type {GraphNode} */ (table.get(id));
+    if (n.op === "End") depth = Math.max(0, depth - 1);
+    if (n.op !== "Const") out.push({ id, no: i, depth, node: n, operands: n.src.map(operand) });
+    if (n.op === "Range") depth += 1;
+  });
+  return out;
+}
+
 // Draws the listing into `el`; opColor(op) is an op's group colour, select(id) selects a node.
 /**
  * @param {HTMLElement} el
@@ -27,29 +55,33 @@ export function linearOf(step) {
  */
 export function renderListing(el, step, opColor, select, selected) {
   const { linear, table } = /** @type {NonNullable<ReturnType<typeof linearOf>>} */ (linearOf(step));
-  const number = new Map(linear.src.map((id, i) => [id, i]));
   const width = String(linear.src.length - 1).length;
   const marks = new Map(/** @type {[string, string][]} */ ([...step.added.map((id) => [id, "added"]), ...(step.rebuilt ?? []).map(([, id]) => [id, "rebuilt"])]));
-  const lines = linear.src.map((id, i) => {
-    const n = /** @type {GraphNode} */ (table.get(id));
-    const operands = n.src.map((s) => (number.has(s) ? `%${number.get(s)}` : (table.get(s)?.op ?? "?")));
+  const lines = listingLines(linear, table).map(({ id, no, depth, node: n, operands }) => {
     const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
     const mark = marks.get(id);
     return h(
       "div",
-      { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id }, onclick: () => select(id) },
-      h("span", { class: "uv-line-no" }, String(i).padStart(width)),
-      h("span", { class: "uv-line-op", style: `color:${opColor(n.op) ?? "inherit"}` }, n.op),
+      { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id, depth }, onclick: () => select(id) },
+      h("span", { class: "uv-line-no" }, String(no).padStart(width)),
+      h("span", { class: "uv-line-op", style: `color:${opColor(n.op) ?? "inherit"};padding-left:${2 * depth}ch` }, n.op),
       h("span", { class: "uv-line-type" }, `${n.dtype ?? ""}${shape}`),
       h("span", { class: "uv-line-src" }, operands.join(" ")),
       h("span", { class: "uv-line-arg" }, n.arg),
     );
   });
   const removed = step.removed.length;
+  const consts = linear.src.length - lines.length;
   el.dataset.key = step.root;
   fill(
     el,
-    h("div", { class: "uv-listing-head" }, `${linear.src.length} instructions`, step.added.length || removed ? h("span", { class: "uv-dim" }, ` · this step: +${step.added.length} −${removed}`) : null),
+    h(
+      "div",
+      { class: "uv-listing-head" },
+      `${linear.src.length} instructions`,
+      consts ? h("span", { class: "uv-dim" }, ` · ${consts} constants written where they are used`) : null,
+      step.added.length || removed ? h("span", { class: "uv-dim" }, ` · this step: +${step.added.length} −${removed}`) : null,
+    ),
     lines,
   );
 }
