@@ -12,6 +12,7 @@ import { LayoutEngine } from "./graph/layout.js";
 import { legend } from "./graph/legend.js";
 import { linearOf, renderListing } from "./graph/listing.js";
 import { GraphView } from "./graph/view.js";
+import { highlight } from "./highlight.js";
 import { kernelName } from "./names.js";
 import { describeOpts, formatOpts } from "./opts.js";
 import { Overlay } from "./overlay.js";
@@ -530,7 +531,10 @@ export class App {
       /** @type {DisplayGraph} */
       this.display = display;
       this.els.drawn.textContent = `${display.nodes.length} drawn · ${display.total} nodes`;
-      if (listing) renderListing(this.els.listing, step, (op) => this.opColors.get(op), (id) => this.selectNode(id, false), this.selected);
+      if (listing) {
+        renderListing(this.els.listing, step, (op) => this.opColors.get(op), (id) => this.selectNode(id, false), this.selected);
+        if (step.nodes.find((n) => n.id === step.root)?.op === "Program" && shown.context.kind === "kernel") this.showSource(token);
+      }
       else {
         const layout = await this.layouts.layout(display);
         if (token !== this.token) return;
@@ -557,6 +561,18 @@ export class App {
       performance.measure(`uopviz:draw ${drawn}`, { start: started });
       this.root.dataset.drawn = drawn;
     });
+  }
+
+  // A rendered program's source above its listing (the step that rendered it shows what it wrote), from the kernel
+  // view the Kernel tab reads too.
+  /** @param {number} token the render it belongs to */
+  async showSource(token) {
+    const { tid, ci } = this.shown;
+    const view = await this.fetch(`kernel/${tid}/${ci}`, () => this.source.kernel(tid, ci)).catch(() => null);
+    if (token !== this.token || !view?.source) return;
+    const pre = h("pre", { class: "uv-code uv-listing-source-text" });
+    pre.innerHTML = highlight(view.source, "c");
+    this.els.listing.querySelector(".uv-listing-head")?.after(h("details", { class: "uv-listing-source", open: true }, h("summary", {}, `The source this program renders to (${view.device ?? "its device"})`), pre));
   }
 
   // The listing replaces the graph, and with it the graph's legend (which would cover its lines).

@@ -277,3 +277,16 @@ def test_the_selected_node_and_the_search_are_in_the_link(page: Page, server: st
     other.wait_for_function("() => !location.hash.includes('/n/')")
     other.screenshot(path=shots / "gemm-link-state.png")
     other.close()
+
+
+def test_the_render_step_shows_the_source_it_wrote_above_its_listing(page: Page, server: str) -> None:
+    """Issue 31 item 6: the step that renders a program shows the source, not only the listing."""
+    ci = gemm_context(page, server)
+    passes = api(page, server, "traces/gemm")["contexts"][ci]["passes"]
+    pi = next(p["index"] for p in passes if p["name"] == "render")
+    page.goto(f"{server}#/t/gemm/c/{ci}/p/{pi}/s/1")
+    wait_drawn(page, f"gemm/{ci}/{pi}/1")
+    source = api(page, server, f"traces/gemm/contexts/{ci}/kernel")["source"]
+    page.wait_for_selector(".uv-listing-source")
+    assert page.inner_text(".uv-listing-source pre").strip() == source.strip()
+    assert page.locator(".uv-listing .uv-line").count() > 0  # the listing is still there, below
