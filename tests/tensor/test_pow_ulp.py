@@ -84,3 +84,25 @@ def test_pow_gradients_as_torch(device: str) -> None:
     assert ga.dtype.name == "float32" and gb.dtype.name == "float32"
     np.testing.assert_allclose(ga.numpy(), xa.grad.numpy(), rtol=2e-7)
     np.testing.assert_allclose(gb.numpy(), xb.grad.numpy(), rtol=2e-7)
+
+
+@pytest.mark.parametrize("device", on_devices())
+def test_pow_small_integral_exponents_are_products(device: str) -> None:
+    """x ** 3, x ** -1 and x ** -2 are products (no Pow in the kernel, as torch): within 2 ulp over the whole range
+    (measured: 1.16, 0 and 1.80), C99's special cases bit for bit (-0 ** -1 = -inf, -0 ** -2 = inf, inf ** -1 = 0)."""
+    rng = np.random.default_rng(9)
+    x = np.concatenate([10.0 ** rng.uniform(-45, 38.5, 1500) * rng.choice([-1, 1], 1500), _SPECIAL]).astype(_F32)
+    for e in (3, -1, -2):
+        t = Tensor(x, device=device).pow(e)
+        assert not any(u.op.name == "POW" for u in t.uop.toposort())
+        got = t.numpy()
+        with np.errstate(all="ignore"):
+            exact = np.power(x.astype(np.float64), e)
+        assert ulps(got, exact).max() <= 2.0, e
+        n = len(_SPECIAL)
+        with np.errstate(all="ignore"):
+            want = exact[-n:].astype(_F32)
+        edge = ~np.isfinite(want) | (want == 0)  # nans, infinities and zeros exactly, with their signs
+        np.testing.assert_array_equal(got[-n:][edge], want[edge])
+        num = ~np.isnan(want)
+        np.testing.assert_array_equal(np.signbit(got[-n:][num]), np.signbit(want[num]))

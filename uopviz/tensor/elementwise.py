@@ -201,6 +201,15 @@ class ElementwiseMixin:
                 return self.mul(self)
             if x == 0.5:
                 return self._float().sqrt()
+            # small integral exponents as products, as torch does (within 2 ulp, C's special cases kept: -0 ** -1 is
+            # -inf, -0 ** -2 is inf; -2 squares 1/a, as 1/(a·a) would lose the subnormal results of large a): no
+            # float64 Pow in a float32 kernel, which GPUs run slowly, or lack
+            if x == 3:
+                return self.mul(self).mul(self)
+            if x == -1:
+                return self.reciprocal()
+            if x == -2:
+                return self.reciprocal().square()
         a, b = self._pair(x, reverse)
         if a.dtype.is_float and a.dtype.itemsize < 8:
             # in float64 and rounded once, as libm's powf carries log2 a and the product in double: Exp2(Log2(a)·b)
