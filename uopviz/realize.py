@@ -216,11 +216,12 @@ class _Uncached(Exception):
 class _Structure(NamedTuple):
     """A graph as the schedule cache sees it: `key` (its structure: every node but a Buffer or a Bind's value, each
     Buffer as its size, dtype and device, numbered where it is first met), its Buffers in that order (the pins
-    among them) and the values its variables are bound to."""
+    among them), the values its variables are bound to and how many nodes the key names."""
 
     key: tuple[Any, ...]
     buffers: list[UOp]
     values: dict[str, int]
+    nodes: int
 
 
 class _Entry(NamedTuple):
@@ -249,14 +250,22 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     walk of the graph, stopping at nodes known to hold no Buffer or Bind. Two realizes with the same key have the
     same schedule up to which buffers they read and write and the values their variables take: the same Buffer
     met twice is one node (so aliasing is in the key), and a Bind's value is not (a schedule never depends on it:
-    kernels take variables, buffers are made for their largest values). _Uncached for a graph left to schedule()."""
-    items: list[Any] = []
+    kernels take variables, buffers are made for their largest values). _Uncached for a graph left to schedule().
+
+    The key is one flat tuple: per node its op, then for a Buffer its size, dtype, device and address space, for a
+    Bind its variable's reference, else its arg, tag, source count and sources' references (a pure node itself, or
+    the number of a node met before). The op and the count say where each node's part ends, so two graphs have
+    equal keys only if they are the same; and a tuple per node would be thousands of objects that live through the
+    realize, each one more for the garbage collector's young generation to scan."""
+    flat: list[Any] = []
+    add = flat.extend
     bufs: list[UOp] = []
     values: dict[str, int] = {}
-    ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its position in items
+    ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its number in the key
     named = ref.__getitem__
     pinned = list((pins or {}).items())
     BUFFER, BIND, pure = Ops.BUFFER, Ops.BIND, _PURE  # locals: the loop runs once per node of every eager realize
+    count = 0
     for root in (*roots, *(b for _, b in pinned)):
         if root in ref:
             continue
@@ -278,25 +287,29 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
                 op = node.op
                 if op is BUFFER:
                     a = node.arg
-                    ref[node] = len(items)
-                    items.append((op, a.size, a.dtype, a.device, a.addrspace))
+                    ref[node] = count
+                    count += 1
+                    add((op, a.size, a.dtype, a.device, a.addrspace))
                     bufs.append(node)
                 elif op is BIND:
                     name, value = node.src[0].arg.name, node.src[1].arg.value
                     if values.setdefault(name, value) != value:
                         raise _Uncached
-                    ref[node] = len(items)
-                    items.append((op, ref[node.src[0]]))
+                    ref[node] = count
+                    count += 1
+                    add((op, ref[node.src[0]]))
                 else:
-                    srcs = tuple(map(named, node.src))
+                    srcs = list(map(named, node.src))
                     if int in map(type, srcs):  # a source that is not pure: numbered
-                        ref[node] = len(items)
-                        items.append((op, node.arg, node.tag, srcs))
+                        ref[node] = count
+                        count += 1
+                        add((op, node.arg, node.tag, len(srcs)))
+                        add(srcs)
                     else:
                         node.__dict__[pure] = True
                         ref[node] = node
-    key = _Hashed((tuple(items), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device))
-    return _Structure(key, bufs, values)
+    key = _Hashed((tuple(flat), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device))
+    return _Structure(key, bufs, values, count)
 
 
 class _Hashed(tuple):  # type: ignore[type-arg]
@@ -381,13 +394,15 @@ class ScheduleCache:
         for i in entry.used:
             handles[i] = buffers.handle(table[i])
         values = found.values
+        plain = not (_captures or _profiles)  # neither recorded nor timed: each launch is its program's call
         for (kernel, prog), (key, _, refs, names, fixed) in zip(progs, entry.launches, strict=True):
-            vals = {v: values[v] if v in values else fixed[v] for v in names}
-            if not (_captures or _profiles):
-                prog([handles[i] for i in refs], tuple(vals.values()))
+            vals = tuple(values[v] if v in values else fixed[v] for v in names) if names else ()
+            if plain:
+                prog([handles[i] for i in refs], vals)
                 continue
-            launch = Launch(kernel, prog, [table[i] for i in refs], vals, key, user_line() if _captures else None)
-            run_launch(launch, [handles[i] for i in refs], tuple(vals.values()))
+            launch = Launch(kernel, prog, [table[i] for i in refs], dict(zip(names, vals)), key,
+                            user_line() if _captures else None)
+            run_launch(launch, [handles[i] for i in refs], vals)
             for launches in _captures:
                 launches.append(launch)
         return [table[i] if i >= 0 else None for i in entry.outputs]
@@ -414,7 +429,7 @@ class ScheduleCache:
             kept_launches.append((_Hashed(launch.key) if launch.key is not None else None, copy, refs, names, fixed))
         outputs = [ref(b) if b is not None else -1 for b in written]
         used = sorted({i for _, _, refs, _, _ in kept_launches for i in refs} | {i for i in outputs if i >= 0})
-        entry = _Entry(kept_launches, fresh, outputs, used, len(found.key[0]), _settings())
+        entry = _Entry(kept_launches, fresh, outputs, used, found.nodes, _settings())
         with self._lock:
             if (old := self._entries.pop(found.key, None)) is not None:
                 self._nodes -= old.nodes

@@ -7,6 +7,7 @@ import gc
 import math
 
 import numpy as np
+import pytest
 
 from uopviz import Tensor
 from uopviz.dtype import dtypes
@@ -64,3 +65,58 @@ def test_the_multi_device_check_sees_every_node_naming_several_devices() -> None
     assert not needs_lowering([one + one])
     several = UOp.buffer(4, dtypes.float32, ("CPU", "CPU")).reshape((8,))
     assert Built.several_devices and needs_lowering([several + several]) and not needs_lowering([one + one])
+
+
+def test_a_dead_nodes_entry_goes_and_a_new_node_of_its_key_keeps_its_own() -> None:
+    u = UOp(Ops.CONST, (), ops.ConstArg(54321.5, dtypes.float32))
+    key = next(k for k, r in ops._nodes.items() if r() is u)
+    assert ops._nodes[key].key == key  # the entry holds its key: one shared callback drops it
+    del u
+    gc.collect()
+    v = UOp(Ops.CONST, (), ops.ConstArg(54321.5, dtypes.float32))
+    w = UOp(Ops.CONST, (), ops.ConstArg(54321.5, dtypes.float32))
+    assert v is w and ops._nodes[key]() is v
+
+
+def test_movement_nodes_of_one_shape_share_its_decoded_tuple() -> None:
+    x = UOp.buffer(24, dtypes.float32, "CPU")
+    a, b = x.reshape((2, 3, 4)), (x + x).reshape((2, 3, 4))
+    assert a.shape == (2, 3, 4) and b.shape is a.shape
+
+
+def test_a_shape_source_that_is_no_index_stack_is_refused_every_time() -> None:
+    from uopviz.uop.ops import SpecError
+    x = UOp.buffer(4, dtypes.float32, "CPU")
+    bad = UOp(Ops.STACK, (UOp.const(dtypes.float32, 4.0),))
+    for _ in range(2):
+        with pytest.raises(SpecError, match="index scalar"):
+            _ = UOp(Ops.RESHAPE, (x, bad)).shape
+
+
+def test_the_schedule_cache_key_is_one_flat_tuple_and_fills_no_young_generation() -> None:
+    """A tuple per node in the key lived through the realize: two objects per node more for every young collection
+    meanwhile to scan. Now a handful in all."""
+    from uopviz.realize import structure
+    x = Tensor(np.ones((4, 8), np.float32)).realize()
+    y = x
+    for k in range(300):
+        y = (y * 1.5 + k).relu()
+    found = structure([y.uop])
+    assert found.nodes > 600 and sum(type(item) is tuple for item in found.key[0]) < found.nodes // 10
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects(0))
+        again = structure([y.uop])
+        young = len(gc.get_objects(0)) - before
+    finally:
+        gc.enable()
+    assert again.key == found.key and young < 50
+
+
+def test_equal_structures_give_equal_keys_and_other_arities_do_not() -> None:
+    from uopviz.realize import structure
+    a, b = (Tensor(np.ones(8, np.float32)).realize() for _ in range(2))
+    assert structure([(a * 2.0 + b).uop]).key == structure([(b * 2.0 + a).uop]).key
+    assert structure([(a * 2.0 + b).uop]).key != structure([(a * 2.0 + a).uop]).key
+    assert structure([a.where(b, a).uop]).key != structure([(a + b).uop]).key

@@ -232,10 +232,13 @@ class _derived(Generic[_T]):
     """A derived property of a UOp, computed on first read and kept in the node's __dict__ (where later reads find
     it before this non-data descriptor): functools.cached_property without the lock it takes on every first read in
     Python 3.11, a cost paid for each of the many nodes an eager step builds. The value is a function of the node
-    alone, so two threads computing it at once store the same."""
+    alone, so two threads computing it at once store the same. Sources lacking it are filled first, iteratively, so
+    deep graphs never recurse (a source whose own sources have it, the common case of a node built on a new one,
+    without a walk)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.rule: Callable[[UOp], Any] | None = None  # props.DERIVE[name], looked up on first use (props imports us)
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> _derived[_T]: ...
@@ -245,30 +248,40 @@ class _derived(Generic[_T]):
     def __get__(self, obj: UOp | None, owner: type | None = None) -> _T | _derived[_T]:
         if obj is None:
             return self
-        value = obj.__dict__[self.name] = obj._derive(self.name)
+        name, rule = self.name, self.rule or self._rule()
+        for s in obj.src:
+            if name not in s.__dict__:
+                if any(name not in x.__dict__ for x in s.src):
+                    for u in toposort([s], gate=lambda x: name not in x.__dict__):
+                        if name not in u.__dict__:
+                            u.__dict__[name] = rule(u)
+                else:
+                    s.__dict__[name] = rule(s)
+        value = obj.__dict__[name] = rule(obj)
         return value
 
-
-_props: Any = None
-"""uopviz.uop.props (whose DERIVE holds the rules), imported on first use: it imports this module, and an import
-statement in _derive costs a lookup per node."""
-
-
-def _load_props() -> Any:
-    global _props
-    from uopviz.uop import props
-    _props = props
-    return props
+    def _rule(self) -> Callable[[UOp], Any]:
+        from uopviz.uop import props
+        self.rule = props.DERIVE[self.name]
+        return self.rule
 
 
-_nodes: dict[tuple[Any, ...], weakref.ref[UOp]] = {}
+class _Entry(weakref.ref):  # type: ignore[type-arg]
+    """The hash-cons table's weak reference to a node, holding the node's key, so that one shared callback can drop
+    the entry when the node dies (a functools.partial per node was one more object for every collection to scan)."""
+
+    __slots__ = ("key",)
+    key: tuple[Any, ...]
+
+
+_nodes: dict[tuple[Any, ...], _Entry] = {}
 """The hash-cons table: key -> weak reference to the live node. A plain dict read inline (WeakValueDictionary's get
 is a Python call per node built, and its KeyedRef a Python class); a node's entry goes when it dies, unless a new
 node took the key meanwhile."""
 
 
-def _forget(key: tuple[Any, ...], ref: weakref.ref[UOp]) -> None:
-    _remove_dead_weakref(_nodes, key)
+def _forget(ref: _Entry) -> None:
+    _remove_dead_weakref(_nodes, ref.key)
 
 
 class Built:
@@ -312,12 +325,13 @@ class UOp:
         key = (op, src, _const_key(arg) if op is Ops.CONST else arg, tag)
         if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None:
             return hit
-        self = object.__new__(cls)
-        object.__setattr__(self, "op", op)
-        object.__setattr__(self, "src", src)
-        object.__setattr__(self, "arg", arg)
-        object.__setattr__(self, "tag", tag)
-        _nodes[key] = weakref.ref(self, functools.partial(_forget, key))
+        self = _new_object(cls)
+        _set_op(self, op)  # the slots' own setters: __setattr__ refuses, and object.__setattr__ looks each name up
+        _set_src(self, src)
+        _set_arg(self, arg)
+        _set_tag(self, tag)
+        entry = _nodes[key] = _Entry(self, _forget)
+        entry.key = key
         if op in _NAMES_DEVICES and not Built.several_devices and _names_several_devices(op, arg):
             Built.several_devices = True
         return self
@@ -347,20 +361,6 @@ class UOp:
         return UOp(kw.get("op", self.op), kw.get("src", self.src), kw.get("arg", self.arg), kw.get("tag", self.tag))
 
     # ---- derived properties (rules in props.py) ----
-    def _derive(self, name: str) -> Any:
-        """Compute property `name`; sources lacking it are filled first, iteratively, so deep graphs never recurse
-        (a source whose own sources have it, the common case of a node built on a new one, without a walk)."""
-        fn = (_props or _load_props()).DERIVE[name]
-        for s in self.src:
-            if name not in s.__dict__:
-                if any(name not in x.__dict__ for x in s.src):
-                    for u in toposort([s], gate=lambda x: name not in x.__dict__):
-                        if name not in u.__dict__:
-                            u.__dict__[name] = fn(u)
-                else:
-                    s.__dict__[name] = fn(s)
-        return fn(self)
-
     dtype: _derived[DType] = _derived("dtype")
     shape: _derived[tuple[int | UOp, ...]] = _derived("shape")
     device: _derived[Device] = _derived("device")
@@ -654,6 +654,9 @@ class UOp:
     def trunc(self) -> UOp:
         return self.alu(Ops.TRUNC)
 
+
+_new_object = object.__new__
+_set_op, _set_src, _set_arg, _set_tag = (UOp.__dict__[n].__set__ for n in ("op", "src", "arg", "tag"))
 
 def _as_index(x: int | UOp) -> UOp:
     if type(x) is int:

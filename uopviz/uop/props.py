@@ -80,17 +80,26 @@ def _tuple_elem(u: UOp) -> UOp:
 
 # ---------------------------------------------------------------- shape
 def shape_from_src(u: UOp, i: int) -> Shape:
-    """Decode a shape source: a Stack of index scalars; Const entries become ints."""
+    """Decode a shape source: a Stack of index scalars; Const entries become ints. A valid Stack's shape is kept on
+    it (its entries decide it alone): the same few shapes are the sources of most movement nodes an eager step
+    builds, and each decoded anew was a walk of its entries and a tuple more for the garbage collector."""
     s = u.src[i] if i < len(u.src) else None
     if s is None or s.op is not Ops.STACK:
         raise SpecError(u, "shape source must be a Stack of index scalars", i, rule="shape-source")
+    if (kept := s.__dict__.get(_AS_SHAPE)) is not None:
+        return kept
     out: list[int | UOp] = []
     for e in s.src:
         if (e.dtype is not dtypes.index and e.dtype != dtypes.index) or e.shape != ():  # is: no DType.__ne__ call
             raise SpecError(u, f"shape entry {e.op.value} must be an index scalar, not {e.dtype.name} "
                             f"{fmt_shape(e.shape)}", i, rule="shape-source")
         out.append(int(e.arg.value) if e.op is Ops.CONST else e)
-    return tuple(out)
+    shape = s.__dict__[_AS_SHAPE] = tuple(out)
+    return shape
+
+
+_AS_SHAPE = "_as_shape"
+"""Where shape_from_src keeps a Stack's decoded shape (in the node's __dict__)."""
 
 
 def fmt_shape(s: Shape) -> str:
