@@ -331,7 +331,7 @@ def _summary(tr: Trace, respelled: list[tuple[str, str]], removed: set[str], add
         e = tr.node(nid)
         return f"{e['op']} {display.arg_text(e['arg'])}".strip()
 
-    spelled = Counter((short(o), short(n)) for o, n in respelled)
+    spelled = Counter((a, b) for o, n in respelled if (a := short(o)) != (b := short(n)))  # not a shape alone
     out = [f"{a} → {b}" + (f" ×{c}" if c > 1 else "") for (a, b), c in spelled.most_common(SUMMARY_LINES)]
     if len(spelled) > SUMMARY_LINES:
         out.append(f"and {len(spelled) - SUMMARY_LINES} more re-spellings")
