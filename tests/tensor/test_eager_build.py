@@ -120,3 +120,24 @@ def test_equal_structures_give_equal_keys_and_other_arities_do_not() -> None:
     assert structure([(a * 2.0 + b).uop]).key == structure([(b * 2.0 + a).uop]).key
     assert structure([(a * 2.0 + b).uop]).key != structure([(a * 2.0 + a).uop]).key
     assert structure([a.where(b, a).uop]).key != structure([(a + b).uop]).key
+
+
+def test_broadcast_shapes_is_numpys_on_every_small_pair_and_keeps_symbolic_sizes_apart() -> None:
+    import itertools
+
+    from uopviz.tensor.util import ShapeError, broadcast_shapes
+    shapes = [s for n in range(4) for s in itertools.product((0, 1, 2, 3), repeat=n)]
+    for a, b in itertools.product(shapes, repeat=2):
+        try:
+            want = np.broadcast_shapes(a, b)
+        except ValueError:
+            with pytest.raises(ShapeError, match="cannot broadcast"):
+                broadcast_shapes(a, b)
+        else:
+            assert broadcast_shapes(a, b) == want
+    v, w = UOp.variable("v", 1, 8), UOp.variable("w", 1, 8)
+    got = broadcast_shapes((v, 1), (1, 3), (v, 3))
+    assert got[0] is v and got[1] == 3
+    for bad in ((v,), (w,)), ((v,), (3,)), ((3,), (v,)):
+        with pytest.raises(ShapeError, match="axis -1 has sizes"):
+            broadcast_shapes(*bad)

@@ -145,16 +145,22 @@ def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ..
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
-    """NumPy broadcasting: right-align, every axis equal or 1."""
-    nd = max(len(s) for s in shapes)
-    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
-    out = []
-    for k in range(nd):
-        sizes = list(dict.fromkeys(d for s in padded if not (isinstance(d := s[k], int) and d == 1)))
-        if len(sizes) > 1:
-            raise ShapeError(f"cannot broadcast shapes {' and '.join(fmt(s) for s in shapes)}: axis {k - nd} has "
-                             f"sizes {fmt(sizes)[1:-1]}; each axis must match or be 1 (reshape one operand)")
-        out.append(sizes[0] if sizes else 1)
+    """NumPy broadcasting: right-align, every axis equal or 1 (a symbolic size equal only to itself). One pass per
+    axis that keeps the size found so far: every op of two shapes that differ comes here, in every eager step."""
+    nd = max(map(len, shapes))
+    out: list[Dim] = []
+    for k in range(-nd, 0):
+        size: Dim = 1
+        for s in shapes:
+            if len(s) < -k or (d := s[k]) is size or (type(d) is int and (d == 1 or d == size)):
+                continue
+            if type(size) is not int or size != 1:
+                sizes = list(dict.fromkeys(x[k] for x in shapes if len(x) >= -k and not (type(x[k]) is int and
+                                                                                        x[k] == 1)))
+                raise ShapeError(f"cannot broadcast shapes {' and '.join(fmt(s) for s in shapes)}: axis {k} has "
+                                 f"sizes {fmt(sizes)[1:-1]}; each axis must match or be 1 (reshape one operand)")
+            size = d
+        out.append(size)
     return tuple(out)
 
 
