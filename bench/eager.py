@@ -85,8 +85,9 @@ def mlp_step(device: str, rounds: int) -> None:
 
 def one_realize(device: str, rounds: int) -> None:
     """A realize of a cached graph against its kernels' own time (the programs run alone, waited for, on inputs in
-    the same turn: gemm 512's five inputs do not all fit in the caches, so one input run again and again made the
-    kernels alone look faster than the same kernels in a realize): the graph is built before the clock
+    the same turn: gemm 512's five inputs do not all stay in cache, and one input run again and again was 25-60 us
+    faster on a quiet machine; the rest of what its realize adds is the kernels running slower right after Python
+    ran on the calling thread, not realize's own Python): the graph is built before the clock
     starts (its building is timed apart: the front-end's ops, not realize)."""
     rng = np.random.default_rng(1)
     cases: list[tuple[str, tuple[int, ...], Callable[[Tensor, Tensor], Tensor]]] = [
