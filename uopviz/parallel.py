@@ -81,6 +81,10 @@ BATCH_BYTES = 96_000
 spread the compiler's fixed cost over many kernels, little enough that the last batch, compiled once lowering ends,
 is short."""
 
+SPLIT_BYTES = 12_000
+"""The last batch, compiled once lowering has ended and nothing else runs, is split across the cores in parts of at
+least this much source (a compiler run's fixed cost makes smaller parts slower in all)."""
+
 STEAL = True
 """Whether this process takes kernels the workers have not started (False: the workers build every one; a test's
 way to see them do it)."""
@@ -202,10 +206,13 @@ class Libraries:
         """A kernel that will not come (its lowering failed): done, its error left to the caller."""
         self.progress.step()
 
-    def flush(self) -> None:
-        """A batch of every kernel waiting, per runtime, sent to a compiler thread."""
+    def flush(self, parts: int = 1) -> None:
+        """The kernels waiting, per runtime, sent to compiler threads: one batch, or up to `parts` batches of about
+        the same source size (each at least SPLIT_BYTES) that compile side by side."""
         for rt, items in self.waiting.items():
-            self.builds.append((_compilers().submit(rt.libraries, [k for _, k in items]), items))
+            size = sum(len(k.source or "") for _, k in items)
+            for part in _balanced(items, max(1, min(parts, len(items), size // SPLIT_BYTES))):
+                self.builds.append((_compilers().submit(rt.libraries, [k for _, k in part]), part))
         self.waiting.clear()
         self.size = 0
 
@@ -219,8 +226,9 @@ class Libraries:
                 self._hand_over(key, kernel)
 
     def finish(self) -> None:
-        """The last batch compiled and waited for, and every kernel handed over."""
-        self.flush()
+        """The last batch compiled (split across the cores: lowering has ended, so they would idle) and waited for,
+        and every kernel handed over."""
+        self.flush(parts=cores())
         self.collect(wait=True)
 
     def _hand_over(self, key: Key, kernel: Kernel) -> None:
@@ -229,6 +237,17 @@ class Libraries:
         with contextlib.suppress(Exception):
             compile_kernel(*key, lowered=kernel, checked=True)
         self.progress.step()
+
+
+def _balanced(items: list[tuple[Key, Kernel]], parts: int) -> list[list[tuple[Key, Kernel]]]:
+    """items in `parts` groups of about equal source size (largest first, each to the smallest group so far)."""
+    groups: list[list[tuple[Key, Kernel]]] = [[] for _ in range(parts)]
+    sizes = [0] * parts
+    for item in sorted(items, key=lambda kv: -len(kv[1].source or "")):
+        i = sizes.index(min(sizes))
+        groups[i].append(item)
+        sizes[i] += len(item[1].source or "")
+    return [g for g in groups if g]
 
 
 def _compilers() -> ThreadPoolExecutor:

@@ -140,6 +140,36 @@ def test_a_kernel_out_of_bounds_fails_in_the_worker_and_is_not_kept(tmp_path: Pa
 
 
 @pytest.mark.usefixtures("fresh")
+def test_the_last_batch_is_split_across_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once lowering has ended nothing else runs: the source still waiting compiles as one batch per core, of about
+    the same size, side by side; the kernels run right."""
+    runs: list[str] = []
+    real = cpu.run_compiler
+    monkeypatch.setattr(cpu, "run_compiler", lambda args, stdin, dev, name: runs.append(name) or
+                        real(args, stdin, dev, name))
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
+    monkeypatch.setattr(parallel, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
+    outs = outputs()
+    outs[0].realize(*outs[1:])
+    for got, w in zip(outs, want(), strict=True):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-4)
+    batches = [int(r.split()[2]) for r in runs if r.startswith("batch of ")]
+    assert len(batches) == 2 and sum(batches) + len(runs) - 2 == len(set(keys())), runs
+
+
+def test_balanced_groups_are_of_about_the_same_source_size() -> None:
+    class K:  # only a kernel's source is read
+        def __init__(self, n: int) -> None:
+            self.source = "x" * n
+    sizes = [900, 500, 400, 300, 300, 100]
+    groups = parallel._balanced([((None, "CPU", ()), K(n)) for n in sizes], 2)
+    totals = sorted(sum(len(k.source) for _, k in g) for g in groups)
+    assert totals == [1200, 1300] and sum(len(g) for g in groups) == len(sizes)
+    assert len(parallel._balanced([((None, "CPU", ()), K(5))], 3)) == 1  # never an empty batch
+
+
+@pytest.mark.usefixtures("fresh")
 def test_a_worker_only_lowers_and_the_libraries_are_compiled_here_in_one_compiler_run(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A worker's _build compiles nothing; this process compiles the schedule's CPU kernels in batches (one C compiler
