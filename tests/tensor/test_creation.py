@@ -285,6 +285,21 @@ def test_rand_global_seed_advances_and_restarts() -> None:
         Tensor.manual_seed(1.5)  # type: ignore[arg-type]
 
 
+def test_draws_of_one_size_are_one_kernel(device: str) -> None:
+    """The key and the counter's offset are read from memory: every draw of a size runs the kernel the first one
+    compiled (a model's layers of one shape, a dropout in every step), with its own numbers."""
+    from uopviz.realize import capture
+
+    Tensor.manual_seed(11)
+    runs, programs = [], []
+    for _ in range(3):
+        with capture() as launches:
+            runs.append(Tensor.rand(37, device=device).numpy())
+        programs.append({id(launch.prog) for launch in launches})
+    assert programs[0] and programs[1] == programs[0] and programs[2] == programs[0]
+    np.testing.assert_array_equal(runs[2], _rand_reference(37, 11, offset=74))
+
+
 @pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64])
 def test_rand_range_and_moments(dtype: object) -> None:
     r = Tensor.rand(4000, seed=1, dtype=dtype)

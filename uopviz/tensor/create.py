@@ -37,11 +37,12 @@ _ONE_BITS: dict[DType, tuple[int, DType, int]] = {
 
 
 def _not_baked() -> None:
-    """The global generator's counter is a Python value written into the kernels as a constant: a @jit replay or a
-    later call of a @function would draw the same numbers again, so drawing from it there is a named error."""
+    """The global generator's counter is a Python value, put in a buffer of the graph when it is drawn: a @jit replay
+    or a later call of a @function would run with that buffer and draw the same numbers again, so drawing from it
+    there is a named error."""
     from uopviz.tensor.function import FunctionTraceError, tracing
     from uopviz.tensor.jit import JitError, capturing
-    hint = ("its counter is written into the kernels, so every call would draw the same numbers; draw them outside "
+    hint = ("its counter is taken once, when traced, so every call would draw the same numbers; draw them outside "
             "and pass them in, or give rand a seed of your own")
     if (name := capturing()) is not None:
         raise JitError(f"@jit {name} draws random numbers from the global generator: {hint}")
@@ -214,11 +215,15 @@ class CreationMixin:
             raise TypeError(f"a seed must be an int, got {seed!r}")
         else:
             key, offset = seed, 0
-        u64 = dtypes.uint64
-        counter = cls.arange(n, dtype=u64, device=device)
-        if offset:
-            counter = counter.add(offset & 0xFFFFFFFFFFFFFFFF)
-        return counter._alu(Ops.THREEFRY, counter._const_like(key & 0xFFFFFFFFFFFFFFFF))
+        # the key and the counter's offset are read from memory, not written into the kernel as constants: then every
+        # draw of one size is one kernel, compiled once in every process (a model's layers of one shape, a dropout's
+        # every step), where constants made each draw a kernel of its own
+        import numpy as np
+
+        mask = 0xFFFFFFFFFFFFFFFF
+        state = cls(np.array([key & mask, offset & mask], dtype=np.uint64), device=device)
+        counter = cls.arange(n, dtype=dtypes.uint64, device=state.device).add(state[1:].expand(n))
+        return counter._alu(Ops.THREEFRY, state[:1].expand(n))
 
     @classmethod
     def rand(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
