@@ -75,7 +75,7 @@ def record_zoo(name: str, device: str | None = None, small: bool = False) -> Tra
     try:
         with LOWERING:
             out = z.program(*[Tensor.empty(*i.shape(sizes), dtype=i.dtype, device=device) for i in z.inputs])
-            with uopviz.trace() as tr:
+            with uopviz.trace.record() as tr:
                 for ast, bufs in kernels_of(schedule([out.uop])):
                     compile_kernel(ast, bufs[0].arg.device, default_opts(ast, bufs[0].arg.device))
     except DeviceError as e:
@@ -90,7 +90,7 @@ def record_opts(ast: UOp, device: str, opts: Sequence[Opt]) -> tuple[Trace, Kern
     from uopviz.runtime.device import DeviceError
 
     try:
-        with LOWERING, uopviz.trace() as tr:
+        with LOWERING, uopviz.trace.record() as tr:
             kernel, _ = compile_kernel(ast, device, opts)
     except DeviceError as e:
         raise RecordError(f"cannot lower this kernel for {device}: {e}") from None

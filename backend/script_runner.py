@@ -49,7 +49,7 @@ def main(argv: Sequence[str]) -> int:
     script, out, failed = argv
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    with uopviz.trace() as tr:
+    with uopviz.trace.record() as tr:
         try:
             runpy.run_path(script, run_name="__main__")
         except SystemExit as e:

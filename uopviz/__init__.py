@@ -27,7 +27,7 @@ def _beam_display(kernel_name: str, device: str, width: int) -> object | None:
     widget (and anywidget) is imported only then."""
     import sys
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     if shell is None or getattr(shell, "kernel", None) is None:
         return None
     from uopviz.widget.beam import kernel_display
@@ -41,7 +41,7 @@ def _compile_display() -> object | None:
     """A notebook line for a long compile's progress (hooks.compile_display), when running in an IPython kernel."""
     import sys
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     if shell is None or getattr(shell, "kernel", None) is None:
         return None
     from uopviz.widget.progress import NotebookLine

@@ -312,7 +312,7 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     return _Structure(key, bufs, values, count)
 
 
-class _Hashed(tuple):  # type: ignore[type-arg]
+class _Hashed(tuple):
     """A tuple that hashes its items once: the schedule cache's key (every node's op, arg and sources) and the
     compile keys of its launches (opts whose enums hash in Python) are looked up twice per use (get, then
     move_to_end), on every eager realize."""

@@ -92,7 +92,7 @@ def load_library(path: Path) -> ctypes.CDLL:
 
 def _dlclose(handle: int) -> None:
     import _ctypes
-    _ctypes.dlclose(handle)  # type: ignore[attr-defined]
+    _ctypes.dlclose(handle)
 
 
 def _check(st: os.stat_result, path: Path, directory: bool) -> None:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from uopviz.dtype import DType, DTypeError, dtypes
 from uopviz.runtime import buffer
 from uopviz.runtime import device as devices
-from uopviz.tensor.util import Dim, ShapeError, const_uop, fmt, is_symbolic, numel, shape_arg, sym, to_dtype
-from uopviz.uop.ops import Ops, UOp
+from uopviz.tensor.util import Dim, Dims, ShapeError, const_uop, fmt, is_symbolic, numel, shape_arg, sym, to_dtype
+from uopviz.uop.ops import Device, Ops, UOp
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -73,8 +73,8 @@ class CreationMixin:
     __slots__ = ()
 
     @classmethod
-    def full(cls, shape: int | tuple[int, ...], fill_value: bool | int | float, dtype: Any = None,
-             device: str | None = None) -> Tensor:
+    def full(cls, shape: Dims, fill_value: bool | int | float, dtype: Any = None,
+             device: Device = None) -> Tensor:
         """A tensor of one value (its dtype by Tensor's rule for Python values, or checked against the one given:
         a value that does not fit is an OverflowError, not a wrapped value); no memory until realized."""
         dims = shape_arg((shape,))
@@ -82,15 +82,15 @@ class CreationMixin:
         return cls(const_uop(fill_value, dt, dims), device=device)
 
     @classmethod
-    def zeros(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
+    def zeros(cls, *shape: Dims, dtype: Any = None, device: Device = None) -> Tensor:
         return cls.full(shape_arg(shape), 0.0, dtype or dtypes.default_float, device)
 
     @classmethod
-    def ones(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
+    def ones(cls, *shape: Dims, dtype: Any = None, device: Device = None) -> Tensor:
         return cls.full(shape_arg(shape), 1.0, dtype or dtypes.default_float, device)
 
     @classmethod
-    def empty(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
+    def empty(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: Device = None) -> Tensor:
         """A tensor backed by a fresh buffer with undefined contents (fill it with assign). A symbolic shape gets
         a buffer for the largest size its variables allow."""
         dims = shape_arg(shape)
@@ -102,18 +102,18 @@ class CreationMixin:
         return cls(buffer.new_buffer(size, dt, devices.canonical(device)).reshape(dims))
 
     def full_like(self: Tensor, fill_value: bool | int | float, dtype: Any = None,
-                  device: str | None = None) -> Tensor:
+                  device: Device = None) -> Tensor:
         return type(self).full(self.shape, fill_value, dtype or self.dtype, device or self.device)
 
-    def zeros_like(self: Tensor, dtype: Any = None, device: str | None = None) -> Tensor:
+    def zeros_like(self: Tensor, dtype: Any = None, device: Device = None) -> Tensor:
         return self.full_like(0, dtype, device)
 
-    def ones_like(self: Tensor, dtype: Any = None, device: str | None = None) -> Tensor:
+    def ones_like(self: Tensor, dtype: Any = None, device: Device = None) -> Tensor:
         return self.full_like(1, dtype, device)
 
     @classmethod
-    def arange(cls, start: int | float, stop: int | float | None = None, step: int | float = 1, dtype: Any = None,
-               device: str | None = None) -> Tensor:
+    def arange(cls, start: Dim | float, stop: Dim | float | None = None, step: int | float = 1, dtype: Any = None,
+               device: Device = None) -> Tensor:
         """start, start+step, ... below stop (NumPy's arange): SPEC's prefix_sum of ones minus 1, scaled and
         shifted. The dtype is Tensor's rule for Python values applied to the first and last value (ints int32,
         else int64; any float the default float, unless that overflows), or the one given, checked to hold them."""
@@ -175,7 +175,7 @@ class CreationMixin:
 
     @classmethod
     def linspace(cls, start: int | float, stop: int | float, num: int, dtype: Any = None,
-                 device: str | None = None) -> Tensor:
+                 device: Device = None) -> Tensor:
         """num evenly spaced values from start to stop, both included. An int dtype gets the float values truncated
         toward zero (torch's linspace: 5, 7.5, 10 as int32 is 5, 7, 10)."""
         if not isinstance(num, int) or num < 0:
@@ -189,7 +189,7 @@ class CreationMixin:
         return idx.mul((stop - start) / max(num - 1, 1)).add(start)
 
     @classmethod
-    def eye(cls, n: int, m: int | None = None, dtype: Any = None, device: str | None = None) -> Tensor:
+    def eye(cls, n: int, m: int | None = None, dtype: Any = None, device: Device = None) -> Tensor:
         """n×m with ones on the diagonal: arange(n)[:, None] == arange(m)[None, :]."""
         m = n if m is None else m
         rows = cls.arange(n, device=device).reshape(n, 1)
@@ -227,7 +227,7 @@ class CreationMixin:
 
     @classmethod
     def rand(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
-             device: str | None = None) -> Tensor:
+             device: Device = None) -> Tensor:
         """Uniform in [0, 1): the top mantissa-many random bits under the exponent of 1.0 give [1, 2); minus 1."""
         dims = concrete_shape(shape, "rand")
         dt = _float_dtype(dtype, "rand")
@@ -240,7 +240,7 @@ class CreationMixin:
 
     @classmethod
     def randn(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
-              device: str | None = None) -> Tensor:
+              device: Device = None) -> Tensor:
         """Standard normal by Box–Muller: √(−2 ln(1−u1)) · cos(2π u2), computed in float32 (or float64)."""
         dims = concrete_shape(shape, "randn")
         dt = _float_dtype(dtype, "randn")
@@ -253,21 +253,21 @@ class CreationMixin:
 
     @classmethod
     def uniform(cls, *shape: int | tuple[int, ...], low: float = 0.0, high: float = 1.0, seed: int | None = None,
-                dtype: Any = None, device: str | None = None) -> Tensor:
+                dtype: Any = None, device: Device = None) -> Tensor:
         """Uniform in [low, high): rand scaled and shifted."""
         dt = _float_dtype(dtype, "uniform")
         return cls.rand(*shape, seed=seed, dtype=dt, device=device).mul(high - low).add(low).cast(dt)
 
     @classmethod
     def normal(cls, *shape: int | tuple[int, ...], mean: float = 0.0, std: float = 1.0, seed: int | None = None,
-               dtype: Any = None, device: str | None = None) -> Tensor:
+               dtype: Any = None, device: Device = None) -> Tensor:
         """Normal with the given mean and standard deviation: randn scaled and shifted."""
         dt = _float_dtype(dtype, "normal")
         return cls.randn(*shape, seed=seed, dtype=dt, device=device).mul(std).add(mean).cast(dt)
 
     @classmethod
     def randint(cls, *shape: int | tuple[int, ...], low: int = 0, high: int = 10, seed: int | None = None,
-                dtype: Any = None, device: str | None = None) -> Tensor:
+                dtype: Any = None, device: Device = None) -> Tensor:
         """Uniform integers in [low, high) (int32 unless given): floor of a float64 uniform, so every value of a
         range up to 2^52 is reachable."""
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)) or high <= low:
@@ -280,7 +280,7 @@ class CreationMixin:
 
     @classmethod
     def kaiming_uniform(cls, *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
-                        dtype: Any = None, device: str | None = None) -> Tensor:
+                        dtype: Any = None, device: Device = None) -> Tensor:
         """He initialisation (PyTorch's kaiming_uniform_, fan_in mode, leaky_relu gain with slope a): uniform in
         ±√(6 / ((1 + a²)·fan_in)), fan_in being the product of the dims after the first."""
         dims = concrete_shape(shape, "kaiming_uniform")
@@ -289,7 +289,7 @@ class CreationMixin:
 
     @classmethod
     def kaiming_normal(cls, *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
-                       dtype: Any = None, device: str | None = None) -> Tensor:
+                       dtype: Any = None, device: Device = None) -> Tensor:
         """He initialisation, normal: standard deviation √(2 / ((1 + a²)·fan_in))."""
         dims = concrete_shape(shape, "kaiming_normal")
         std = math.sqrt(2 / ((1 + a * a) * max(math.prod(dims[1:]), 1)))
@@ -297,7 +297,7 @@ class CreationMixin:
 
     @classmethod
     def scaled_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
-                       device: str | None = None) -> Tensor:
+                       device: Device = None) -> Tensor:
         """Uniform in ±1/√(number of elements) (tinygrad's scaled_uniform)."""
         dims = concrete_shape(shape, "scaled_uniform")
         bound = max(math.prod(dims), 1) ** -0.5
@@ -305,7 +305,7 @@ class CreationMixin:
 
     @classmethod
     def glorot_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
-                       device: str | None = None) -> Tensor:
+                       device: Device = None) -> Tensor:
         """Xavier/Glorot initialisation: uniform in ±√(6 / (fan_in + fan_out)), fan_out = dims[0]·receptive field,
         fan_in = dims[1]·receptive field."""
         dims = concrete_shape(shape, "glorot_uniform")

@@ -8,6 +8,7 @@ indexed axis — with `where` instead of a multiply, so a NaN or inf elsewhere i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
@@ -15,6 +16,7 @@ from uopviz.tensor.util import (
     ArgumentError,
     AxisError,
     Dim,
+    Dims,
     ShapeError,
     at_most,
     broadcast_shapes,
@@ -99,7 +101,7 @@ def _int_reshape(old: tuple[Dim, ...], args: tuple[Any, ...]) -> tuple[int, ...]
     dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
     if not all(type(d) is int for d in dims) or not all(type(d) is int for d in old):
         return None
-    n = math.prod(old)  # type: ignore[arg-type]
+    n = math.prod(old)
     if -1 in dims:
         rest = -math.prod(dims)
         if dims.count(-1) > 1 or rest <= 0 or n % rest or any(d < -1 for d in dims):
@@ -115,7 +117,7 @@ class MovementMixin:
 
     __slots__ = ()
 
-    def reshape(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+    def reshape(self: Tensor, *shape: Dims) -> Tensor:
         """New shape with the same number of elements; one size may be -1 (inferred). Sizes may be symbolic
         (bound variables): the counts must then be equal for every value of the variables."""
         if (new := _int_reshape(self.shape, shape)) is not None:
@@ -140,7 +142,7 @@ class MovementMixin:
         """torch's view: reshape (a lazy graph has no strides whose layout a view would have to keep)."""
         return self.reshape(*shape)
 
-    def permute(self: Tensor, *order: int | tuple[int, ...]) -> Tensor:
+    def permute(self: Tensor, *order: int | Sequence[int]) -> Tensor:
         """Reorder the axes: result axis k is self's axis order[k] (negatives allowed)."""
         axes = int_args(order)
         if len(axes) != self.ndim:
@@ -162,7 +164,7 @@ class MovementMixin:
         """All axes reversed, as NumPy's .T (a plain transpose for 2-D)."""
         return self.permute(tuple(range(self.ndim))[::-1])
 
-    def expand(self: Tensor, *shape: int | tuple[int, ...]) -> Tensor:
+    def expand(self: Tensor, *shape: Dims) -> Tensor:
         """Broadcast to shape (NumPy's broadcast_to): size-1 axes grow, new axes are added on the left;
         -1 keeps a size."""
         dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape

@@ -441,7 +441,7 @@ class MultiMixin:
     """Sharding and SPEC's seven collectives. D is the tuple of devices, n its length."""
 
     @property
-    def axis(self: Tensor) -> int | None:  # type: ignore[misc]
+    def axis(self: Tensor) -> int | None:
         """The shard axis of a multi-device tensor (None: replicated, or on one device)."""
         return self.uop.axis
 

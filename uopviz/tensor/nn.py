@@ -46,7 +46,7 @@ def _padding(p: Any, nd: int, negative: bool = False) -> list[tuple[int, int]]:
     if len(pairs) != nd or not all(len(q) == 2 and all(isinstance(x, int) and x >= least for x in q) for q in pairs):
         raise ShapeError(f"padding must be an int, {nd} ints, {nd} (before, after) pairs or {2 * nd} ints (last axis "
                          f"first){'' if negative else ', none below 0'}, got {p!r}")
-    return pairs  # type: ignore[return-value]
+    return pairs
 
 
 def _crop(x: Tensor, pads: list[tuple[int, int]]) -> tuple[Tensor, list[tuple[int, int]]]:

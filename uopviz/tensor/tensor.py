@@ -38,7 +38,7 @@ from uopviz.tensor.util import (
     to_dtype,
     value_of,
 )
-from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.ops import Device, Ops, UOp
 
 __all__ = ["ArgumentError", "AxisError", "DeviceMismatchError", "ShapeError", "ShardError", "Tensor"]
 
@@ -59,7 +59,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     __slots__ = ("__weakref__", "_cut", "_device", "_grad", "_requires_grad", "_uop")
     __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
 
-    def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool = False) -> None:
+    def __init__(self, data: Any, device: Device = None, dtype: Any = None, requires_grad: bool = False) -> None:
         dt = None if dtype is None else to_dtype(dtype)
         if isinstance(data, UOp):
             self._uop, self._device = _int_size(data), data.device or devices.canonical_devices(device)

@@ -22,6 +22,8 @@ from uopviz.uop.props import fmt_shape
 
 Dim = int | UOp
 Shape = tuple[Dim, ...]
+Dims = Dim | Sequence[Dim]
+"""A shape argument: its sizes as arguments, `f(2, 3)`, or one sequence of them, `f((2, 3))` (shape_arg)."""
 
 
 class ShapeError(ValueError, RuntimeError):

@@ -266,7 +266,7 @@ class _derived(Generic[_T]):
         return self.rule
 
 
-class _Entry(weakref.ref):  # type: ignore[type-arg]
+class _Entry(weakref.ref):
     """The hash-cons table's weak reference to a node, holding the node's key, so that one shared callback can drop
     the entry when the node dies (a functools.partial per node was one more object for every collection to scan)."""
 

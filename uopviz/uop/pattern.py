@@ -100,7 +100,7 @@ class UPat:
             store = {**store, self.name: u}
         if self.src is None:
             return [store]
-        options = self.src_options if self.src_options is not None else [(self.src,) * len(u.src)]  # type: ignore
+        options = self.src_options if self.src_options is not None else [(self.src,) * len(u.src)]
         out: list[dict[str, UOp]] = []
         for pats in options:
             if len(u.src) != len(pats) and not (self.allow_any_len and len(u.src) >= len(pats)):
@@ -206,7 +206,7 @@ class PatternMatcher:
 
     def __init__(self, rules: Sequence[tuple[UPat, Callable[..., UOp | None]]], name: str | None = None) -> None:
         self.name = name
-        self.rules: list[Rule] = [r if isinstance(r, Rule) else _make_rule(*r) for r in rules]  # type: ignore[misc]
+        self.rules: list[Rule] = [r if isinstance(r, Rule) else _make_rule(*r) for r in rules]
         self.pdict: dict[Ops, list[Rule]] = {}
         for op in Ops:
             lst = [r for r in self.rules if r.pat.op is None or op in r.pat.op]

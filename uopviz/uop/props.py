@@ -187,7 +187,7 @@ def shape_of(u: UOp) -> Shape:
             if not (_known(o) and _known(old) and _known(nw)):
                 continue
             inner, outer = (old, nw) if op is Ops.PAD else (nw, old)
-            if o < 0 or o + inner > outer:  # type: ignore[operator]
+            if o < 0 or o + inner > outer:
                 word = "pad" if op is Ops.PAD else "shrink"
                 raise SpecError(u, f"{word} axis {k}: offset {o} + {inner} exceeds {outer}", rule=f"{word}-bounds")
         return new
@@ -245,10 +245,10 @@ def _bitcast_shape(u: UOp, s0: Shape) -> Shape:
     old, new = u.src[0].dtype.itemsize, u.arg.itemsize
     if old == new:
         return s0
-    if not s0 or not _known(s0[-1]) or (s0[-1] * old) % new:  # type: ignore[operator]
+    if not s0 or not _known(s0[-1]) or (s0[-1] * old) % new:
         raise SpecError(u, f"{fmt_shape(s0)} of {u.src[0].dtype.name} ({old} B) does not fill a whole "
                         f"{u.arg.name} ({new} B) on the last axis", rule="bitcast-bytes")
-    return (*s0[:-1], s0[-1] * old // new)  # type: ignore[operator]
+    return (*s0[:-1], s0[-1] * old // new)
 
 
 def _call_shape(fn: UOp, idx: int) -> Shape:

@@ -373,7 +373,7 @@ def _slice(u: UOp) -> None:
     n = prod(t.shape)
     if off.op is Ops.CONST and _is_int(n):
         o = off.arg.value
-        have, need = n * t.dtype.itemsize, o * t.dtype.itemsize + a.size * a.dtype.itemsize  # type: ignore[operator]
+        have, need = n * t.dtype.itemsize, o * t.dtype.itemsize + a.size * a.dtype.itemsize
         if o < 0 or need > have:
             raise SpecError(u, f"{a.size} x {a.dtype.name} at offset {o} x {t.dtype.name} needs {need} bytes, "
                                f"but the source has {have}", rule="slice-bounds")

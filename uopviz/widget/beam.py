@@ -69,7 +69,7 @@ def in_notebook() -> bool:
     """Whether this runs in an IPython kernel (a notebook), where a widget can be displayed."""
     import sys
     ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None  # type: ignore[attr-defined]
+    shell = ipython.get_ipython() if ipython is not None else None
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 

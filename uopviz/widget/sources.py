@@ -41,7 +41,7 @@ def require_lazy(t: Any, what: str, instead: str) -> None:
 def _realized(t: Any) -> Trace:
     import uopviz
     require_lazy(t, "record", "record that yourself (`with uopviz.trace() as tr:`) and show the trace")
-    with uopviz.trace() as tr:
+    with uopviz.trace.record() as tr:
         t.realize()
     return tr
 
