@@ -117,7 +117,7 @@ def _disassemble(path: Path, name: str) -> tuple[str, str | None]:
         return "", f"objdump did not finish within {OBJDUMP_TIMEOUT_S:g} s"
     if r.returncode != 0:
         return "", f"objdump failed: {r.stderr.strip()[:500]}"
-    blocks, block, keep = [], [], False
+    blocks, block, keep = list[str](), list[str](), False
     for line in r.stdout.splitlines():
         m = _SYMBOL.match(line)
         if m:

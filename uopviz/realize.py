@@ -8,6 +8,7 @@ on its device (uopviz.search.policy: tuned, searched with UOPVIZ_BEAM, or the he
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import time
@@ -317,6 +318,8 @@ class _Hashed(tuple):
     compile keys of its launches (opts whose enums hash in Python) are looked up twice per use (get, then
     move_to_end), on every eager realize."""
 
+    _hash: int
+
     def __new__(cls, items: tuple[Any, ...]) -> _Hashed:
         self = super().__new__(cls, items)
         self._hash = tuple.__hash__(self)
@@ -481,7 +484,7 @@ def reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:
 def to_host(u: UOp) -> Any:
     """A NumPy array of a realized value's contents, in its shape."""
     shape = tuple(size_value(d) for d in u.shape)
-    return buffers.to_numpy(u.src[0])[: int(prod(shape))].reshape(shape)
+    return buffers.to_numpy(u.src[0])[: math.prod(shape)].reshape(shape)
 
 
 class KernelArgumentError(ValueError):

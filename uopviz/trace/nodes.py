@@ -32,7 +32,7 @@ class NodeTable:
 
         Descent stops at stored nodes, so the cost is the number of new nodes, not the size of the graph.
         """
-        ids, new = self.ids, []
+        ids, new = self.ids, list[str]()
         for u in toposort([root], gate=lambda n: n not in ids):
             if u in ids:
                 continue
@@ -140,7 +140,7 @@ class NodeTable:
                     stack.extend((s, 0, None) for s in self.entry(nid)["src"]
                                  if s not in memo and s not in active and s not in fresh)
             elif phase == 1:
-                memo[nid] = memo.get(via, via)  # type: ignore[arg-type]  # a fresh target is itself
+                memo[nid] = memo.get(via, via)  # type: ignore[arg-type, assignment]  # phase 1 has a via: a fresh target is itself
                 active.discard(nid)
             elif phase == 2:
                 e = self.entry(nid)
