@@ -57,6 +57,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
     """
 
     __slots__ = ("__weakref__", "_cut", "_device", "_grad", "_requires_grad", "_uop")
+    _cut: bool  # set once a realize ended its graph (cut_from_gradients): backward() from it is refused
     __array_ufunc__ = None  # `ndarray op Tensor` defers to Tensor's reflected operators
 
     def __init__(self, data: Any, device: Device = None, dtype: Any = None, requires_grad: bool = False) -> None:
