@@ -48,7 +48,8 @@ def idx0() -> UOp:
 
 def flatten(idx: Sequence[UOp], shape: Sequence[int | UOp]) -> UOp:
     """The row-major offset of an index tuple into `shape`."""
-    out, stride = idx0(), 1
+    out = idx0()
+    stride: int | UOp = 1
     for i, s in zip(reversed(idx), reversed(shape)):
         if not (isinstance(s, int) and s == 1):
             out = out + i * stride if not (isinstance(stride, int) and stride == 1) else out + i
