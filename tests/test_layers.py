@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom to top; a module may import its own layer and those below. A module belongs to the longest prefix listed.
 LAYERS: list[tuple[str, ...]] = [
-    ("uopviz.dtype", "uopviz.version", "uopviz.hooks", "uopviz.settings"),  # hooks: set above, called below
+    ("uopviz.dtype", "uopviz.version", "uopviz.hooks", "uopviz.settings",  # hooks: set above, called below
+     "uopviz.callable_module"),                       # a package that is also its users' call (trace, profile)
     ("uopviz.uop",),                                   # the IR
     ("uopviz.trace",),                                 # recording (uop.pattern reaches it only through a hook)
     ("uopviz.renderer.dialect", "uopviz.target"),      # what codegen may know of a device: descriptions only

@@ -7,21 +7,11 @@ block users write and for the profile's API (`uopviz.profile.Profile`, `uopviz.p
 
 from __future__ import annotations
 
-import sys
-import types
-from contextlib import AbstractContextManager
-
+from uopviz.callable_module import make_callable
 from uopviz.profile.record import Profile, Run, profile
 from uopviz.profile.roofs import Roofs, roofs_of
 from uopviz.profile.work import Work, kernel_work
 
-
-class _CallableModule(types.ModuleType):
-    def __call__(self) -> AbstractContextManager[Profile]:
-        """`with uopviz.profile() as p:` profiles every kernel launch in the block into `p`."""
-        return profile()
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__, profile)  # `with uopviz.profile() as p:` profiles every kernel launch in the block into `p`
 
 __all__ = ["Profile", "Roofs", "Run", "Work", "kernel_work", "profile", "roofs_of"]

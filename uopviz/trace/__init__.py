@@ -6,23 +6,13 @@ manager users write and as the namespace of the trace API (`uopviz.trace.load`, 
 
 from __future__ import annotations
 
-import sys
-import types
-from contextlib import AbstractContextManager
-
+from uopviz.callable_module import make_callable
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError
 from uopviz.trace.ids import node_id, node_ids
 from uopviz.trace.model import Trace, TraceContext, TracePass, TraceRule, TraceStep, load, record
 from uopviz.trace.recorder import Recorder, context, stage
 
-
-class _CallableModule(types.ModuleType):
-    def __call__(self) -> AbstractContextManager[Trace]:
-        """`with uopviz.trace() as tr:` records every graph_rewrite in the block into `tr`."""
-        return record()
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__, record)  # `with uopviz.trace() as tr:` records every graph_rewrite in the block into `tr`
 
 __all__ = ["FORMAT", "VERSION", "Recorder", "Trace", "TraceContext", "TraceFormatError", "TracePass", "TraceRule",
            "TraceStep", "context", "load", "node_id", "node_ids", "record", "stage"]
