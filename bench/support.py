@@ -1,9 +1,10 @@
-"""What several bench scripts share: the example models as modules, and a wall-clock timer of one call. The scripts
-run as `python bench/NAME.py`, so this folder is on their path."""
+"""What several bench scripts share: the example models as modules, a wall-clock timer of one call, and the Chromium
+the UI benches drive. The scripts run as `python bench/NAME.py`, so this folder is on their path."""
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -29,3 +30,11 @@ def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def find_chromium(script: str) -> str | None:
+    """Debian's Chromium, which the UI benches drive with Playwright, or None once it has said that it is missing."""
+    found = shutil.which("chromium")
+    if found is None:
+        print(f"bench/{Path(script).name} needs Chromium on PATH (apt-get install chromium)", file=sys.stderr)
+    return found

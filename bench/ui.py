@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from playwright.sync_api import Browser, Page, sync_playwright
+from support import find_chromium
 from uopviz.backend.child import CHROMIUM_ARGS, base_and_token, served
 
 ZOO_TRACE, ZOO_CONTEXT = "gemm", 1  # the zoo gemm and its kernel context
@@ -304,9 +304,7 @@ def main() -> int:
                     help='time the gemm kernel lowered with these opts instead, e.g. '
                          '\'[{"op": "SPLIT", "axis": 1, "arg": [16, "UPCAST", false]}]\'')
     args = ap.parse_args()
-    chromium = shutil.which("chromium")
-    if not chromium:
-        print("bench/ui.py needs Chromium on PATH (apt-get install chromium)", file=sys.stderr)
+    if (chromium := find_chromium(__file__)) is None:
         return 1
     with serve() as printed, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
+from support import find_chromium
 from uopviz.backend.child import CHROMIUM_ARGS, base_and_token, served_process
 
 DEFAULT_TRACE = Path(tempfile.gettempdir()) / "uopviz-bench-gpt-step.json"
@@ -120,9 +120,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="fresh servers and pages (medians are printed)")
     ap.add_argument("--kernels", type=int, default=20, help="kernels opened per run, spread over the trace")
     args = ap.parse_args()
-    chromium = shutil.which("chromium")
-    if not chromium:
-        print("bench/ui_big.py needs Chromium on PATH (apt-get install chromium)", file=sys.stderr)
+    if (chromium := find_chromium(__file__)) is None:
         return 1
     if not args.trace.exists():
         record_gpt_step(args.trace)

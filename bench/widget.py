@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
+from support import find_chromium
 from uopviz.backend.child import CHROMIUM_ARGS, jupyterlab
 
 SETUP = "import uopviz\nfrom uopviz.backend.store import TraceStore\ngemm = TraceStore('CPU').record_zoo('gemm').trace"
@@ -89,9 +89,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="runs of the show cell")
     args = ap.parse_args()
-    chromium = shutil.which("chromium")
-    if not chromium:
-        print("bench/widget.py needs Chromium on PATH (apt-get install chromium)", file=sys.stderr)
+    if (chromium := find_chromium(__file__)) is None:
         return 1
     root = Path(tempfile.mkdtemp(prefix="uopviz-bench-widget-"))
     write_notebook(root / "bench.ipynb")

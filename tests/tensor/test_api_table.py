@@ -22,6 +22,10 @@ from uopviz.nn.optim import Optimizer
 DOC = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 NONE = "—"
 
+# Tensor methods neither torch nor tinygrad has: the compiler's views and tuning, and the multi-device collectives
+UOPVIZ_ONLY = ("beam", "profile", "viz", "is_realized", "axis", "allgather", "allreduce", "broadcast", "gather_to",
+               "reduce_scatter", "reduce_to", "scatter_to")
+
 # counterparts under other names (a dotted path from torch or tinygrad), or "" where there is none
 TORCH = {
     "Tensor": {
@@ -49,22 +53,11 @@ TORCH = {
         "swish": "nn.functional.silu",
         "uniform": "Tensor.uniform_",
         "realize": "",
-        "is_realized": "",
         "uop": "",
-        "viz": "",
-        "beam": "",
-        "profile": "",
         "shard": "",
         "shard_": "",
-        "axis": "",
-        "allgather": "",
-        "allreduce": "",
-        "broadcast": "",
-        "gather_to": "",
-        "reduce_scatter": "",
-        "reduce_to": "",
-        "scatter_to": "",
         "shrink_to": "",
+        **dict.fromkeys(UOPVIZ_ONLY, ""),
         "assign": "Tensor.copy_",
         "gradient": "autograd.grad",
         "conv1d": "nn.functional.conv1d",
@@ -108,18 +101,7 @@ TINYGRAD = {
         "index_select": "Tensor.gather",
         "requires_grad_": "Tensor.requires_grad",
         "scatter_add": "Tensor.scatter_reduce",
-        "beam": "",
-        "profile": "",
-        "viz": "",
-        "is_realized": "",
-        "axis": "",
-        "allgather": "",
-        "allreduce": "",
-        "broadcast": "",
-        "gather_to": "",
-        "reduce_scatter": "",
-        "reduce_to": "",
-        "scatter_to": "",
+        **dict.fromkeys(UOPVIZ_ONLY, ""),
     },
     "Layers": {
         "BatchNorm1d": "nn.BatchNorm",
