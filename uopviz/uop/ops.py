@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import weakref
 from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -704,7 +705,5 @@ def toposort(roots: Iterable[UOp], gate: Callable[[UOp], bool] | None = None) ->
 
 
 def prod(xs: Iterable[int | UOp]) -> int | UOp:
-    out: int | UOp = 1
-    for x in xs:
-        out = out * x
-    return out
+    """The product, left to right from 1 (a UOp once a size is symbolic): math.prod, whose loop over ints is C."""
+    return math.prod(xs)

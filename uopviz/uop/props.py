@@ -15,6 +15,7 @@ vacuously, and the rules that meet its Reduce or End (schedule/rangeify.py) make
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from uopviz.dtype import DType, dtypes
@@ -131,98 +132,109 @@ def _known(x: int | UOp) -> bool:
 
 def shape_of(u: UOp) -> Shape:
     op, src = u.op, u.src
-    if op in GroupOp.Elementwise and src:  # the most common node, and its sources' shapes most often one
+    if op in _ELEMENTWISE and src:  # the most common node, and its sources' shapes most often one
         s0 = src[0].shape
         for s in src:
-            if s.shape != s0:
+            if (t := s.shape) is not s0 and t != s0:
                 return broadcast(u, [x.shape for x in src])
         return s0
-    if op is Ops.BUFFER:
-        n = len(u.arg.device) if isinstance(u.arg.device, tuple) else 1
-        return (n * u.arg.size,)
-    if op is Ops.PARAM:
-        return shape_from_src(u, 0)
-    if op is Ops.BINARY:
-        return (len(u.arg),)
-    if op is Ops.SLICE:
-        return (u.arg.size,)
-    if op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.BIND, Ops.SPECIAL, Ops.ATOMIC_ADD) or op in _VOID_OPS:
-        return ()
-    if op is Ops.TUPLE and not src:
-        return ()
-    if op is Ops.STACK and not src:
-        return (0,)
+    if (rule := _SHAPE_ALONE.get(op)) is not None:
+        return rule(u)
     if not src:
         raise SpecError(u, "needs a source to derive its shape", rule="arity")
     s0 = src[0].shape
-    if op is Ops.PERMUTE:
-        if sorted(u.arg) != list(range(len(s0))):
-            raise SpecError(u, f"{u.arg} is not a permutation of the {len(s0)} axes of {fmt_shape(s0)}",
-                            rule="permutation")
-        return tuple(s0[i] for i in u.arg)
-    if op is Ops.FLIP:
-        if len(u.arg) != len(s0):
-            raise SpecError(u, f"{len(u.arg)} flags for a shape of {len(s0)} axes {fmt_shape(s0)}", rule="flip-arity")
-        return s0
-    if op is Ops.RESHAPE:
-        new = shape_from_src(u, 1)
-        a, b = prod(s0), prod(new)
-        if (isinstance(a, int) and isinstance(b, int) and a != b) or (not isinstance(a, int) and a is not b
-                                                                      and all(map(_known, new))):
-            raise SpecError(u, f"{a if isinstance(a, int) else a.render()} elements cannot become {fmt_shape(new)}",
-                            rule="reshape-size")
-        return new
-    if op is Ops.EXPAND:
-        new = shape_from_src(u, 1)
-        if len(new) != len(s0) or any(not (_same(a, b) or (isinstance(a, int) and a == 1)) for a, b in zip(s0, new)):
-            raise SpecError(u, f"cannot expand {fmt_shape(s0)} to {fmt_shape(new)}: each axis must be equal or 1",
-                            rule="expand")
-        return new
-    if op in (Ops.PAD, Ops.SHRINK):
-        off, new = shape_from_src(u, 1), shape_from_src(u, 2)
-        if not len(off) == len(new) == len(s0):
-            raise SpecError(u, f"offsets {fmt_shape(off)} and shape {fmt_shape(new)} must both have {len(s0)} axes",
-                            rule="pad-arity")
-        for k, (o, old, nw) in enumerate(zip(off, s0, new)):
-            if not (_known(o) and _known(old) and _known(nw)):
-                continue
-            inner, outer = (old, nw) if op is Ops.PAD else (nw, old)
-            if o < 0 or o + inner > outer:
-                word = "pad" if op is Ops.PAD else "shrink"
-                raise SpecError(u, f"{word} axis {k}: offset {o} + {inner} exceeds {outer}", rule=f"{word}-bounds")
-        return new
-    if op is Ops.INDEX:
-        return _index_shape(u, s0)
-    if op is Ops.STACK:
-        for i, s in enumerate(src):
-            if len(s.shape) != len(s0) or not all(_same(a, b) for a, b in zip(s.shape, s0)):
-                raise SpecError(u, f"all shapes must match: {fmt_shape(s.shape)} vs {fmt_shape(s0)}", i,
-                                rule="stack-shapes")
-        return (len(src), *s0)
-    if op is Ops.REPLICATED:
-        if any(not 0 <= a < len(s0) for a in u.arg):
-            raise SpecError(u, f"axes {u.arg} out of range for {fmt_shape(s0)}", rule="axes-range")
-        return tuple(1 if k in u.arg else d for k, d in enumerate(s0))
-    if op is Ops.BITCAST:
-        return _bitcast_shape(u, s0)
-    if op is Ops.REDUCE:
-        if len(src) > 1:
-            return s0
-        if any(not -len(s0) <= a < len(s0) for a in u.arg.axes):
-            raise SpecError(u, f"axes {u.arg.axes} out of range for {fmt_shape(s0)}", rule="axes-range")
-        axes = {a % len(s0) for a in u.arg.axes}
-        return tuple(1 if k in axes else d for k, d in enumerate(s0))
-    if op in (Ops.FUNCTION, Ops.CALL):
-        return _call_shape(u, 0)
-    if op is Ops.GETTUPLE:
-        elem = _tuple_elem(u)
-        return _call_shape(src[0], u.arg) if src[0].op in (Ops.FUNCTION, Ops.CALL) else elem.shape
-    if op in (Ops.CAST,) or op in GroupOp.Unary:
-        return s0
-    if op is Ops.WMMA:
-        return src[2].shape
     # movement/marker/load/copy/after/tuple/codegen values keep their first source's shape
+    return s0 if (from_src := _SHAPE_FROM_SRC0.get(op)) is None else from_src(u, s0)
+
+
+def _buffer_shape(u: UOp) -> Shape:
+    n = len(u.arg.device) if isinstance(u.arg.device, tuple) else 1
+    return (n * u.arg.size,)
+
+
+def _stack_shape(u: UOp) -> Shape:
+    src = u.src
+    if not src:
+        return (0,)
+    s0 = src[0].shape
+    for i, s in enumerate(src):
+        if len(s.shape) != len(s0) or not all(_same(a, b) for a, b in zip(s.shape, s0)):
+            raise SpecError(u, f"all shapes must match: {fmt_shape(s.shape)} vs {fmt_shape(s0)}", i,
+                            rule="stack-shapes")
+    return (len(src), *s0)
+
+
+def _permute_shape(u: UOp, s0: Shape) -> Shape:
+    if sorted(u.arg) != list(range(len(s0))):
+        raise SpecError(u, f"{u.arg} is not a permutation of the {len(s0)} axes of {fmt_shape(s0)}",
+                        rule="permutation")
+    return tuple([s0[i] for i in u.arg])
+
+
+def _flip_shape(u: UOp, s0: Shape) -> Shape:
+    if len(u.arg) != len(s0):
+        raise SpecError(u, f"{len(u.arg)} flags for a shape of {len(s0)} axes {fmt_shape(s0)}", rule="flip-arity")
     return s0
+
+
+def _reshape_shape(u: UOp, s0: Shape) -> Shape:
+    new = shape_from_src(u, 1)
+    a, b = prod(s0), prod(new)
+    if (isinstance(a, int) and isinstance(b, int) and a != b) or (not isinstance(a, int) and a is not b
+                                                                  and all(map(_known, new))):
+        raise SpecError(u, f"{a if isinstance(a, int) else a.render()} elements cannot become {fmt_shape(new)}",
+                        rule="reshape-size")
+    return new
+
+
+def _expand_shape(u: UOp, s0: Shape) -> Shape:
+    new = shape_from_src(u, 1)
+    if len(new) == len(s0):
+        for a, b in zip(s0, new):  # each axis the same size, or 1 that grows
+            if a is not b and not (isinstance(a, int) and (a == 1 or (isinstance(b, int) and a == b))):
+                break
+        else:
+            return new
+    raise SpecError(u, f"cannot expand {fmt_shape(s0)} to {fmt_shape(new)}: each axis must be equal or 1",
+                    rule="expand")
+
+
+def _pad_shrink_shape(u: UOp, s0: Shape) -> Shape:
+    op = u.op
+    off, new = shape_from_src(u, 1), shape_from_src(u, 2)
+    if not len(off) == len(new) == len(s0):
+        raise SpecError(u, f"offsets {fmt_shape(off)} and shape {fmt_shape(new)} must both have {len(s0)} axes",
+                        rule="pad-arity")
+    for k, (o, old, nw) in enumerate(zip(off, s0, new)):
+        if not (_known(o) and _known(old) and _known(nw)):
+            continue
+        inner, outer = (old, nw) if op is Ops.PAD else (nw, old)
+        if o < 0 or o + inner > outer:
+            word = "pad" if op is Ops.PAD else "shrink"
+            raise SpecError(u, f"{word} axis {k}: offset {o} + {inner} exceeds {outer}", rule=f"{word}-bounds")
+    return new
+
+
+def _replicated_shape(u: UOp, s0: Shape) -> Shape:
+    if any(not 0 <= a < len(s0) for a in u.arg):
+        raise SpecError(u, f"axes {u.arg} out of range for {fmt_shape(s0)}", rule="axes-range")
+    return tuple(1 if k in u.arg else d for k, d in enumerate(s0))
+
+
+def _reduce_shape(u: UOp, s0: Shape) -> Shape:
+    if len(u.src) > 1:
+        return s0
+    n, out = len(s0), list(s0)
+    for a in u.arg.axes:
+        if not -n <= a < n:
+            raise SpecError(u, f"axes {u.arg.axes} out of range for {fmt_shape(s0)}", rule="axes-range")
+        out[a] = 1
+    return tuple(out)
+
+
+def _gettuple_shape(u: UOp, s0: Shape) -> Shape:
+    elem = _tuple_elem(u)
+    return _call_shape(u.src[0], u.arg) if u.src[0].op in (Ops.FUNCTION, Ops.CALL) else elem.shape
 
 
 def _index_shape(u: UOp, s0: Shape) -> Shape:
@@ -270,6 +282,28 @@ def _call_shape(fn: UOp, idx: int) -> Shape:
                     mapping[d] = a if isinstance(a, UOp) else UOp.const(dtypes.index, a)
     out = tuple(d if isinstance(d, int) else d.substitute(mapping) for d in shape)
     return tuple(int(d.arg.value) if isinstance(d, UOp) and d.op is Ops.CONST else d for d in out)
+
+
+_ELEMENTWISE = GroupOp.Elementwise
+_SHAPE_ALONE: dict[Ops, Callable[[UOp], Shape]] = {
+    Ops.BUFFER: _buffer_shape,
+    Ops.PARAM: lambda u: shape_from_src(u, 0),
+    Ops.BINARY: lambda u: (len(u.arg),),
+    Ops.SLICE: lambda u: (u.arg.size,),
+    Ops.TUPLE: lambda u: u.src[0].shape if u.src else (),
+    Ops.STACK: _stack_shape,
+    **{op: lambda u: () for op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_VAR, Ops.BIND, Ops.SPECIAL, Ops.ATOMIC_ADD,
+                                   *_VOID_OPS)},
+}
+"""Shape rules of ops that do not (always) take their first source's: ops without sources, a Stack and a Tuple."""
+_SHAPE_FROM_SRC0: dict[Ops, Callable[[UOp, Shape], Shape]] = {
+    Ops.PERMUTE: _permute_shape, Ops.FLIP: _flip_shape, Ops.RESHAPE: _reshape_shape, Ops.EXPAND: _expand_shape,
+    Ops.PAD: _pad_shrink_shape, Ops.SHRINK: _pad_shrink_shape, Ops.INDEX: _index_shape,
+    Ops.REPLICATED: _replicated_shape, Ops.BITCAST: _bitcast_shape, Ops.REDUCE: _reduce_shape,
+    Ops.FUNCTION: lambda u, s0: _call_shape(u, 0), Ops.CALL: lambda u, s0: _call_shape(u, 0),
+    Ops.GETTUPLE: _gettuple_shape, Ops.WMMA: lambda u, s0: u.src[2].shape,
+}
+"""Shape rules of the other ops given their first source's shape (one that is not here keeps it)."""
 
 
 # ---------------------------------------------------------------- device
