@@ -42,6 +42,7 @@ from uopviz.schedule.reductions import split_reductions
 from uopviz.schedule.rows import fuse_rows
 from uopviz.schedule.split import largest_size, split
 from uopviz.target import Kernel, Target
+from uopviz.trace import origins
 from uopviz.trace.recorder import context, context_opts, rename_context, stage
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite, recording, unrecorded
@@ -182,7 +183,8 @@ def _run(passes: Sequence[Pass], u: UOp, c: Ctx, until: type | None = None) -> U
         if until is not None and isinstance(p, until):
             break
         with stage(p.stage):
-            u = p.run(u, c)
+            u, before = p.run(u, c), u
+        origins.same(before, u)  # what each pass made says which Tensor ops it computes (while origins are noted)
     return u
 
 

@@ -38,17 +38,25 @@ def _check_shares(p: Profile) -> None:
 
 
 def test_every_launch_once_in_order_by_line(device: str) -> None:
+    """Launches are filed under the Tensor line whose op made each kernel's value (the matmul's line, the
+    softmax's), and each also says the line that ran it (the realize, the numpy)."""
     a, b = Tensor(A, device=device), Tensor(B, device=device)
     with capture() as launches, uopviz.profile() as p:
+        made_c = _line() + 1
         c = (a @ b).relu().contiguous()
-        first = _line() + 1  # the line the launches are filed under: the next
+        first = _line() + 1  # the line that runs its kernel: the next
         c.realize()
+        made_d = _line() + 1
         d = (c.softmax(-1) * 2).sum()
         second = _line() + 1
         got = d.numpy()
     assert [r.kernel for r in p.runs] == [launch.kernel.name for launch in launches]
     assert {r.device for r in p.runs} == {device}
-    assert [line["line"]["line"] for line in p.by_line()] in ([first, second], [second, first])
+    assert {r.line["line"] for r in p.runs if r.line} == {first, second}
+    by_line = {line["line"]["line"]: line for line in p.by_line()}
+    assert set(by_line) == {made_c, made_d}
+    assert by_line[made_c]["op"] == "Tensor.contiguous" and not by_line[made_c]["backward"]
+    assert by_line[made_d]["op"] in ("Tensor.softmax", "Tensor.sum")
     assert all(line["line"]["file"].endswith("test_profile.py") for line in p.by_line())
     assert p.by_line()[0]["line"]["function"] == "test_every_launch_once_in_order_by_line"
     _check_shares(p)

@@ -13,10 +13,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_server_is_uopviz_and_the_zoo_is_a_program() -> None:
-    assert recorder._user_file(str(REPO / "backend" / "recording.py")) is None
-    assert recorder._user_file(str(REPO / "uopviz" / "realize.py")) is None
-    assert recorder._user_file(str(REPO / "kernels" / "zoo.py")) == str((REPO / "kernels" / "zoo.py").resolve())
-    assert recorder._user_file(__file__) == str(Path(__file__).resolve())
+    assert recorder.user_file(str(REPO / "backend" / "recording.py")) is None
+    assert recorder.user_file(str(REPO / "uopviz" / "realize.py")) is None
+    assert recorder.user_file(str(REPO / "kernels" / "zoo.py")) == str((REPO / "kernels" / "zoo.py").resolve())
+    assert recorder.user_file(__file__) == str(Path(__file__).resolve())
 
 
 def test_a_zoo_recording_points_at_no_server_code() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any, NamedTuple
 from uopviz.profile.roofs import Roofs, roofs_of
 from uopviz.profile.work import Work, kernel_work
 from uopviz.realize import Launch, profiling
+from uopviz.trace import origins
 from uopviz.trace.format import check_profile
 from uopviz.trace.ids import node_id
 from uopviz.trace.recorder import file_profile, frame_of, user_line
@@ -34,8 +36,10 @@ class Run(NamedTuple):
     """One kernel launch: its kernel's name and graph id (`ast`, a trace node id; None where unknown), its device,
     `time_s` (the launch's wall time from the call until its kernel was done: what the step pays for it),
     `device_s` (the kernel's own time as the device measures it: OpenCL's and CUDA's events; elsewhere the same
-    wall time), its work, and the line of the user's code that ran it ({"file", "line", "function", "code"}, or
-    None). GFLOP/s and GB/s are the kernel's: work over device_s."""
+    wall time), its work, the line of the user's code that ran it ({"file", "line", "function", "code"}, or
+    None), and `origin`, the Tensor op and line whose value the kernel computes ({"op", "file", "line",
+    "function", "code", "grad_of"}: uopviz.trace.origins.nested; None where its graph was built before the block
+    began). GFLOP/s and GB/s are the kernel's: work over device_s."""
 
     kernel: str
     ast: str | None
@@ -45,6 +49,7 @@ class Run(NamedTuple):
     flops: int
     bytes: int
     line: dict[str, Any] | None
+    origin: dict[str, Any] | None = None
 
 
 @dataclass(repr=False)
@@ -83,12 +88,14 @@ class Profile:
                 for runs in _grouped(runs, lambda r: (r.ast or r.kernel, r.device))]
 
     def by_line(self) -> list[dict[str, Any]]:
-        """The launches of each line of the user's code together, most time first: its `line` (None: no user code
-        ran them), `launches`, `time_s`, `share`, work and rates, and its `kernels` (as `by_kernel` has them, over
-        that line's launches)."""
-        return [{"line": runs[0].line, **{k: v for k, v in self._totals(runs).items() if k not in ("roof", "bound")},
+        """The launches of each Tensor line together, most time first: the line of the user's code whose Tensor
+        op made the kernels' values (a gradient's kernels apart, under its forward op's line), else the line
+        that ran them. Each: its `line` (None: no user code ran them), `op` (the Tensor op, where known),
+        `backward` (whether these are the gradient's kernels), `launches`, `time_s`, `share`, work and rates, and
+        its `kernels` (as `by_kernel` has them, over that line's launches)."""
+        return [{**_made_by(runs[0]), **{k: v for k, v in self._totals(runs).items() if k not in ("roof", "bound")},
                  "kernels": self._kernels(runs)}
-                for runs in _grouped(self.runs, lambda r: _line_key(r.line))]
+                for runs in _grouped(self.runs, _made_key)]
 
     def _totals(self, runs: list[Run]) -> dict[str, Any]:
         """launches, time_s and device_s, share (of the whole profile's launch time), flops, bytes, gflops and gbs
@@ -122,7 +129,7 @@ class Profile:
         """A profile from its document (a trace's `profiles` entry, a `--json` file); TraceFormatError if it is
         malformed."""
         check_profile(doc)
-        return cls([Run(**{k: r[k] for k in Run._fields}) for r in doc["launches"]], float(doc["wall_s"]),
+        return cls([Run(**{k: r[k] for k in Run._fields if k in r}) for r in doc["launches"]], float(doc["wall_s"]),
                    {d: Roofs(float(r["gflops"]), float(r["gbs"])) for d, r in doc["roofs"].items()})
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -136,6 +143,21 @@ def _grouped(runs: list[Run], key: Any) -> list[list[Run]]:
     for r in runs:
         groups.setdefault(key(r), []).append(r)
     return sorted(groups.values(), key=lambda g: -sum(r.time_s for r in g))
+
+
+def _made_by(r: Run) -> dict[str, Any]:
+    """The line a run is filed under: {"line", "op", "backward"} (see Profile.by_line)."""
+    o = r.origin
+    if o is None:
+        return {"line": r.line, "op": None, "backward": False}
+    forward = o["grad_of"] or o
+    frame = {k: forward[k] for k in ("file", "line", "function", "code")}
+    return {"line": frame, "op": forward["op"], "backward": o["grad_of"] is not None}
+
+
+def _made_key(r: Run) -> tuple[str, int, bool] | None:
+    made = _made_by(r)
+    return None if made["line"] is None else (made["line"]["file"], made["line"]["line"], made["backward"])
 
 
 def _line_key(line: dict[str, Any] | None) -> tuple[str, int] | None:
@@ -156,23 +178,25 @@ def profile() -> Iterator[Profile]:
     Profile is filled when the block ends, and filed into every trace recording then."""
     seen: list[_Seen] = []
     p = Profile()
+    made: origins.Origins = weakref.WeakKeyDictionary()  # the nodes built in the block: which Tensor op made each
 
     def report(launch: Launch, vals: tuple[int, ...], device_s: float, time_s: float) -> None:
         seen.append(_Seen(launch, vals, device_s, time_s, launch.line or user_line()))
 
     t0 = time.perf_counter()
     try:
-        with profiling(report):
+        with profiling(report), origins.noting(made):
             yield p
     finally:
         p.wall_s = time.perf_counter() - t0
-        p.runs = _runs(seen)
+        p.runs = _runs(seen, made)
         p.roofs = {d: roofs_of(d) for d in dict.fromkeys(r.device for r in p.runs)}
         file_profile(p.to_dict())
 
 
-def _runs(seen: list[_Seen]) -> list[Run]:
-    """Each launch seen as a Run (a kernel graph's work and id counted once per graph and variables' values)."""
+def _runs(seen: list[_Seen], made: origins.Origins) -> list[Run]:
+    """Each launch seen as a Run (a kernel graph's work and id counted once per graph and variables' values); its
+    origin is its kernel graph's (the value it stores carries the origin of the Tensor op that made it)."""
     works: dict[tuple[UOp, tuple[int, ...]], Work] = {}
     ids: dict[UOp, str] = {}
     lines: dict[tuple[str, int, str], dict[str, Any]] = {}
@@ -187,6 +211,6 @@ def _runs(seen: list[_Seen]) -> list[Run]:
         if where is not None and where not in lines:
             lines[where] = frame_of(*where)
         out.append(Run(launch.kernel.name, ids[ast], launch.buffers[0].arg.device, time_s, device_s, works[k].flops,
-                       works[k].bytes, lines[where] if where is not None else None))
+                       works[k].bytes, lines[where] if where is not None else None, origins.nested(made.get(ast))))
     return out
 

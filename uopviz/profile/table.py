@@ -11,7 +11,8 @@ _HEAD = f"{'launch':>10s} {'share':>6s} {'runs':>5s} {'kernel':>10s} {'GFLOP/s':
 
 
 def render(p: Profile, top: int) -> str:
-    """The totals and each device's roofs, then the `top` lines of the user's code by time, each with its `top`
+    """The totals and each device's roofs, then the `top` Tensor lines by time (the Tensor op, and whether these
+    are its gradient's kernels, in brackets), each with its `top`
     kernels (one row per kernel: its launches together) and what the rest of them took. `launch` is the launches'
     wall time (what the step paid), `kernel` the kernels' own as the device measures it (what rates are over)."""
     lines = p.by_line()
@@ -21,7 +22,8 @@ def render(p: Profile, top: int) -> str:
            f"roofs: {roofs or 'none'}",
            _HEAD]
     for line in lines[:top]:
-        out.append(f"{_row(line)} {'':>5s}  {_where(line['line'])}")
+        made = f" [{line['op']}{', backward' if line['backward'] else ''}]" if line["op"] else ""
+        out.append(f"{_row(line)} {'':>5s}  {_where(line['line'])}{made}")
         out += [f"{_row(k)} {k['roof']:5.0%}      {k['kernel']} ({k['device']}, {k['bound']})"
                 for k in line["kernels"][:top]]
         out += _rest(line["kernels"][top:], "kernels of this line", "    ")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from uopviz.schedule.program import sources
+from uopviz.trace import origins
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite
 
@@ -37,5 +38,7 @@ buffers_to_params = PatternMatcher([
 def callify(roots: Sequence[UOp]) -> UOp:
     """Function(Tuple(*roots with buffers as Params), *buffers)."""
     slots = Slots()
-    body = graph_rewrite(UOp(Ops.TUPLE, tuple(roots)), buffers_to_params, ctx=slots, sources=sources)
+    program = UOp(Ops.TUPLE, tuple(roots))
+    body = graph_rewrite(program, buffers_to_params, ctx=slots, sources=sources)
+    origins.same(program, body)  # the nodes rebuilt over Params say which Tensor ops they compute
     return UOp(Ops.FUNCTION, (body, *slots.buffers))

@@ -30,6 +30,7 @@ from uopviz.runtime.device import DeviceMismatchError
 from uopviz.schedule.program import program_order, sources
 from uopviz.schedule.rangeify import kernel_ast, transfers
 from uopviz.schedule.rows import ROW, untag
+from uopviz.trace import origins
 from uopviz.uop.ops import GroupOp, Ops, UOp, prod, toposort
 from uopviz.uop.spec import check
 
@@ -152,6 +153,7 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
             raise DeviceMismatchError(f"a kernel on {a.device} reads a buffer on {b.arg.device}: every tensor of one "
                                       f"computation must be on one device (move one with .to({a.device!r}))")
     ast, binds = unbind(kernel_ast(untag(value.substitute(mapping)), UOp.param(0, (a.size,), a.dtype, a.device)))
+    origins.same(value, ast)  # a trace's nodes of the kernel say which Tensor ops they compute
     return buf.after(UOp(Ops.CALL, (ast, buf, *inputs, *binds)))
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from uopviz.tensor.function import outside_calls, read_only
+from uopviz.trace import origins
 from uopviz.uop.ops import Ops, UOp, toposort
 from uopviz.uop.props import shape_from_src
 
@@ -254,9 +255,24 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] 
     def add(u: UOp, g: Tensor) -> None:
         grads[u] = g if u not in grads else grads[u].add(g)
 
+    noting = origins.active()
+    try:
+        _backprop(order, on_path, grads, called, targets, add, noting)
+    finally:
+        if noting:
+            origins.gradient_of(None)
+    return {t: grads[t] for t in targets if t in grads}
+
+
+def _backprop(order: list[UOp], on_path: set[UOp], grads: dict[UOp, Tensor], called: dict[UOp, dict[int, Tensor]],
+              targets: set[UOp], add: Callable[[UOp, Tensor], None], noting: bool) -> None:
+    """backprop's walk from the outputs to the targets, each node's rule adding its sources' gradients; `noting`:
+    a trace notes origins, so each node's gradient nodes are marked as its (origins.gradient_of)."""
     for u in reversed(order):
         if u not in on_path or (u.op is not Ops.FUNCTION and u not in grads) or (u in targets and not u.src):
             continue
+        if noting:
+            origins.gradient_of(u)
         if u.op is Ops.GETTUPLE:
             outs = called.setdefault(u.src[0], {})
             outs[u.arg] = grads[u] if u.arg not in outs else outs[u.arg].add(grads[u])
@@ -290,7 +306,6 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] 
         for s, sg in zip(u.src, rule(grads[u], u)):
             if sg is not None and s in on_path:
                 add(s, sg)
-    return {t: grads[t] for t in targets if t in grads}
 
 
 def _inputs(u: UOp) -> tuple[UOp, ...]:

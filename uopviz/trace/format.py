@@ -115,6 +115,7 @@ def _check_document(doc: Any) -> None:
                 _check_frame(frame, f"{where}.stack[{k}]")
         for p, pas in enumerate(_get(ctx, "passes", list, where)):
             _check_pass(nodes, len(rules), pas, p, f"{where}.passes[{p}]")
+    _check_origins(nodes, doc)
     if "profiles" in doc:  # optional: uopviz.profile() blocks that ended while the trace recorded
         for k, prof in enumerate(_get(doc, "profiles", list, "trace")):
             check_profile(prof, f"profiles[{k}]")
@@ -142,6 +143,31 @@ def check_profile(doc: Any, where: str = "profile") -> None:
         _nonnegative(launch, "bytes", int, at)
         if (line := _get(launch, "line", (dict, type(None)), at)) is not None:
             _check_frame(line, f"{at}.line")
+        made = launch.get("origin")  # optional: profiles before origins were noted have none
+        while made is not None:
+            _check_frame(_obj(made, f"{at}.origin"), f"{at}.origin")
+            _get(made, "op", str, f"{at}.origin")
+            made = _get(made, "grad_of", (dict, type(None)), f"{at}.origin")
+
+
+def _check_origins(nodes: dict[str, Any], doc: dict[str, Any]) -> None:
+    """The optional `origins` (each a frame with the Tensor `op` and `grad_of`: the index of the origin it is a
+    gradient of, or null) and `node_origins` (node id -> origin index)."""
+    if "origins" not in doc and "node_origins" not in doc:
+        return
+    made = _get(doc, "origins", list, "trace")
+    for k, o in enumerate(made):
+        where = f"origins[{k}]"
+        _check_frame(o, where)
+        _get(o, "op", str, where)
+        g = _get(o, "grad_of", (int, type(None)), where)
+        if g is not None and (isinstance(g, bool) or not 0 <= g < len(made)):
+            raise TraceFormatError(f"{where}.grad_of: {g!r} is not an index of origins")
+    for nid, k in _get(doc, "node_origins", dict, "trace").items():
+        if nid not in nodes:
+            raise TraceFormatError(f"node_origins: {nid!r} is not a node of the trace")
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(made):
+            raise TraceFormatError(f"node_origins[{nid!r}]: {k!r} is not an index of origins")
 
 
 def _check_frame(frame: Any, where: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
 from uopviz.trace.kernels import check_kernels
 from uopviz.trace.nodes import Entry, NodeTable, Replay
+from uopviz.trace.origins import Origin, carry, describe, noting
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Profiled, Recorder
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import Rule, current_recorder, set_recorder
@@ -129,11 +130,16 @@ class Trace:
         self._contexts: list[TraceContext] = []
         self._uopviz_version: str | None = None  # a loaded trace keeps its writer's version
         self._log: list[Any] = []  # the live recorder's events, not yet turned into ids
-        self._open: list[tuple[TraceContext, int, int]] = []  # passes begun, not ended: context, index, start
+        self._open: list[tuple[TraceContext, int, int, UOp]] = []  # passes begun, not ended: context, index, start,
+        # input
         self._ctx_of: dict[Context, TraceContext] = {}
         self._rule_of: dict[Rule, int] = {}
         self._rule_index: dict[TraceRule, int] = {}
         self._profiles: list[dict[str, Any]] = []
+        self._made: dict[UOp, Origin] = {}  # a live trace's origins of nodes (origins.noting; carried as it syncs)
+        self._origins: list[dict[str, Any]] = []  # a loaded trace's `origins` and `node_origins`
+        self._node_origins: dict[str, int] = {}
+        self._origin_stamp = (0, 0)  # the sizes of _made and the node table when the two above were made
 
     # ---- reading ----
     @property
@@ -182,6 +188,39 @@ class Trace:
         self.node(root)
         return self._table.reachable(root)
 
+    def origin(self, nid: str) -> dict[str, Any] | None:
+        """What made a node: {"op", "file", "line", "function", "code", "grad_of"} (grad_of: the same for the
+        forward node whose gradient it is part of, else None), or None where the trace does not know (a trace
+        recorded before uopviz noted origins, a node made outside the user's code)."""
+        origins, index = self._origin_table()
+        k = index.get(nid)
+        if k is None:
+            return None
+        out: dict[str, Any] | None = None
+        for entry in reversed(_chain(origins, k)):
+            out = {**entry, "grad_of": out}
+        return out
+
+    def _origin_table(self) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        """The trace's `origins` and `node_origins` (a live trace's made from its noted origins now)."""
+        self._sync()
+        stamp = (len(self._made), len(self._table.ids))
+        if self._made and stamp != self._origin_stamp:
+            self._origin_stamp = stamp
+            ids, at = self._table.ids, dict[Origin, int]()
+            origins: list[dict[str, Any]] = []
+
+            def index(o: Origin) -> int:
+                if (k := at.get(o)) is None:
+                    grad_of = None if o.grad_of is None else index(o.grad_of)
+                    k = at[o] = len(origins)
+                    origins.append({**describe(o), "grad_of": grad_of})
+                return k
+
+            self._node_origins = {ids[u]: index(o) for u, o in self._made.items() if u in ids}
+            self._origins = origins
+        return self._origins, self._node_origins
+
     def uop(self, nid: str) -> UOp:
         """Rebuild the UOp of a node id."""
         self.node(nid)
@@ -197,7 +236,12 @@ class Trace:
             "contexts": [{"name": c.name, "kind": c.kind, "opts": c.opts, **({"stack": c.stack} if c.stack else {}),
                           "passes": [p.to_dict() for p in c.passes]} for c in self._contexts],
             **({"profiles": self._profiles} if self._profiles else {}),
+            **self._origin_fields(),
         }
+
+    def _origin_fields(self) -> dict[str, Any]:
+        origins, node_origins = self._origin_table()
+        return {"origins": origins, "node_origins": node_origins} if node_origins else {}
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, separators=None if indent else (",", ":"), allow_nan=False)
@@ -242,6 +286,7 @@ class Trace:
             tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", [])),
                                              list(c.get("stack", []))))
         tr._profiles = list(doc.get("profiles", []))
+        tr._origins, tr._node_origins = list(doc.get("origins", [])), dict(doc.get("node_origins", {}))
         check_kernels(tr._contexts, tr.uop)
         return tr
 
@@ -272,19 +317,21 @@ class Trace:
         self._table.add(ev.root)
         ctx.passes.append(TracePass(ev.name, ev.stage, len(self._open), parent, self._table.ids[ev.root],
                                     _table=self._table))
-        self._open.append((ctx, len(ctx.passes) - 1, ev.t_ns))
+        self._open.append((ctx, len(ctx.passes) - 1, ev.t_ns, ev.root))
 
     def _end(self, ev: PassEnd) -> None:
-        ctx, i, t0 = self._open.pop()
+        ctx, i, t0, root = self._open.pop()
         p = ctx.passes[i]
         if ev.output is not None:
+            carry(root, ev.output, self._made)  # the parents a rewrite rebuilt over its replacements
             self._table.add(ev.output)
             p.output = self._table.ids[ev.output]
         p.error, p.time_ns = ev.error, ev.t_ns - t0
 
     def _step(self, rule: Rule, matched: UOp, replacement: UOp, time_ns: int) -> None:
+        carry(matched, replacement, self._made)
         added = self._table.add(matched) + self._table.add(replacement)
-        ctx, i, _ = self._open[-1]
+        ctx, i, _, _ = self._open[-1]
         ids = self._table.ids
         step = TraceStep(self._rule_id(rule), ids[matched], ids[replacement], time_ns, tuple(added))
         ctx.passes[i].steps.append(step)
@@ -298,6 +345,18 @@ class Trace:
                 self._rules.append(key)
             self._rule_of[rule] = i
         return i
+
+
+def _chain(origins: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """Origin k of a trace's `origins` and the forward origins it is a gradient of, innermost first (a loop of
+    grad_of indices in a damaged file ends the chain)."""
+    out, seen = [], set()
+    while k is not None and k not in seen and 0 <= k < len(origins):
+        seen.add(k)
+        entry = origins[k]
+        out.append({key: v for key, v in entry.items() if key != "grad_of"})
+        k = entry.get("grad_of")
+    return out
 
 
 def _uopviz_version() -> str:
@@ -318,7 +377,8 @@ def record() -> Iterator[Trace]:
     outer = current_recorder()
     prev = set_recorder(Recorder((tr._log, *(outer.logs if isinstance(outer, Recorder) else ()))))
     try:
-        yield tr
+        with noting(tr._made):
+            yield tr
     finally:
         set_recorder(prev)
 

@@ -61,7 +61,7 @@ _ZOO = tuple(os.path.join(os.path.realpath(d), "") for d in _package_dirs("uopvi
 
 
 @functools.cache
-def _user_file(filename: str) -> str | None:
+def user_file(filename: str) -> str | None:
     """The path of a code object's file as frames name it, or None for code that is not the user's (uopviz's, the
     standard library's, an installed package's, frozen modules'); the zoo's kernels count as the user's."""
     path = os.path.realpath(filename) if not filename.startswith("<") else filename
@@ -85,7 +85,7 @@ def frames() -> list[dict[str, Any]]:
     innermost: each {"file", "line", "function", "code"}, the file as `_shown` names it."""
     out = []
     for f in traceback.extract_stack(sys._getframe(1)):
-        if (path := _user_file(f.filename)) is None:
+        if (path := user_file(f.filename)) is None:
             continue
         out.append({"file": _shown(path), "line": f.lineno or 0, "function": f.name,
                     "code": (f.line or "")[:_CODE_CHARS]})
@@ -97,7 +97,7 @@ def user_line() -> tuple[str, int, str] | None:
     cheap enough to ask on every kernel launch (a walk of frame objects, no source read; frames() reads it)."""
     f: FrameType | None = sys._getframe(1)
     while f is not None:
-        if (path := _user_file(f.f_code.co_filename)) is not None:
+        if (path := user_file(f.f_code.co_filename)) is not None:
             return path, f.f_lineno, f.f_code.co_name
         f = f.f_back
     return None
@@ -140,6 +140,12 @@ def context(name: str, kind: str = "kernel") -> Iterator[None]:
         yield
     finally:
         _context = prev
+
+
+def lowering() -> bool:
+    """Whether a `context()` block is open: the compiler is lowering a schedule or a kernel, not running the
+    user's front-end code."""
+    return _context is not MAIN
 
 
 def rename_context(name: str) -> None:

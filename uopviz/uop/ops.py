@@ -285,6 +285,18 @@ def _forget(ref: _Entry) -> None:
     _remove_dead_weakref(_nodes, ref.key)
 
 
+_on_new: Callable[[UOp], None] | None = None
+"""Called with every node built that did not exist (None: nothing to call; uopviz.trace.origins sets it while a
+trace or profile records, to note which Tensor op and user line made the node)."""
+
+
+def on_new_node(fn: Callable[[UOp], None] | None) -> Callable[[UOp], None] | None:
+    """Install the hook called with each newly built node (None: none); returns the previous one."""
+    global _on_new
+    prev, _on_new = _on_new, fn
+    return prev
+
+
 class Built:
     """What this process has built so far: `several_devices`, whether any node names several devices (a Buffer,
     Param or Load of a multi-device, a Copy to one). Until one is, no graph holds one, so the front-end's check
@@ -335,6 +347,8 @@ class UOp:
         entry.key = key
         if op in _NAMES_DEVICES and not Built.several_devices and _names_several_devices(op, arg):
             Built.several_devices = True
+        if _on_new is not None:
+            _on_new(self)
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -1,0 +1,177 @@
+"""Where each node came from: the Tensor op and the user's line that built it, carried through every pass.
+
+While a trace records, every node the front-end builds is noted with an `Origin`: the uopviz function the user's
+code called (`Tensor.softmax`, `Linear.__call__`) and the user's line that called it; a node built while a
+gradient is taken is also marked as the gradient of the forward node being differentiated. Lowering builds nodes
+too, but those are not the user's work: they inherit an origin from the node they replace (`carry`), so a Mul deep
+in a kernel's last pass still says which Tensor line it computes. Noting costs a walk of the frames per new node,
+and nothing while no trace records (the node hook is unset).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from uopviz.trace import recorder
+from uopviz.uop.ops import UOp, on_new_node
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """What made a node: `op`, the uopviz function the user's code called (its qualified name); the user's
+    `file`, `line` and `function` that called it; `grad_of`, the origin of the forward node whose gradient the
+    node is part of (None for a forward node)."""
+
+    op: str
+    file: str
+    line: int
+    function: str
+    grad_of: Origin | None = None
+
+
+Origins = MutableMapping[UOp, Origin]
+"""Nodes' origins: a trace's dict (it holds its nodes anyway), a profile's weak map (it holds none)."""
+
+_maps: list[Origins] = []  # one per recording trace (innermost last); the hook writes into each
+_grad_of: Origin | None = None  # the forward node's origin while its gradient rule runs
+
+
+_UOPVIZ = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+_COMPILER = tuple(os.path.join(_UOPVIZ, *part) for part in (
+    ("schedule", ""), ("codegen", ""), ("renderer", ""), ("runtime", ""), ("search", ""), ("profile", ""),
+    ("trace", ""), ("pipeline.py",), ("compiler.py",), ("parallel.py",), ("lowered_cache.py",), ("realize.py",),
+    ("tune.py",), ("tensor", "jit.py")))
+"""The compiler's modules (and the trace's own, which rebuilds nodes to replay): a node they build is lowering's
+work, whose origin is carried from the node it replaces, not noted where it was built."""
+
+
+@functools.cache
+def _lowers(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_COMPILER)
+
+
+def _note(u: UOp) -> None:
+    """The node hook: note what made `u`, unless the compiler built it (see _COMPILER) or no user code did."""
+    if recorder.lowering():  # a schedule or kernel context is open: no walk needed to know
+        return
+    if (o := made_here()) is not None:
+        for m in _maps:
+            m[u] = o
+
+
+def made_here() -> Origin | None:
+    """The origin of what the running code builds now: the user's innermost frame and the call it made into
+    uopviz; None where the compiler is building it or no frame is the user's (e.g. at import)."""
+    f: FrameType | None = sys._getframe(2)
+    called: FrameType | None = None
+    while f is not None:
+        code = f.f_code
+        if (path := recorder.user_file(code.co_filename)) is not None:
+            return Origin(_op(called or f), path, f.f_lineno, code.co_name, _grad_of)
+        if _lowers(code.co_filename):
+            return None
+        if not code.co_filename.startswith("<frozen"):
+            called = f
+        f = f.f_back
+    return None
+
+
+def _op(f: FrameType) -> str:
+    """The name a user knows the called function by: a method as its object's class's (`Tensor.relu`, not the
+    mixin that defines it), anything else by its qualified name."""
+    code = f.f_code
+    if code.co_argcount and code.co_varnames[0] == "self" and "self" in (local := f.f_locals):
+        return f"{type(local['self']).__name__}.{code.co_name}"
+    return code.co_qualname
+
+
+@contextmanager
+def noting(m: Origins) -> Iterator[Origins]:
+    """Note the origin of every node built in the block into `m` (as well as into the maps of recordings around
+    it)."""
+    _maps.append(m)
+    prev = on_new_node(_note)
+    try:
+        yield m
+    finally:
+        _maps.remove(m)
+        on_new_node(prev if _maps else None)
+
+
+def active() -> bool:
+    """Whether origins are being noted (a gradient pass then says whose gradient it builds)."""
+    return bool(_maps)
+
+
+def gradient_of(u: UOp | None) -> None:
+    """Mark the nodes built from now on as part of the gradient of forward node `u` (by its origin, where noted;
+    None: forward nodes again). A gradient pass calls it per node it differentiates, then with None."""
+    global _grad_of
+    _grad_of = None if u is None else next((m[u] for m in reversed(_maps) if u in m), None)
+
+
+def carry(old: UOp, new: UOp, m: Origins) -> None:
+    """Give the nodes of `new` (what a step or pass made of `old`) that have no origin one from `old`: the graphs
+    are walked in step while their nodes correspond (same op, as many sources), so a node rebuilt over new leaves
+    (a Buffer become a Param) keeps its own node's origin, and where `new` wraps the node it replaces in a few new
+    ones (a Function around a Tuple), the walk finds it below them; any other new node takes its nearest
+    corresponding ancestor's. Nodes that have an origin are old ones: the walk stops there, so the cost is the
+    new nodes'."""
+    stack: list[tuple[UOp | None, UOp, Origin | None]] = [(old, new, m.get(old))]
+    seen: set[UOp] = set()
+    while stack:
+        o, n, inherited = stack.pop()
+        if n in seen or n in m:
+            continue
+        seen.add(n)
+        if o is not None and not _corresponds(o, n) and (inner := _wrapped(o, n)) is not None:
+            stack.append((o, inner, inherited))
+            o = None
+        here = (m.get(o) if o is not None else None) or inherited
+        if here is not None:
+            m[n] = here
+        aligned = o is not None and _corresponds(o, n)
+        for k, s in enumerate(n.src):
+            stack.append((o.src[k] if aligned and o is not None else None, s, here))
+
+
+def _corresponds(o: UOp, n: UOp) -> bool:
+    return o.op is n.op and len(o.src) == len(n.src)
+
+
+def _wrapped(o: UOp, n: UOp, depth: int = 3) -> UOp | None:
+    """The node below `n` (at most `depth` sources down, first found breadth-first) that corresponds to `o`."""
+    level = list(n.src)
+    for _ in range(depth):
+        for u in level:
+            if _corresponds(o, u):
+                return u
+        level = [s for u in level for s in u.src]
+    return None
+
+
+def same(old: UOp, new: UOp) -> None:
+    """Say that `new` computes what `old` did, where no recorded step shows it (Callify's Function over the
+    program, the kernel split's kernel per value): `carry` old's origins to new now, so they reach a kernel even
+    while only a profile notes them."""
+    for m in _maps:
+        carry(old, new, m)
+
+
+def describe(o: Origin) -> dict[str, Any]:
+    """An origin as a trace document's `origins` entry has it, less `grad_of`: {"op", "file", "line", "function",
+    "code"} (the frame as recorder.frames() writes it, its source line read now)."""
+    return {"op": o.op, **recorder.frame_of(o.file, o.line, o.function)}
+
+
+def nested(o: Origin | None) -> dict[str, Any] | None:
+    """An origin as data with the origin it is a gradient of nested: `describe`'s fields and `grad_of` (the
+    same, or None)."""
+    return None if o is None else {**describe(o), "grad_of": nested(o.grad_of)}
