@@ -1,6 +1,6 @@
 """The profile of the example GPT's @jit training step (nanoGPT layout, d 128, 4 heads, 2 blocks, batch 8, T 64,
-AdamW; or with --model resnet the ResNet's, 16 -> 32 channels, batch 16, 32x32, SGD): its top kernels by line, and
-the check that the profile's kernel times add up to the measured step time.
+AdamW; --model gpt-forward its @jit forward alone; --model resnet the ResNet's, 16 -> 32 channels, batch 16, 32x32,
+SGD): its top kernels by line, and the check that the profile's kernel times add up to the measured step time.
 
 The step is warmed up (compile, capture, replays), then steps are run in turns: one plain (timed from the call to
 the device's last kernel done: what the step costs), one inside `uopviz.profile()` (its launches' times added up).
@@ -10,7 +10,7 @@ a plain step overlaps the host's launching with the device's running, which a pr
 does not: there the launches' sum may pass the step and the kernels' sum fall short of it). The last profiled
 step's table follows.
 
-    python bench/kernel_profile.py [--model gpt|resnet] [--device CPU|CL|PYTHON] [--steps 20] [--top 8]
+    python bench/kernel_profile.py [--model gpt|gpt-forward|resnet] [--device CPU|CL|PYTHON] [--steps 20] [--top 8]
 """
 
 from __future__ import annotations
@@ -41,6 +41,19 @@ def gpt_step(device: str) -> tuple[Callable[[Tensor, Tensor], Tensor], Tensor, T
     return gpt.train_step(model, nn.optim.AdamW(model.parameters(), lr=1e-4)), x, y
 
 
+def gpt_forward(device: str) -> tuple[Callable[[Tensor, Tensor], Tensor], Tensor, Tensor]:
+    """The GPT's @jit forward (the step's first third, and issue 30's weakest case against torch on 2 threads);
+    it takes the targets too, unused, so every model is called alike."""
+    gpt = example("gpt")
+    cfg = gpt.GPTConfig()
+    Tensor.manual_seed(0)
+    model = gpt.GPT(cfg)
+    forward = uopviz.jit(lambda idx: model(idx))
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.integers(0, cfg.vocab_size, (8, cfg.block_size)).astype(np.int32), device=device)
+    return lambda idx, _: forward(idx), x, x
+
+
 def resnet_step(device: str) -> tuple[Callable[[Tensor, Tensor], Tensor], Tensor, Tensor]:
     resnet = example("resnet")
     Tensor.manual_seed(0)
@@ -51,12 +64,13 @@ def resnet_step(device: str) -> tuple[Callable[[Tensor, Tensor], Tensor], Tensor
     return resnet.train_step(model, nn.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)), x, y
 
 
-MODELS = {"gpt": gpt_step, "resnet": resnet_step}
+MODELS = {"gpt": gpt_step, "gpt-forward": gpt_forward, "resnet": resnet_step}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--model", choices=MODELS, default="gpt", help="the example's training step (default: gpt)")
+    ap.add_argument("--model", choices=MODELS, default="gpt",
+                    help="the example's training step, or the GPT's forward (default: gpt)")
     ap.add_argument("--device", default=None, help="the device (default: $UOPVIZ_DEVICE, else CPU)")
     ap.add_argument("--steps", type=int, default=20, help="turns of each kind timed (median)")
     ap.add_argument("--top", type=int, default=8, help="lines and kernels of each shown")
@@ -81,7 +95,7 @@ def main() -> int:
         profiles.append(p)
     step_s, kernel_s = statistics.median(plain), statistics.median(p.kernel_s for p in profiles)
     device_s = statistics.median(p.device_s for p in profiles)
-    print(f"{args.model} @jit training step on {device}, median of {args.steps} turns: measured {step_s * 1e3:.2f} ms, "
+    print(f"{args.model} under @jit on {device}, median of {args.steps} turns: measured {step_s * 1e3:.2f} ms, "
           f"profile's launches add up to {kernel_s * 1e3:.2f} ms ({kernel_s / step_s:.1%} of the step; "
           f"{'within' if abs(kernel_s / step_s - 1) <= 0.10 else 'NOT within'} 10%), their kernels as the device "
           f"times them to {device_s * 1e3:.2f} ms ({device_s / step_s:.1%})")
