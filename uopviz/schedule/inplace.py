@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from uopviz.uop.ops import GroupOp, UOp
+from uopviz.uop.ops import GroupOp, Ops, UOp
 
 _KEEPS_ELEMENTS = GroupOp.Elementwise | GroupOp.Marker
 """Ops whose output element i reads only element i of each source of its own shape."""
+_SIZED = frozenset({Ops.RESHAPE, Ops.EXPAND, Ops.PAD, Ops.SHRINK})
+"""Ops whose sources after the first are sizes (Stacks of index scalars: constants and bound variables), which read
+no buffer, so the walk does not enter them."""
 
 
 def writes_in_place(targets: Sequence[UOp], values: Sequence[UOp]) -> bool:
@@ -35,13 +38,13 @@ def writes_in_place(targets: Sequence[UOp], values: Sequence[UOp]) -> bool:
     if len(owner) != len(targets) or len(buffers) != len(targets) or len(roots) != len(values):
         return False  # a buffer written twice, or one value written to two targets: left to new memory
     for i, value in enumerate(values):
-        seen: set[tuple[UOp, bool]] = set()
+        seen: tuple[set[UOp], set[UOp]] = (set(), set())  # nodes met along another path, along an elementwise one
         stack = [(value, True)]
         while stack:
             u, elementwise = stack.pop()
-            if (u, elementwise) in seen:
+            if u in (met := seen[elementwise]):
                 continue
-            seen.add((u, elementwise))
+            met.add(u)
             if u in owner:
                 if owner[u] != i or not elementwise:
                     return False
@@ -51,5 +54,5 @@ def writes_in_place(targets: Sequence[UOp], values: Sequence[UOp]) -> bool:
             if u is not value and u in roots:
                 continue  # another assigned value: loaded from its buffer once its kernel wrote it
             keeps = elementwise and u.op in _KEEPS_ELEMENTS
-            stack += [(s, keeps) for s in u.src]
+            stack += [(s, keeps) for s in (u.src[:1] if u.op in _SIZED else u.src)]
     return True
