@@ -188,7 +188,7 @@ class Answers:
         return AppliedOpts(name=kernel.name, source=kernel.source, axes=kernel.axes, opts=kernel.opts,
                            trace_id=new.id)
 
-    def searches(self, kernel_hash: str | None = None, limit: int = 200, before: int | None = None) -> SearchPage:
+    def searches(self, kernel_hash: str | None = None, before: int | None = None, limit: int = 200) -> SearchPage:
         return tuning.searches(self.beams.db, self.beams.live(), kernel_hash, limit, before)
 
     def search(self, sid: int) -> SearchDetail:

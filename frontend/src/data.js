@@ -1,31 +1,16 @@
-// The UI reads everything through a data source: an object with these async methods. Each resolves to the
-// JSON of the matching `uopviz serve` route and rejects with a DataError (status, detail):
+// The UI reads everything through a data source: an object with an async method per route of the route table
+// (routes.js, written from backend/routes.py: meta, traces, trace, step, python, kernel, timeKernel, machineCode,
+// applyOpts, searches, search, results, startBeam, stopBeam). A method takes its route's arguments in the table's
+// order, resolves to the JSON of that `uopviz serve` route and rejects with a DataError (status, detail).
 //
-//   meta()                     GET  /api/meta
-//   traces()                   GET  /api/traces
-//   trace(tid)                 GET  /api/traces/{tid}
-//   step(tid, ci, pi, k)       GET  /api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}
-//   python(tid, ci, pi, k, node)
-//                              GET  /api/traces/{tid}/contexts/{ci}/passes/{pi}/steps/{k}/python[?node=]
-//   kernel(tid, ci)            GET  /api/traces/{tid}/contexts/{ci}/kernel
-//   timeKernel(tid, ci)        POST /api/traces/{tid}/contexts/{ci}/time  {}
-//   machineCode(tid, ci)       GET  /api/traces/{tid}/contexts/{ci}/machine-code
-//   applyOpts(tid, ci, opts)   POST /api/traces/{tid}/contexts/{ci}/opts  {"opts": opts}
-//   searches(kernelHash, before)
-//                              GET  /api/tuning/searches[?kernel_hash=&before=]  a page, newest first:
-//                              {searches, next_before} (kernelHash null: every kernel's; before null: the first page)
-//   search(sid)                GET  /api/tuning/searches/{sid}
-//   results(kernelHash)        GET  /api/tuning/results[?kernel_hash=]
-//   startBeam(tid, ci, width, maxRounds)
-//                              POST /api/traces/{tid}/contexts/{ci}/beam  {"width", "max_rounds"}
-//
-// and one subscription: beamEvents(job, onEvent) calls onEvent with each progress event of a BEAM job (the
+// And one subscription: beamEvents(job, onEvent) calls onEvent with each progress event of a BEAM job (the
 // JSON of GET /api/beam/{job}/events, from its first event on, each once), ending with a "done" or an
 // "error" event, and returns a function that stops it. A lost connection ends it with an error event.
 //
 // httpSource(base, token) implements it over HTTP, sending the server's token (pageToken()) as a header on every
 // request, the event stream included; the Jupyter widget implements the same methods over its comm.
-/** @import { BeamEvent, DataSource } from "../types/api" */
+import { ROUTES } from "./routes.js";
+/** @import { BeamEvent, DataSource, RouteSpec } from "../types/api" */
 
 export class DataError extends Error {
   /**
@@ -111,8 +96,6 @@ export async function* sseData(body) {
  * @returns {DataSource}
  */
 export function httpSource(base = "", token = null) {
-  /** @param {...(string | number)} parts */
-  const url = (...parts) => `${base}/api/${parts.map((p) => encodeURIComponent(p)).join("/")}`;
   /** @param {Record<string, string>} [headers] */
   const auth = (headers = {}) => (token ? { ...headers, Authorization: `token ${token}` } : headers);
   /**
@@ -130,29 +113,25 @@ export function httpSource(base = "", token = null) {
     if (!res.ok) throw new DataError(res.status, body?.detail ?? `${res.status} ${res.statusText}`);
     return body;
   };
-  /** @type {(tid: string, ci: number) => (string | number)[]} */
-  const ctx = (tid, ci) => ["traces", tid, "contexts", ci];
-  /** @type {(href: string, body: unknown) => Promise<any>} */
-  const post = (href, body) => call(href, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  /** @type {(href: string, params: Record<string, string | number | null>) => string} */
-  const query = (href, params) => {
-    const given = Object.entries(params).filter(([, v]) => v != null);
-    return given.length ? `${href}?${new URLSearchParams(/** @type {[string, string][]} */ (given))}` : href;
+  /** @type {(route: RouteSpec) => (...args: unknown[]) => Promise<any>} */
+  const method = (route) => (...args) => {
+    let path = route.path;
+    /** @type {[string, string][]} */
+    const params = [];
+    /** @type {Record<string, unknown>} */
+    const body = {};
+    route.args.forEach(([name, where], i) => {
+      if (where === "path") path = path.replace(`{${name}}`, encodeURIComponent(String(args[i])));
+      else if (where === "query" && args[i] != null) params.push([name, String(args[i])]);
+      else if (where === "body" && args[i] !== undefined) body[name] = args[i];
+    });
+    const href = `${base}${path}${params.length ? `?${new URLSearchParams(params)}` : ""}`;
+    if (route.http === "GET") return call(href);
+    return call(href, { method: route.http, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
   };
+  const source = /** @type {DataSource} */ (/** @type {unknown} */ (Object.fromEntries(ROUTES.map((r) => [r.method, method(r)]))));
   return {
-    meta: () => call(url("meta")),
-    traces: () => call(url("traces")),
-    trace: (tid) => call(url("traces", tid)),
-    step: (tid, ci, pi, k) => call(url(...ctx(tid, ci), "passes", pi, "steps", k)),
-    python: (tid, ci, pi, k, node = null) => call(query(url(...ctx(tid, ci), "passes", pi, "steps", k, "python"), { node })),
-    kernel: (tid, ci) => call(url(...ctx(tid, ci), "kernel")),
-    timeKernel: (tid, ci) => post(url(...ctx(tid, ci), "time"), {}),
-    machineCode: (tid, ci) => call(url(...ctx(tid, ci), "machine-code")),
-    applyOpts: (tid, ci, opts) => post(url(...ctx(tid, ci), "opts"), { opts }),
-    searches: (kernelHash = null, before = null) => call(query(url("tuning", "searches"), { kernel_hash: kernelHash, before })),
-    search: (sid) => call(url("tuning", "searches", sid)),
-    results: (kernelHash = null) => call(query(url("tuning", "results"), { kernel_hash: kernelHash })),
-    startBeam: (tid, ci, width, maxRounds) => post(url(...ctx(tid, ci), "beam"), { width, max_rounds: maxRounds }),
+    ...source,
     // EventSource cannot send a header, so the stream is read with fetch; like EventSource, it reconnects
     // after a drop (the server replays the job from its first event, and seq skips what was seen).
     beamEvents: (job, onEvent) => {
@@ -172,7 +151,7 @@ export function httpSource(base = "", token = null) {
       const follow = async () => {
         for (let tries = 0; !over; tries++) {
           try {
-            const res = await fetch(url("beam", job, "events"), { headers: auth({ Accept: "text/event-stream" }), signal: abort.signal });
+            const res = await fetch(`${base}/api/beam/${encodeURIComponent(job)}/events`, { headers: auth({ Accept: "text/event-stream" }), signal: abort.signal });
             if (!res.ok) {
               const body = await res.json().catch(() => null);
               return fail(describe(body?.detail ?? `${res.status} ${res.statusText}`));

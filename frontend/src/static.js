@@ -1,14 +1,16 @@
 // A data source over answers computed ahead of time (a static export: `uopviz export`, Trace.to_html, a widget's
 // saved output). The export holds every answer a read-only view asks for, by request key, as gzipped JSON in
 // base64; the browser unzips it itself (DecompressionStream), so the page needs no network and no server. A step
-// lists its nodes by id, each node once in the table "nodes". Asking for anything else (an opt, a search)
-// rejects: a static view is read-only.
+// lists its nodes by id, each node once in the table "nodes". Asking for anything else (an opt, a search: a
+// route the table does not mark static) rejects: a static view is read-only.
 import { DataError } from "./data.js";
-/** @import { DataSource } from "../types/api" */
+import { ROUTES } from "./routes.js";
+/** @import { DataSource, RouteSpec } from "../types/api" */
 
-// The request keys the export writes (uopviz/widget/export.py spells the same).
-/** @param {...(string | number | null)} parts */
-const key = (...parts) => parts.map((p) => (p == null ? "*" : String(p))).join("/");
+// A request's key, as the export writes it (backend/routes.py's key()): the method and every argument of its
+// route, "*" for one that is null or left out.
+/** @type {(route: RouteSpec, args: unknown[]) => string} */
+const key = (route, args) => [route.method, ...route.args.map((_, i) => (args[i] == null ? "*" : String(args[i])))].join("/");
 
 /**
  * @param {string} base64
@@ -34,23 +36,15 @@ export async function staticSource(base64) {
   const readOnly = async () => {
     throw new DataError(405, "a static view is read-only: open the trace with uopviz (uopviz.show, uopviz serve) to change it");
   };
+  /** @type {(route: RouteSpec) => (...args: unknown[]) => Promise<any>} */
+  const method = (route) => (route.static ? (...args) => get(key(route, args)) : readOnly);
+  const source = /** @type {DataSource} */ (/** @type {unknown} */ (Object.fromEntries(ROUTES.map((r) => [r.method, method(r)]))));
   return {
-    meta: () => get("meta"),
-    traces: () => get("traces"),
-    trace: (tid) => get(key("trace", tid)),
+    ...source,
     step: async (tid, ci, pi, k) => {
-      const step = await get(key("step", tid, ci, pi, k));
-      return { ...step, nodes: step.nodes.map((/** @type {string} */ id) => answers.nodes[id]) };
+      const step = await source.step(tid, ci, pi, k);
+      return { ...step, nodes: step.nodes.map((id) => answers.nodes[/** @type {string} */ (/** @type {unknown} */ (id))]) };
     },
-    kernel: (tid, ci) => get(key("kernel", tid, ci)),
-    searches: (kernelHash = null) => get(key("searches", kernelHash)), // one page: the export holds them all
-    search: (sid) => get(key("search", sid)),
-    results: (kernelHash = null) => get(key("results", kernelHash)),
-    applyOpts: readOnly,
-    startBeam: readOnly,
-    python: readOnly,
-    timeKernel: readOnly,
-    machineCode: readOnly,
     beamEvents: (job, onEvent) => {
       onEvent({ event: "error", kind: "failed", detail: "a static view runs no searches" });
       return () => {};

@@ -6,6 +6,7 @@
 // {events: id, items: [...]}, and {unfollow: id} stops them.
 import { DataError } from "./data.js";
 import { renderBeamLive } from "./panels/beam-live.js";
+import { ROUTES } from "./routes.js";
 /** @import { DataSource } from "../types/api" */
 /** @import { ViewState, WidgetModel } from "../types/ui" */
 /** @typedef {"tid" | "ci" | "pi" | "k" | "opts" | "tab"} TraitKey */
@@ -18,7 +19,6 @@ const NONE = { tid: "", ci: -1 }; // how the traitlets spell "none chosen yet" (
 const toTrait = (key, value) => value ?? NONE[key] ?? null;
 /** @type {(key: string, value: unknown) => unknown} */
 const fromTrait = (key, value) => (value === NONE[key] ? null : value);
-const METHODS = ["meta", "traces", "trace", "step", "python", "kernel", "timeKernel", "machineCode", "applyOpts", "searches", "search", "results", "startBeam"];
 
 /**
  * @param {WidgetModel} model
@@ -49,7 +49,7 @@ export function commSource(model) {
       pending.set(id, { resolve, reject });
       model.send({ request: id, method, args });
     });
-  const source = /** @type {DataSource & {close(): void}} */ (/** @type {unknown} */ (Object.fromEntries(METHODS.map((m) => [m, call(m)])))); // beamEvents and close follow
+  const source = /** @type {DataSource & {close(): void}} */ (/** @type {unknown} */ (Object.fromEntries(ROUTES.map((r) => [r.method, call(r.method)])))); // beamEvents and close follow
   source.beamEvents = (job, onEvent) => {
     const id = next++;
     let over = false;

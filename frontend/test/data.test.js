@@ -118,19 +118,21 @@ test("httpSource: each method's route, its query parameters, the token as a head
   for (const c of calls) assert.deepEqual(c.init.headers, { Authorization: "token tok" });
 });
 
-test("httpSource posts JSON bodies, and sends no Authorization without a token", async () => {
+test("httpSource sends JSON bodies (POST, DELETE), and sends no Authorization without a token", async () => {
   const calls = stubFetch(() => json({ job: "j1", search_id: 3 }));
   const src = httpSource();
   const opts = [{ op: "PADTO", axis: 0, arg: 32 }];
   await src.applyOpts("t", 2, opts);
   await src.startBeam("t", 2, 4, 6);
   await src.timeKernel("t", 2);
+  await src.stopBeam("j 1");
   assert.deepEqual(
     calls.map((c) => [c.url, c.init.method, c.init.headers, c.init.body]),
     [
       ["/api/traces/t/contexts/2/opts", "POST", { "Content-Type": "application/json" }, JSON.stringify({ opts })],
       ["/api/traces/t/contexts/2/beam", "POST", { "Content-Type": "application/json" }, '{"width":4,"max_rounds":6}'],
       ["/api/traces/t/contexts/2/time", "POST", { "Content-Type": "application/json" }, "{}"],
+      ["/api/beam/j%201", "DELETE", { "Content-Type": "application/json" }, "{}"],
     ],
   );
 });

@@ -11,8 +11,8 @@ const answers = {
   "trace/t1": { id: "t1", name: "gemm", contexts: [] },
   "step/t1/0/2/5": { root: "n2", nodes: ["n2", "n1"], added: ["n2"] },
   "kernel/t1/0": { name: "r_4" },
-  "searches/*": { searches: [{ id: 1 }], next_before: null },
-  "searches/abc": { searches: [], next_before: null },
+  "searches/*/*/*": { searches: [{ id: 1 }], next_before: null },
+  "searches/abc/*/*": { searches: [], next_before: null },
   "results/*": [],
   nodes: { n1: node("n1", "Const"), n2: node("n2", "Neg", ["n1"]) },
 };
@@ -24,8 +24,8 @@ test("a static source answers from the inlined answers by request key", async ()
   assert.deepEqual(await src.traces(), answers.traces);
   assert.deepEqual(await src.trace("t1"), answers["trace/t1"]);
   assert.deepEqual(await src.kernel("t1", 0), { name: "r_4" });
-  assert.deepEqual(await src.searches(), answers["searches/*"]);
-  assert.deepEqual(await src.searches("abc"), answers["searches/abc"]);
+  assert.deepEqual(await src.searches(), answers["searches/*/*/*"]);
+  assert.deepEqual(await src.searches("abc"), answers["searches/abc/*/*"]);
   assert.deepEqual(await src.results(), []);
 });
 
@@ -39,7 +39,7 @@ test("what the export does not hold is a 404 naming it; what would change someth
   const src = await staticSource(exported(answers));
   await assert.rejects(src.trace("t9"), { name: "DataError", status: 404, message: "this static view holds no trace t9" });
   await assert.rejects(src.step("t1", 0, 2, 6), { status: 404, message: "this static view holds no step t1/0/2/6" });
-  for (const call of [() => src.applyOpts("t1", 0, []), () => src.startBeam("t1", 0, 2, 2), () => src.python("t1", 0, 0, 0), () => src.timeKernel("t1", 0), () => src.machineCode("t1", 0)]) {
+  for (const call of [() => src.applyOpts("t1", 0, []), () => src.startBeam("t1", 0, 2, 2), () => src.python("t1", 0, 0, 0), () => src.timeKernel("t1", 0), () => src.machineCode("t1", 0), () => src.stopBeam("j1")]) {
     await assert.rejects(call(), { name: "DataError", status: 405 });
   }
 });

@@ -412,6 +412,24 @@ export interface ErrorEvent {
 
 export type BeamEvent = StartEvent | RoundEvent | CandidateEvent | RoundEndEvent | DoneEvent | ErrorEvent;
 
+export interface BeamStopped {
+  job: string;
+  search_id: number | null;
+  stopped: boolean;
+}
+
+/** A data method of the route table (src/routes.js, written from backend/routes.py). */
+export interface RouteSpec {
+  method: string;
+  http: "GET" | "POST" | "DELETE";
+  /** the path, its arguments in braces: /api/traces/{trace_id} */
+  path: string;
+  /** the arguments in the method's order: [name, where] */
+  args: [string, "path" | "query" | "body"][];
+  /** a static export holds its answers */
+  static: boolean;
+}
+
 /** What the UI reads everything through (src/data.js: httpSource; src/widget.js: commSource; src/static.js). */
 export interface DataSource {
   meta(): Promise<Meta>;
@@ -427,6 +445,7 @@ export interface DataSource {
   search(sid: number): Promise<SearchDetail>;
   results(kernelHash?: string | null): Promise<ResultView[]>;
   startBeam(tid: string, ci: number, width: number, maxRounds: number): Promise<BeamStarted>;
+  stopBeam(job: string): Promise<BeamStopped>;
   /** Calls onEvent with each event of the job, each once, ending with a "done" or an "error"; returns a stop. */
   beamEvents(job: string, onEvent: (event: BeamEvent) => void): () => void;
 }

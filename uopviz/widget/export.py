@@ -22,6 +22,7 @@ from typing import Any
 
 from uopviz.backend import bundle
 from uopviz.backend.answers import Answers
+from uopviz.backend.routes import key
 from uopviz.backend.store import NotFound, TraceStore
 from uopviz.widget.requests import jsonable
 from uopviz.widget.sources import stored
@@ -29,38 +30,33 @@ from uopviz.widget.sources import stored
 VIEW_HEIGHT = 640  # px of a view in a notebook's output (a page's view fills the window)
 
 
-def _key(*parts: object) -> str:
-    """A request key as static.js spells it: the method and its arguments, '*' for a null one."""
-    return "/".join("*" if p is None else str(p) for p in parts)
-
-
 def answers_of(answers: Answers, tids: Sequence[str]) -> dict[str, Any]:
     """Every answer a read-only view of these traces asks for, by request key."""
     out: dict[str, Any] = {"meta": answers.meta(), "traces": [t for t in answers.traces() if t.id in tids]}
     hashes: list[str] = []
     for tid in tids:
-        detail = out[_key("trace", tid)] = answers.trace(tid)
+        detail = out[key("trace", tid)] = answers.trace(tid)
         for c in detail.contexts:
             for p in c.passes:
                 for k in range(p.steps + 1):
-                    out[_key("step", tid, c.index, p.index, k)] = answers.step(tid, c.index, p.index, k)
+                    out[key("step", tid, c.index, p.index, k)] = answers.step(tid, c.index, p.index, k)
             if c.kind != "kernel":
                 continue
             with contextlib.suppress(NotFound):  # a kernel whose lowering failed before rendering: the view says so
-                out[_key("kernel", tid, c.index)] = answers.kernel(tid, c.index)
+                out[key("kernel", tid, c.index)] = answers.kernel(tid, c.index)
             if c.kernel_hash is not None and c.kernel_hash not in hashes:
                 hashes.append(c.kernel_hash)
     everything = []
     for h in hashes:
         page = answers.searches(h, limit=1000)
         done = [s for s in page.searches if s.status == "done"]
-        out[_key("searches", h)] = {"searches": done, "next_before": None}
-        out[_key("results", h)] = answers.results(h)
+        out[key("searches", h)] = {"searches": done, "next_before": None}
+        out[key("results", h)] = answers.results(h)
         everything += done
         for s in done:
-            out[_key("search", s.id)] = answers.search(s.id)
-    out[_key("searches", None)] = {"searches": sorted(everything, key=lambda s: -s.id), "next_before": None}
-    out[_key("results", None)] = [r for h in hashes for r in out[_key("results", h)]]
+            out[key("search", s.id)] = answers.search(s.id)
+    out[key("searches", None)] = {"searches": sorted(everything, key=lambda s: -s.id), "next_before": None}
+    out[key("results", None)] = [r for h in hashes for r in out[key("results", h)]]
     packed = {k: jsonable(v) for k, v in out.items()}
     table = packed["nodes"] = {}
     for k, v in packed.items():
