@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from planted import ONE, evil_library, one
+from planted import evil_library, one
 
 from uopviz.dtype import dtypes
 from uopviz.runtime import workers
@@ -77,7 +77,7 @@ TAMPER: list[object] = [world_writable, group_writable, pytest.param(another_use
 def test_a_planted_kernel_library_is_refused_not_run(cache: Path, evil: tuple[bytes, Path],
                                                      tamper: Callable[[Path], None]) -> None:
     data, marker = evil
-    lib = CPURuntime().library(ONE, "one")  # the victim's earlier run cached it
+    lib = CPURuntime().kernel_library(one())  # the victim's earlier run cached it
     plant(lib, data)
     tamper(lib.parent)
     with pytest.raises(CacheTrustError, match="another user could put code there"):
@@ -137,7 +137,7 @@ def test_a_fresh_cache_is_created_0700_with_its_parents(tmp_path: Path, monkeypa
 
 
 def test_a_fifo_or_link_in_place_of_a_library_is_refused_without_waiting(cache: Path, tmp_path: Path) -> None:
-    lib = CPURuntime().library(ONE, "one")
+    lib = CPURuntime().kernel_library(one())
     lib.unlink()
     os.mkfifo(lib, 0o600)  # opened for reading it would block until a writer came
     with pytest.raises(CacheTrustError, match="not a regular file"):
@@ -151,7 +151,7 @@ def test_a_fifo_or_link_in_place_of_a_library_is_refused_without_waiting(cache: 
 
 def test_a_trusted_cache_still_rebuilds_a_damaged_library(cache: Path) -> None:
     """The digest stays as what it can be: a check against damage (a truncated file would crash the load)."""
-    lib = CPURuntime().library(ONE, "one")
+    lib = CPURuntime().kernel_library(one())
     lib.write_bytes(lib.read_bytes()[:100])
     out = CPURuntime()
     buf = out.alloc(1, dtypes.float32)

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import other_user
 import pytest
-from planted import ONE, evil_library, one
+from planted import evil_library, one
 from recorded_browser import serve_with_browser
 from uopviz.backend.child import base_and_token
 
@@ -206,7 +206,7 @@ def test_a_library_the_other_user_planted_is_refused_not_run(probe: Probe, share
     folder refuses it with CacheTrustError, loads nothing (the library's constructor writes a marker) and writes
     nothing there."""
     monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(tmp_path / "own"))
-    name = CPURuntime().library(ONE, "one").name  # the library's name in any cache (the same compiler, flags)
+    name = CPURuntime().kernel_library(one()).name  # the library's name in any cache (the same compiler, flags)
     data, marker = evil_library(tmp_path)
     (shared / "evil.so").write_bytes(data)
     (shared / "evil.so").chmod(0o644)  # for the other user to copy

@@ -186,8 +186,9 @@ class CPURuntime(Runtime):
         check_source(source, self.name, name)
         return self._library(source, name)
 
-    def _library(self, source: str, name: str) -> Path:
-        """The shared library for source, trusted as it is (the worker pool's own C, which includes headers).
+    def _library(self, source: str, name: str, shown: str | None = None) -> Path:
+        """The shared library for source, trusted as it is (the worker pool's own C, which includes headers, or a
+        kernel's `_unit`); a CompileError shows `shown` (default: source) as the source that failed.
 
         A cached library is used only if its bytes still hash to the digest written beside it: loading a
         truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again. The digest
@@ -197,7 +198,7 @@ class CPURuntime(Runtime):
         if (found := _cached(key)) is not None:
             return found
         folder = _writable_library_dir()
-        tmp = self._compile(source, folder, flags(source), name)
+        tmp = self._compile(source, folder, flags(source), name, shown)
         try:
             return _install(tmp, [key])[0]
         finally:
@@ -207,15 +208,16 @@ class CPURuntime(Runtime):
         """The name source's library is cached under: its source, the compiler and the flags."""
         return hashlib.sha256("\0".join([source, self.compiler_version, *flags(source)]).encode()).hexdigest()[:32]
 
-    def _compile(self, source: str, folder: Path, args: tuple[str, ...], name: str) -> Path:
+    def _compile(self, source: str, folder: Path, args: tuple[str, ...], name: str, shown: str | None = None) \
+            -> Path:
         """source compiled with args into a new file in folder (the caller installs and removes it); CompileError
-        where the compiler fails."""
+        (showing `shown`, default source) where the compiler fails."""
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
         try:
             proc = run_compiler([self.cc, *args, "-x", "c", "-", "-o", tmp, "-lm"], source, self.name, name)
             if proc.returncode != 0:
-                raise CompileError(self.name, name, source, proc.stderr or proc.stdout)
+                raise CompileError(self.name, name, source if shown is None else shown, proc.stderr or proc.stdout)
             os.chmod(tmp, 0o700)  # the linker gives the umask's mode: group-writable where the umask is 002
         except BaseException:
             os.unlink(tmp)
@@ -224,15 +226,15 @@ class CPURuntime(Runtime):
 
     def libraries(self, kernels: Sequence[Kernel]) -> None:
         """Compile the libraries of kernels that the disk cache lacks in as few compiler runs as may be: one
-        translation unit per batch (kernels of one set of flags whose exported names differ), each kernel's static
-        helpers renamed apart, linked into one library that every kernel of the batch is cached under (hard links:
-        a kernel found later loads it as its own). A C compiler run has a fixed cost (driver, assembler, linker)
-        larger than most kernels' own (a GPT training step's 158 kernels took 2.5x the CPU time one by one).
+        translation unit per set of flags, each kernel in it as `_unit` writes it (its exported and static names its
+        own), linked into one library that every kernel of the batch is cached under (hard links: a kernel found
+        later loads it as its own). A C compiler run has a fixed cost (driver, assembler, linker) larger than most
+        kernels' own (a GPT training step's 158 kernels took 2.5x the CPU time one by one).
         A batch the compiler refuses is left alone: each of its kernels compiles by itself when it is loaded
         (kernel_library), and a bad one raises its own error then."""
         if any(k.threads > 1 for k in kernels):
             _ = self._workers_library  # the pool's own library too, before the first THREAD kernel waits on it
-        batches: list[tuple[tuple[str, ...], set[str], list[tuple[str, str, str]]]] = []
+        batches: dict[tuple[str, ...], list[tuple[str, str, str]]] = {}
         seen: set[str] = set()
         for kernel in kernels:
             if kernel.source is None:
@@ -242,26 +244,17 @@ class CPURuntime(Runtime):
                 check_source(source, self.name, kernel.name)
             except CompileError:
                 continue
-            key = self._key(source)
+            unit = _unit(source, kernel.name)
+            key = self._key(unit)
             if key in seen or _cached(key) is not None:
                 continue
             seen.add(key)
-            names = {kernel.name, f"{kernel.name}_task"}
-            args = flags(source)
-            batch = next((b for b in batches if b[0] == args and not b[1] & names), None)
-            if batch is None:
-                batches.append(batch := (args, set(), []))
-            batch[1].update(names)
-            batch[2].append((key, source, kernel.name))
-        for args, _, members in batches:
-            if len(members) == 1:
-                with contextlib.suppress(CompileError):
-                    self._library(members[0][1], members[0][2])
-                continue
-            unit = "".join(_apart(source, i) for i, (_, source, _) in enumerate(members))
+            batches.setdefault(flags(source), []).append((key, unit, kernel.name))
+        for args, members in batches.items():
             folder = _writable_library_dir()
             try:
-                tmp = self._compile(unit, folder, args, f"batch of {len(members)} kernels")
+                tmp = self._compile("".join(unit for _, unit, _ in members), folder, args,
+                                    f"batch of {len(members)} kernels" if len(members) > 1 else members[0][2])
             except CompileError:
                 continue
             try:
@@ -275,11 +268,13 @@ class CPURuntime(Runtime):
         return kernel.source + (workers.task_source(kernel) if kernel.threads > 1 else "")
 
     def kernel_library(self, kernel: Kernel) -> Path:
-        """The kernel's library, from the disk cache or compiled into it, not loaded: what a build worker makes
-        for the process that runs the kernel (uopviz.parallel), and what compile loads."""
+        """The kernel's library, from the disk cache or compiled into it, not loaded: what compile loads, and
+        what CPURuntime.libraries compiled it into with others. Its entry points are named as `_exported` says."""
         if kernel.source is None:
             raise CompileError(self.name, kernel.name, "", "the kernel has no C source")
-        return self.library(self._source(kernel), kernel.name)
+        source = self._source(kernel)
+        check_source(source, self.name, kernel.name)
+        return self._library(_unit(source, kernel.name), kernel.name, source)
 
     def compile(self, kernel: Kernel) -> Program:
         threads = kernel.threads
@@ -288,10 +283,11 @@ class CPURuntime(Runtime):
         if lib is None:
             lib = self._libs[str(path)] = load_library(path)
         # the library stays loaded while its program lives: a ctypes function pointer holds its library
+        source = self._source(kernel)
         if threads > 1:  # the pool calls the kernel's task entry, which unpacks one array of arguments
-            launch = functools.partial(self._run_pool, getattr(lib, f"{kernel.name}_task"), threads)
+            launch = functools.partial(self._run_pool, getattr(lib, _exported(source, f"{kernel.name}_task")), threads)
         else:
-            launch = getattr(lib, kernel.name)
+            launch = getattr(lib, _exported(source, kernel.name))
             launch.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
             launch.restype = None
 
@@ -330,12 +326,21 @@ def aligned_empty(size: int, dtype: Any) -> Any:
 _HELPER = re.compile(r"^static inline (?:__attribute__\(\(\w+\)\) )?[^(]*?(\w+)\(", re.M)
 
 
-def _apart(source: str, i: int) -> str:
-    """source as the i-th kernel of a batch's translation unit: its static helpers (the renderer's, at the start of a
-    line) renamed to names of its own, so that two kernels' helpers of one name never meet."""
-    helpers = dict.fromkeys(_HELPER.findall(source))
-    return "".join(f"#define {h} {h}_{i}\n" for h in helpers) + source + "\n" + \
-        "".join(f"#undef {h}\n" for h in helpers)
+def _exported(source: str, name: str) -> str:
+    """What the function `name` of a kernel's source (its entry point, its THREAD entry `<name>_task`, a static
+    helper) is called in its library: the name and a digest of the source, so that kernels of one name (one shape,
+    other ops) share a batch's library without meeting."""
+    return f"{name}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+def _unit(source: str, name: str) -> str:
+    """What a kernel's library is compiled from, alone or as one part of a batch's translation unit: source with
+    its entry points renamed as `_exported` says and its static helpers (the renderer's, at the start of a line)
+    renamed with the same digest, so that two kernels' helpers of one name never meet. The compiler numbers its
+    lines from the source's first (`#line 1`), as a CompileError shows them."""
+    names = [name, f"{name}_task", *dict.fromkeys(_HELPER.findall(source))]
+    return "".join(f"#define {n} {_exported(source, n)}\n" for n in names) + "#line 1\n" + source + "\n" + \
+        "".join(f"#undef {n}\n" for n in names)
 
 
 def _cached(key: str) -> Path | None:
