@@ -132,6 +132,36 @@ def test_casts_bitcasts_and_selects(device: str) -> None:
         assert "__builtin_convertvector" in src
 
 
+BOOL_SELECTS: dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]] = {
+    "c ? true : false": lambda c, a, b: c.where(True, False),
+    "c ? false : true": lambda c, a, b: c.where(False, True),
+    "c ? true : b": lambda c, a, b: c.where(True, b),
+    "c ? false : b": lambda c, a, b: c.where(False, b),
+    "c ? a : true": lambda c, a, b: c.where(a, True),
+    "c ? a : false": lambda c, a, b: c.where(a, False),
+    "c ? a : b": lambda c, a, b: c.where(a, b),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("form", BOOL_SELECTS)
+def test_bool_selects_keep_the_comparisons_masks(device: str, form: str) -> None:
+    """A select of bools is logic on the masks of the comparisons it selects between, so the float select it feeds
+    stays a vector select (a causal mask's tril is c ? true : false: it split each attention row into lanes)."""
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(16, np.float32), rng.standard_normal(16, np.float32)
+
+    def fn(t: Tensor, u: Tensor) -> Tensor:
+        return BOOL_SELECTS[form](t > 0, u > 0, t < u).where(t, -u)
+    expected = {"c ? true : false": x > 0, "c ? false : true": ~(x > 0), "c ? true : b": (x > 0) | (x < y),
+                "c ? false : b": ~(x > 0) & (x < y), "c ? a : true": ~(x > 0) | (y > 0),
+                "c ? a : false": (x > 0) & (y > 0), "c ? a : b": np.where(x > 0, y > 0, x < y)}[form]
+    got, src = run(fn, [x, y], device, upcast(0, 16))
+    np.testing.assert_array_equal(got, np.where(expected, x, -y))
+    if device == "CPU":
+        assert "?" not in src  # no lane selected alone
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_strided_lanes_gather_and_scatter(device: str) -> None:
     a = np.arange(36, dtype=np.float32).reshape(6, 6)

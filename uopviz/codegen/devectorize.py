@@ -270,6 +270,8 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
     trunc (C's vector extensions), Trunc as a round trip through the same-width integer with the sign bit put back
     (-0.0 stays -0.0), for lanes below 2^mantissa: larger floats are integers already and pass as they are."""
     op, dt = u.op, u.dtype
+    if op is Ops.WHERE and dt.is_bool:
+        return _bool_select(*src)
     if op in (Ops.IDIV, Ops.MOD) and dt.kind == "i" and src[1].op is Ops.CONST:
         c = int(src[1].arg.value)
         if c > 0 and c & (c - 1) == 0:
@@ -283,6 +285,24 @@ def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | Non
         t = t.bitcast(ut).alu(Ops.OR, bits.alu(Ops.AND, sign)).bitcast(dt)
         return small.where(t, x)
     return None
+
+
+def _bool_select(c: UOp, a: UOp, b: UOp) -> UOp | None:
+    """c ? a : b on bools as logic on c, a and b, which keeps the lane masks of comparisons as they are: a select's
+    mask is as wide as its values, a byte for bools, where a comparison's is as wide as the values it compared, so
+    the select split into lanes, and every select it fed (a causal mask, `tril()` of ones: where(c, True, False),
+    split the masked fill of each attention row, 16 scalar selects per vector). None where both are constants."""
+    const = {x: bool(x.arg.value) for x in (a, b) if x.op is Ops.CONST}
+    if len(const) == 2 and const[a] == const[b]:
+        return None
+    not_c = c.alu(Ops.CMPNE, True)
+    if a in const and b in const:
+        return c if const[a] else not_c
+    if a in const:
+        return c.alu(Ops.OR, b) if const[a] else not_c.alu(Ops.AND, b)
+    if b in const:
+        return not_c.alu(Ops.OR, a) if const[b] else c.alu(Ops.AND, a)
+    return c.alu(Ops.AND, a).alu(Ops.OR, not_c.alu(Ops.AND, b))
 
 
 def first_choices(addr: UOp, whens: list[UOp], memo: dict[UOp, UOp] | None = None) -> UOp:
