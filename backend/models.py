@@ -197,6 +197,18 @@ class TraceDetail(BaseModel):
     profiles: list[ProfileView] = Field(description="the profiled blocks the trace recorded (uopviz.profile())")
 
 
+class NodeOrigin(BaseModel):
+    """What made a node (the trace's `origins`, docs/trace-format.md): the Tensor op and the user's line."""
+
+    op: str = Field(description="the Tensor method, e.g. softmax")
+    file: str
+    line: int
+    function: str
+    code: str | None = Field(default=None, description="the source line, where it could be read")
+    grad_of: NodeOrigin | None = Field(default=None, description="for a node of a gradient: the forward op's "
+                                                                 "origin it differentiates")
+
+
 class GraphNode(BaseModel):
     id: str
     op: str
@@ -207,6 +219,8 @@ class GraphNode(BaseModel):
     group: str | None = Field(description="op group name (see /api/meta); null for ungrouped ops")
     axis_type: str | None = Field(description="AxisType name of a Range node")
     color: str
+    origin: NodeOrigin | None = Field(default=None, description="the Tensor op and user line that made it; null "
+                                                                "where the trace does not say")
 
 
 class RuleInfo(BaseModel):

@@ -17,6 +17,7 @@ from uopviz.backend.models import (
     GraphNode,
     KernelView,
     LaunchRow,
+    NodeOrigin,
     OptSpec,
     OptStep,
     PassInfo,
@@ -225,14 +226,17 @@ def step_root(st: StoredTrace, ci: int, pi: int, k: int) -> str:
         return p.graph_at(k)
 
 
-def _graph_node(nid: str, e: display.Entry, device: str | None = None) -> GraphNode:
-    """A drawn node; `device` (where the graph spans several) joins its arg text, as `@ CPU:1`."""
+def _graph_node(nid: str, e: display.Entry, device: str | None = None,
+                origin: dict[str, Any] | None = None) -> GraphNode:
+    """A drawn node; `device` (where the graph spans several) joins its arg text, as `@ CPU:1`; `origin` is what
+    made it (Trace.origin)."""
     arg = display.arg_text(e["arg"])
     if device is not None and e["op"] not in (Ops.COPY.value, Ops.BUFFER.value):  # their args name it already
         arg = f"{arg} @ {device}" if arg else f"@ {device}"
     return GraphNode(id=nid, op=e["op"], dtype=e["dtype"], arg=arg, src=list(e["src"]),
                      shape=e["shape"], group=display.group_of(e["op"]), axis_type=display.axis_type_of(e),
-                     color=display.colour_of(e))
+                     color=display.colour_of(e),
+                     origin=None if origin is None else NodeOrigin.model_validate(origin))
 
 
 def _taking(names: list[str], counts: Counter[str]) -> list[str]:
@@ -257,7 +261,7 @@ def step(st: StoredTrace, ci: int, pi: int, k: int) -> StepView:
         renamed = p.renamed(k) if k else {}
         folded = p.folded()
     on = display.devices(order, tr.node)
-    nodes = [_graph_node(nid, tr.node(nid), on.get(nid)) for nid in order]
+    nodes = [_graph_node(nid, tr.node(nid), on.get(nid), tr.origin(nid)) for nid in order]
     if k == 0:
         return StepView(root=root, steps=len(p.steps), nodes=nodes, added=[], removed=[], rebuilt=[], rule=None,
                         match=None, replacement=None, changes=[], changed=0, folded=folded, summary=[])

@@ -174,6 +174,18 @@ export interface GraphNode {
   group: string | null;
   axis_type: string | null;
   color: string;
+  /** the Tensor op and user line that made it (absent or null: the trace does not say) */
+  origin?: NodeOrigin | null;
+}
+
+/** What made a node: the Tensor op and the user's line; grad_of: the forward op's origin it is a gradient of. */
+export interface NodeOrigin {
+  op: string;
+  file: string;
+  line: number;
+  function: string;
+  code?: string | null;
+  grad_of?: NodeOrigin | null;
 }
 
 export interface RuleInfo {

@@ -1,9 +1,10 @@
-// The node inspector: the selected node's op, id, dtype, shape, arg, sources and users, over the graph; for a drawn
+// The node inspector: the selected node's op, what made it (the Tensor op and user line), id, dtype, shape, arg, sources and users, over the graph; for a drawn
 // node that stands for more (copies alike, an Index with its index text) that too. A node that stands for more than
 // itself in another way (a call of a function) links to where that is shown (`opener(node)`: {label, open}), and
 // `python(id)` (when given) shows the graph under the node as Python.
 import { fill, h } from "../dom.js";
 import { argText } from "./display.js";
+import { originText, originTitle } from "./origin.js";
 /** @import { GraphNode } from "../../types/api" */
 /** @import { DisplayNode } from "../../types/ui" */
 
@@ -40,6 +41,7 @@ export function renderInspector(el, { node, drawn, table, select, opener = () =>
     h(
       "dl",
       {},
+      node.origin && [h("dt", {}, "made by"), h("dd", { class: "uv-origin", title: originTitle(node.origin) }, originText(node.origin))],
       h("dt", {}, "id"),
       h("dd", {}, h("code", {}, node.id)),
       h("dt", {}, "dtype"),

@@ -1,8 +1,9 @@
 // The instruction listing of a step whose graph is a Linear program (Linearize and later; under a Program after
 // Render): one numbered line per instruction, operands as %n, what the step added or rebuilt marked, and a click on
-// a line selecting its node. A linear program is read top to bottom, which its graph (every instruction a source of
+// a line selecting its node; each line ends with what made it (the Tensor op and user line) as a comment. A linear program is read top to bottom, which its graph (every instruction a source of
 // the Linear node) cannot show.
 import { fill, h } from "../dom.js";
+import { originText, originTitle } from "./origin.js";
 /** @import { GraphNode, StepView } from "../../types/api" */
 
 // The Linear node of a step's graph (the root, or the Program's first source), or null.
@@ -57,9 +58,13 @@ export function renderListing(el, step, opColor, select, selected) {
   const { linear, table } = /** @type {NonNullable<ReturnType<typeof linearOf>>} */ (linearOf(step));
   const width = String(linear.src.length - 1).length;
   const marks = new Map(/** @type {[string, string][]} */ ([...step.added.map((id) => [id, "added"]), ...(step.rebuilt ?? []).map(([, id]) => [id, "rebuilt"])]));
+  let made = "";
   const lines = listingLines(linear, table).map(({ id, no, depth, node: n, operands }) => {
     const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
     const mark = marks.get(id);
+    const origin = originText(n.origin);
+    const same = origin === made; // the line above says it already: dimmed
+    made = origin;
     return h(
       "div",
       { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id, depth }, onclick: () => select(id) },
@@ -68,6 +73,7 @@ export function renderListing(el, step, opColor, select, selected) {
       h("span", { class: "uv-line-type" }, `${n.dtype ?? ""}${shape}`),
       h("span", { class: "uv-line-src" }, operands.join(" ")),
       h("span", { class: "uv-line-arg" }, n.arg),
+      origin && h("span", { class: `uv-line-origin${same ? " uv-same" : ""}`, title: originTitle(n.origin) }, `// ${origin}`),
     );
   });
   const removed = step.removed.length;
