@@ -100,7 +100,9 @@ def _layernorm_np(x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
 
 
 def _attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    return ((q @ k.T) * (1 / math.sqrt(q.shape[-1]))).softmax(-1) @ v  # a Python float: weak, stays float32
+    d = q.shape[-1]
+    assert isinstance(d, int), "the zoo's sizes are concrete"
+    return ((q @ k.T) * (1 / math.sqrt(d))).softmax(-1) @ v  # a Python float: weak, stays float32
 
 
 def _attention_np(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:

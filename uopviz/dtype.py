@@ -103,17 +103,17 @@ class DType:
                 v -= 1 << self.bits
             return v
         if self.kind == "f":
-            v = float(value)
-            if self.name == "float64" or (not math.isfinite(v) and self.name not in _FP8):
-                return v
+            f = float(value)
+            if self.name == "float64" or (not math.isfinite(f) and self.name not in _FP8):
+                return f
             if self.name == "bfloat16":
-                return _round_bfloat16(v)
+                return _round_bfloat16(f)
             if self.name in _FP8:
-                return _round_fp8(v, self.name)
+                return _round_fp8(f, self.name)
             try:
-                return struct.unpack(self.fmt, struct.pack(self.fmt, v))[0]  # type: ignore[arg-type]
+                return struct.unpack(self.fmt, struct.pack(self.fmt, f))[0]  # type: ignore[arg-type]
             except OverflowError:
-                return math.copysign(math.inf, v)
+                return math.copysign(math.inf, f)
         raise DTypeError(f"{self} holds no values")
 
 

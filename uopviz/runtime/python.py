@@ -215,7 +215,7 @@ class PythonProgram:
             raise self._fail(i, f"Wmma {tc.name} needs work-groups (lidx) and fragments of "
                                 f"{[elements(x) for x in (tc.a, tc.b, tc.c)]} elements")
         reads = [[(val(i, x), None) for x in s.src] if s.op is Ops.STACK else
-                 [(val(i, s), k) for k in range(int(s.shape[0]))] for s in u.src]
+                 [(val(i, s), k) for k in range(elements(layout))] for s, layout in zip(u.src, (tc.a, tc.b, tc.c))]
         shared, lanes, name = self._shared, threads(tc), self.kernel.name
 
         def linear_id(v: list[Any]) -> int:

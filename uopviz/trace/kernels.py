@@ -16,15 +16,20 @@ from uopviz.uop.bounds import KernelBoundsError, check_bounds
 from uopviz.uop.ops import UOp
 
 
-class _Pass(Protocol):
-    depth: int
-    input: str
+class _Pass(Protocol):  # read-only members: a TracePass, or anything holding these
+    @property
+    def depth(self) -> int: ...
+    @property
+    def input(self) -> str: ...
 
 
 class _Context(Protocol):
-    name: str
-    kind: str
-    passes: Sequence[_Pass]
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def passes(self) -> Sequence[_Pass]: ...
 
 
 def check_kernels(contexts: Sequence[_Context], uop: Callable[[str], UOp]) -> None:

@@ -347,7 +347,7 @@ class Trace:
         return i
 
 
-def _chain(origins: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+def _chain(origins: list[dict[str, Any]], k: int | None) -> list[dict[str, Any]]:
     """Origin k of a trace's `origins` and the forward origins it is a gradient of, innermost first (a loop of
     grad_of indices in a damaged file ends the chain)."""
     out, seen = [], set()
