@@ -23,13 +23,18 @@ Scalar = bool | int | float
 _LN2 = math.log(2)
 
 
+_SCALARS = frozenset({bool, int, float})
+
+
 def _is_scalar(x: Any) -> bool:
     """A Python scalar (weakly typed). NumPy scalars carry a dtype, so they are not."""
-    return type(x) in (bool, int, float)
+    return type(x) in _SCALARS
 
 
 def _weak_dtype(dt: DType, v: Scalar) -> DType:
     """The dtype of `tensor op v`: the tensor's, unless v is of a wider kind (int over bool, float over int)."""
+    if type(v) is float:  # the most common: a scale, a rate, an epsilon
+        return dt if dt.is_float else dtypes.default_float
     if isinstance(v, bool):
         out = dt
     elif isinstance(v, int):
@@ -87,6 +92,8 @@ class ElementwiseMixin:
 
     # ---------------------------------------------------------------- operands
     def _alu(self: Tensor, op: Ops, *others: Tensor) -> Tensor:
+        if len(others) == 1:  # most ops: no list of the sources
+            return self._new(UOp(op, (self._uop, others[0]._uop)))
         return self._new(UOp(op, (self._uop, *[o._uop for o in others])))
 
     def _const_like(self: Tensor, value: Scalar, dtype: DType | None = None) -> Tensor:
@@ -103,13 +110,16 @@ class ElementwiseMixin:
 
     def _pair(self: Tensor, x: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """(self, x) — or (x, self) when reverse — promoted to one dtype and broadcast to one shape."""
-        if _is_scalar(x):  # the constant made at self's shape at once (the graph _coerce and broadcasting give)
-            dt = _weak_dtype(self.dtype, x)
-            a, b = self.cast(dt), self._new(const_uop(x, dt, self.shape))
+        u = self._uop
+        if type(x) in _SCALARS:  # the constant made at self's shape at once (the graph _coerce and broadcasting give)
+            dt = _weak_dtype(u.dtype, x)
+            a, b = self if dt is u.dtype else self.cast(dt), self._new(const_uop(x, dt, u.shape))
             return (b, a) if reverse else (a, b)
-        y = self._coerce(x)
-        self._same_device(y)
-        if (dt := self.dtype) is y.dtype and dt is not dtypes.void and (s := self.shape) == y.shape:
+        y = x if type(x) is type(self) else self._coerce(x)
+        if y._device != self._device:
+            self._same_device(y)
+        if (dt := u.dtype) is (v := y._uop).dtype and dt is not dtypes.void and ((s := u.shape) is v.shape or
+                                                                              s == v.shape):
             return (y, self) if reverse else (self, y)  # one dtype and shape already (most ops of a model)
         dt = least_upper_dtype(dt, y.dtype)
         shape = s if (s := self.shape) == (t := y.shape) else broadcast_shapes(s, t)
