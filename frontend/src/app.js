@@ -5,7 +5,7 @@
 //
 // A kernel lowered again with opts (state.opts) is a trace of its own on the data source; the app draws that
 // trace's passes in place of the kernel's, so the graph follows the opts, and lists such variants under the kernel.
-import { fill, h, icon } from "./dom.js";
+import { fill, h, icon, typing } from "./dom.js";
 import { DEFAULT_OPTIONS, displayGraph, searchText } from "./graph/display.js";
 import { renderInspector } from "./graph/inspector.js";
 import { LayoutEngine } from "./graph/layout.js";
@@ -44,6 +44,7 @@ function openingKernel(ctxs) {
 
 const LATE_STAGES = new Set(["Expand", "Instruction Selection", "Linearize", "Register/Memory Plan", "Render"]);
 const TALL_ENOUGH_FOR_LEGEND = 900; // px of view below which the legend starts folded
+
 
 export class App {
   // options: hash (keep the view in location.hash), createWorker (the layout worker), panels (the side panel's
@@ -236,6 +237,8 @@ export class App {
           els.slider,
         ),
         els.status,
+        // in a notebook's output the view can take the whole window, and give it back
+        !this.useHash && button("uv-wide-button", "⤢", "the whole window (again: back into the notebook)", () => this.root.classList.toggle("uv-wide")),
       ),
       els.side,
       this.resizer("--uv-side-w", 1),
@@ -263,8 +266,12 @@ export class App {
       // arrows, "a", "b", ...); combinations with Ctrl/Alt/Meta (save, run) still do.
       if (!this.useHash && !(e.altKey || e.ctrlKey || e.metaKey)) e.stopPropagation();
     });
-    // The page of its own takes the keyboard at once; in a notebook a click into the view gives it the keys.
+    // The page of its own takes the keyboard at once; in a notebook (and a static view in one) the pointer coming
+    // over the view gives it the keys, unless the user is typing somewhere (an editor, a field keeps them).
     if (this.useHash) this.root.focus({ preventScroll: true });
+    this.listen(this.root, "pointerenter", () => {
+      if (!typing(document.activeElement)) this.root.focus({ preventScroll: true });
+    });
   }
 
   // The op-group filter: a checkbox per group (and "other"); unticked groups are not drawn.

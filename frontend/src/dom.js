@@ -78,3 +78,10 @@ export function icon(d) {
   svg.append(path);
   return svg;
 }
+
+// Whether an element takes typed text (a field, a code editor): a view must not take the keys from it.
+/** @param {Element | null} el */
+export function typing(el) {
+  if (!el) return false;
+  return /** @type {HTMLElement} */ (el).isContentEditable === true || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName);
+}

@@ -1,7 +1,7 @@
 import "./dom-env.js";
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { fill, h, icon, textOn } from "../src/dom.js";
+import { fill, h, icon, textOn, typing } from "../src/dom.js";
 
 test("h: class, dataset, style, attributes (true: present, null and false: absent) and listeners", () => {
   const el = h("button", { class: "a b", dataset: { ci: 3, name: "x" }, style: "color: red", disabled: true, title: null, hidden: false, "aria-label": "go" });
@@ -57,4 +57,13 @@ test("icon: a 16 px SVG of the given path", () => {
   assert.equal(svg.namespaceURI, "http://www.w3.org/2000/svg");
   assert.equal(svg.getAttribute("viewBox"), "0 0 16 16");
   assert.equal(svg.querySelector("path")?.getAttribute("d"), "M0 0h16v16z");
+});
+
+test("typing: fields and editable elements take typed text; other elements and none do not", () => {
+  const editor = h("div");
+  editor.contentEditable = "true";
+  document.body.append(editor);
+  assert.deepEqual([h("input"), h("textarea"), h("select"), editor].map(typing), [true, true, true, true]);
+  assert.deepEqual([h("div"), h("button"), document.body, null].map(typing), [false, false, false, false]);
+  editor.remove();
 });

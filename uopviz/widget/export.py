@@ -27,7 +27,7 @@ from uopviz.backend.store import NotFound, TraceStore
 from uopviz.widget.requests import jsonable
 from uopviz.widget.sources import stored
 
-VIEW_HEIGHT = 640  # px of a view in a notebook's output (a page's view fills the window)
+VIEW_HEIGHT = 800  # px of a view in a notebook's output at first (its bottom edge resizes it; a page's is the window)
 
 
 def answers_of(answers: Answers, tids: Sequence[str]) -> dict[str, Any]:

@@ -8,12 +8,13 @@ from typing import Any
 
 from uopviz.backend.answers import Answers
 from uopviz.backend.store import TraceStore
+from uopviz.widget.export import VIEW_HEIGHT
 from uopviz.widget.sources import stored
 from uopviz.widget.view import TraceView
 
 
 def show(x: Any, *, device: str | None = None, db: str | os.PathLike[str] | None = None,
-         height: int = 640) -> TraceView:
+         height: int = VIEW_HEIGHT) -> TraceView:
     """A widget of what `x` records, opened on its first kernel: x is a Tensor (realized now, under the recorder),
     a Trace, a saved trace file's path, or a kernel (lowered for `device`, else the device its Params name, else
     the default one). `db`: the tuning database its BEAM tab reads and writes (default: the default one).

@@ -47,7 +47,8 @@ class TraceView(anywidget.AnyWidget):
     opts = traitlets.Any(None, allow_none=True, help="the kernel's opts, a list as Opt.to_json gives them (Opt objects "
                                                      "are taken too); None: the kernel as compiled").tag(sync=True)
     tab = traitlets.Unicode("rewrite", help="the side panel shown: rewrite, kernel, beam or trace").tag(sync=True)
-    height = traitlets.Int(640, help="the view's height in pixels (its width is the notebook's)").tag(sync=True)
+    height = traitlets.Int(export.VIEW_HEIGHT, help="the view's first height in pixels (its width is the notebook's)"
+                           ).tag(sync=True)
 
     def __init__(self, answers: Answers, **kwargs: Any) -> None:
         super().__init__(**kwargs)

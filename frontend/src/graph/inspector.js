@@ -41,7 +41,7 @@ export function renderInspector(el, { node, drawn, table, select, opener = () =>
     h(
       "dl",
       {},
-      node.origin && [h("dt", {}, "made by"), h("dd", { class: "uv-origin", title: originTitle(node.origin) }, originText(node.origin))],
+      node.origin && [h("dt", {}, "origin"), h("dd", { class: "uv-origin", title: originTitle(node.origin) }, originText(node.origin))],
       h("dt", {}, "id"),
       h("dd", {}, h("code", {}, node.id)),
       h("dt", {}, "dtype"),

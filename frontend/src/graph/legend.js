@@ -1,4 +1,5 @@
-// The legend under the graph: AxisType colours (Range fills), op-group colours, and how steps are marked. It folds to
+// The legend under the graph: AxisType colours (Range fills; a Range is a dashed pill, so its colour never reads as
+// an op group's), op-group colours, and how steps are marked. It folds to
 // one button, so that on a small screen it covers nothing (`toggle` opens and closes it).
 import { h } from "../dom.js";
 /** @import { Meta } from "../../types/api" */
@@ -15,7 +16,7 @@ export function legend(meta, open, toggle) {
     h(
       "div",
       { class: "uv-legend-row" },
-      h("span", { class: "uv-legend-head" }, "Range"),
+      h("span", { class: "uv-legend-head", title: "Range nodes are pills with a dashed edge, filled by AxisType: a colour an op group shares means the AxisType on a pill" }, "Range"),
       meta.axis_types.map((t) =>
         h("span", { class: "uv-legend-item", title: `AxisType ${t.name}` }, h("i", { class: "uv-swatch uv-swatch-pill", style: `background:${t.color}` }), `${t.letter} ${t.name}`),
       ),

@@ -263,7 +263,7 @@ export class GraphView {
    * @param {number} index
    */
   nodeElement(d, index) {
-    const cls = ["uv-node", d.hub && "uv-hub", d.status && `uv-${d.status}`, this.special(d), d.refs.includes(/** @type {string} */ (this.selected)) && "uv-selected", this.found.has(index) && "uv-found", d.refs.length > 1 && "uv-many"];
+    const cls = ["uv-node", d.hub && "uv-hub", d.axisType && "uv-range", d.status && `uv-${d.status}`, this.special(d), d.refs.includes(/** @type {string} */ (this.selected)) && "uv-selected", this.found.has(index) && "uv-found", d.refs.length > 1 && "uv-many"];
     const g = svgEl("g", {
       class: cls.filter(Boolean).join(" "),
       transform: `translate(${d.box[0]},${d.box[1]})`,
@@ -274,7 +274,7 @@ export class GraphView {
     });
     if (d.axisType) g.setAttribute("data-axis-type", d.axisType);
     if (d.refs.length > 1) g.append(svgEl("rect", { class: "uv-stack", x: 3, y: 3, width: d.width, height: d.height, rx: 4, fill: d.fill }));
-    g.append(svgEl("rect", { width: d.width, height: d.height, rx: d.hub ? Math.min(11, d.height / 2) : 4, fill: d.fill }));
+    g.append(svgEl("rect", { width: d.width, height: d.height, rx: d.hub || d.axisType ? Math.min(11, d.height / 2) : 4, fill: d.fill }));
     d.lines.forEach((line, i) => {
       const text = svgEl("text", { class: `uv-node-${line.kind}`, x: d.width / 2, y: 15 + 13 * i, fill: d.ink });
       text.textContent = line.text;
