@@ -110,3 +110,22 @@ def test_cli_export_names_a_missing_file(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "uopviz.cli", "export", str(tmp_path / "bad.json")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "bad.json" in run.stderr
+
+
+def test_the_saved_fallback_holds_the_shown_context_alone(gemm: TraceView) -> None:
+    """A notebook's fallback is the view shown: every step of its context's passes and the outline of the rest,
+    not every pass of every context (a training step's would be megabytes and most of a minute to make)."""
+    import base64
+    import gzip
+    import re
+
+    html = gemm._repr_mimebundle_()[0]["text/html"]
+    found = re.search(r'class="uopviz-data">([^<]*)<', html)
+    assert found is not None
+    packed = json.loads(gzip.decompress(base64.b64decode(found.group(1))))
+    detail = packed[f"trace/{gemm.trace}"]
+    assert len(detail["contexts"]) > 1  # the outline names every context
+    shown = next(c for c in detail["contexts"] if c["kind"] == "kernel")
+    steps = {k for k in packed if k.startswith("step/")}
+    assert steps == {f"step/{gemm.trace}/{shown['index']}/{p['index']}/{k}"
+                     for p in shown["passes"] for k in range(p["steps"] + 1)}

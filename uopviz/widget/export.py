@@ -30,13 +30,17 @@ from uopviz.widget.sources import stored
 VIEW_HEIGHT = 800  # px of a view in a notebook's output at first (its bottom edge resizes it; a page's is the window)
 
 
-def answers_of(answers: Answers, tids: Sequence[str]) -> dict[str, Any]:
-    """Every answer a read-only view of these traces asks for, by request key."""
+def answers_of(answers: Answers, tids: Sequence[str], only: tuple[str, int] | None = None) -> dict[str, Any]:
+    """Every answer a read-only view of these traces asks for, by request key; `only` (a trace id and a context
+    index) keeps the steps and kernels of that one context (a notebook's fallback: its view, not every pass of a
+    training step's hundreds of kernels)."""
     out: dict[str, Any] = {"meta": answers.meta(), "traces": [t for t in answers.traces() if t.id in tids]}
     hashes: list[str] = []
     for tid in tids:
         detail = out[key("trace", tid)] = answers.trace(tid)
         for c in detail.contexts:
+            if only is not None and only != (tid, c.index):
+                continue
             for p in c.passes:
                 for k in range(p.steps + 1):
                     out[key("step", tid, c.index, p.index, k)] = answers.step(tid, c.index, p.index, k)
@@ -80,15 +84,15 @@ def _script_text(code: str) -> str:
 
 
 def fragment(answers: Answers, tids: Sequence[str], view: dict[str, Any] | None = None,
-             height: str = f"{VIEW_HEIGHT}px") -> str:
+             height: str = f"{VIEW_HEIGHT}px", only: tuple[str, int] | None = None) -> str:
     """The HTML of one static view of these traces (its own bundle and data), opened on `view` (the app's view
-    state: tid, ci, pi, k, tab; default the first trace's first kernel), `height` tall."""
+    state: tid, ci, pi, k, tab; default the first trace's first kernel), `height` tall; `only`: as answers_of."""
     initial = json.dumps(view or {"tid": tids[0] if tids else None})
     return (f'<div class="uopviz-static" style="height:{html.escape(height)}">'
             f'<div class="uopviz-root" style="height:100%"></div>'
             f"<style>{_script_text(bundle.text('app.css'))}</style>"
             f'<script type="text/plain" class="uopviz-bundle">{_script_text(bundle.text("app.js"))}</script>'
-            f'<script type="text/plain" class="uopviz-data">{_packed(answers_of(answers, tids))}</script>'
+            f'<script type="text/plain" class="uopviz-data">{_packed(answers_of(answers, tids, only))}</script>'
             f'<script type="application/json" class="uopviz-view">{_script_text(initial)}</script>'
             f"<script>{bundle.text('loader.js')}</script></div>")
 

@@ -74,16 +74,28 @@ class TraceView(anywidget.AnyWidget):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The widget, and as its fallback the same view static (text/html): what a notebook saved with this output
-        shows where there is no kernel or no uopviz (nbviewer, a repository's viewer)."""
+        shows where there is no kernel or no uopviz (nbviewer, a repository's viewer). The fallback holds the
+        context shown (every step of its passes) and the outline of the rest: small and quick to make for a
+        training step's trace, whose every pass of every kernel would be megabytes and most of a minute."""
         shown = super()._repr_mimebundle_(**kwargs)
         if shown is None:
             return None
         data, metadata = shown if isinstance(shown, tuple) else (shown, {})
         tids = [t.id for t in self.answers.store.all() if t.source != "opts"]
-        view = {"tid": self.trace or None, "ci": None if self.context < 0 else self.context, "pi": self.pass_index,
-                "k": self.step, "tab": "beam" if self.tab == "beam" else "rewrite"}
-        data["text/html"] = export.fragment(self.answers, tids, view, height=f"{self.height}px")
+        ci = self._shown_context()
+        view = {"tid": self.trace or None, "ci": ci, "pi": self.pass_index, "k": self.step,
+                "tab": "beam" if self.tab == "beam" else "rewrite"}
+        only = (self.trace, ci) if self.trace and ci is not None else None
+        data["text/html"] = export.fragment(self.answers, tids, view, height=f"{self.height}px", only=only)
         return data, metadata
+
+    def _shown_context(self) -> int | None:
+        """The context the view shows: the one chosen, else the trace's first kernel (as the app opens), else
+        None."""
+        if self.context >= 0 or not self.trace:
+            return self.context if self.context >= 0 else None
+        contexts = self.answers.trace(self.trace).contexts
+        return next((c.index for c in contexts if c.kind == "kernel"), contexts[0].index if contexts else None)
 
     def _on_msg(self, _: Any, content: Any, buffers: list[bytes]) -> None:
         if not isinstance(content, dict):
