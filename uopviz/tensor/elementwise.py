@@ -121,8 +121,9 @@ class ElementwiseMixin:
         if (dt := u.dtype) is (v := y._uop).dtype and dt is not dtypes.void and ((s := u.shape) is v.shape or
                                                                               s == v.shape):
             return (y, self) if reverse else (self, y)  # one dtype and shape already (most ops of a model)
-        dt = least_upper_dtype(dt, y.dtype)
-        shape = s if (s := self.shape) == (t := y.shape) else broadcast_shapes(s, t)
+        if dt is not v.dtype or dt is dtypes.void:  # void: least_upper_dtype's error
+            dt = least_upper_dtype(dt, v.dtype)
+        shape = s if (s := u.shape) == (t := v.shape) else broadcast_shapes(s, t)
         a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
         return (b, a) if reverse else (a, b)
 

@@ -32,7 +32,7 @@ from uopviz.tensor.util import (
     same_dim,
     sym,
 )
-from uopviz.uop.ops import Ops
+from uopviz.uop.ops import Ops, all_ints
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -99,7 +99,7 @@ def _int_reshape(old: tuple[Dim, ...], args: tuple[Any, ...]) -> tuple[int, ...]
     """The shape a valid reshape of ints to ints gives (at most one -1, inferred), without the symbolic rules; None
     for anything else (symbolic sizes, bad sizes), which reshape's general path decides and words the errors of."""
     dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
-    if not all(type(d) is int for d in dims) or not all(type(d) is int for d in old):
+    if not all_ints(dims) or not all_ints(old):
         return None
     n = math.prod(old)
     if -1 in dims:
@@ -144,13 +144,15 @@ class MovementMixin:
 
     def permute(self: Tensor, *order: int | Sequence[int]) -> Tensor:
         """Reorder the axes: result axis k is self's axis order[k] (negatives allowed)."""
-        axes = int_args(order)
-        if len(axes) != self.ndim:
-            raise AxisError(f"permute of a {self.ndim}-d tensor needs {self.ndim} axes, got {axes}")
-        norm = tuple(normalize_axis(a, self.ndim) for a in axes)
-        if sorted(norm) != list(range(self.ndim)):
-            raise AxisError(f"{axes} is not a permutation of the axes of {fmt(self.shape)}")
-        return self if norm == tuple(range(self.ndim)) else self._new(self.uop.permute(norm))
+        axes, nd = int_args(order), self.ndim
+        if len(axes) != nd:
+            raise AxisError(f"permute of a {nd}-d tensor needs {nd} axes, got {axes}")
+        norm, every = axes, list(range(nd))
+        if sorted(axes) != every:  # negative axes, or not a permutation: normalized, or refused by name
+            norm = tuple([normalize_axis(a, nd) for a in axes])
+            if sorted(norm) != every:
+                raise AxisError(f"{axes} is not a permutation of the axes of {fmt(self.shape)}")
+        return self if norm == tuple(every) else self._new(self._uop.permute(norm))
 
     def transpose(self: Tensor, a: int = -2, b: int = -1) -> Tensor:
         """Swap two axes (the last two by default)."""
@@ -168,7 +170,7 @@ class MovementMixin:
         """Broadcast to shape (NumPy's broadcast_to): size-1 axes grow, new axes are added on the left;
         -1 keeps a size."""
         dims = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        if tuple(dims) == self.shape and all(type(d) is int for d in dims):  # already that shape (a gradient, assign)
+        if tuple(dims) == self.shape and all_ints(dims):  # already that shape (a gradient, assign)
             return self
         new = tuple(sym(d) for d in dim_args(shape))
         if len(new) < self.ndim:

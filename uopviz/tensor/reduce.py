@@ -11,6 +11,7 @@ raises for an empty max/min; argmax/argmin raise here too, as they have no index
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, dtypes, sum_acc_dtype
@@ -23,6 +24,16 @@ if TYPE_CHECKING:
 Axis = int | tuple[int, ...] | None
 
 
+@functools.cache  # a sum in every layer of a model asks it of the same few dtypes
+def _acc_dtypes(d: DType) -> tuple[DType, DType]:
+    """(accumulator, result) dtypes of a sum or product of d with no dtype given."""
+    if (d.is_int or d.is_bool) and d != dtypes.index:  # NumPy's widest int
+        wide = dtypes.uint64 if d.is_unsigned else dtypes.int64
+        return wide, wide
+    acc = sum_acc_dtype(d)
+    return acc, d if d in (dtypes.float16, dtypes.bfloat16) else acc
+
+
 class ReduceMixin:
     """Reductions of Tensor."""
 
@@ -30,8 +41,8 @@ class ReduceMixin:
 
     def _reduce_op(self: Tensor, op: Ops, axes: tuple[int, ...], keepdim: bool) -> Tensor:
         """Reduce over normalized axes in self's dtype."""
-        out = self._new(self.uop.reduce(op, axes=axes)) if axes else self
-        return out if keepdim else out.reshape(tuple(d for k, d in enumerate(self.shape) if k not in axes))
+        out = self._new(self._uop.reduce(op, axes=axes)) if axes else self
+        return out if keepdim else out.reshape(tuple([d for k, d in enumerate(self.shape) if k not in axes]))
 
     def _reduce(self: Tensor, op: Ops, axis: Axis, keepdim: bool) -> Tensor:
         return self._reduce_op(op, normalize_axes(axis, self.ndim), keepdim)
@@ -41,11 +52,7 @@ class ReduceMixin:
         if dtype is not None:
             dt = to_dtype(dtype)
             return dt, dt
-        if (self.dtype.is_int or self.dtype.is_bool) and self.dtype != dtypes.index:  # NumPy's widest int
-            wide = dtypes.uint64 if self.dtype.is_unsigned else dtypes.int64
-            return wide, wide
-        acc = sum_acc_dtype(self.dtype)
-        return acc, self.dtype if self.dtype in (dtypes.float16, dtypes.bfloat16) else acc
+        return _acc_dtypes(self._uop.dtype)
 
     def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         acc, out = self._acc_dtype(dtype)

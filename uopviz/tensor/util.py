@@ -137,6 +137,8 @@ def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ..
     tensor takes axis 0 or -1 as PyTorch does (naming no axis: its one element)."""
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is int and -ndim <= axis < ndim:  # one axis in range (most calls)
+        return (axis % ndim,)
     given = (axis,) if isinstance(axis, int) else tuple(axis)
     if ndim == 0 and all(a in (0, -1) and not isinstance(a, bool) for a in given):
         return ()
