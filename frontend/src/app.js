@@ -101,7 +101,7 @@ export class App {
       this.status(err.message, true);
       return;
     }
-    if (this.useHash) this.state = this.fromHash();
+    if (this.useHash && location.hash.length > 1) this.state = this.fromHash(); // none: the view it was given
     /** @type {Map<string, string>} */
     this.axisColors = new Map(this.meta.axis_types.map((t) => [t.letter, t.color]));
     /** @type {Map<string, string>} */

@@ -10,7 +10,10 @@
   const url = URL.createObjectURL(new Blob([text("uopviz-bundle")], { type: "text/javascript" }));
   try {
     const { mount, staticSource } = await import(url);
-    mount(root, await staticSource(text("uopviz-data")), { hash: false, readOnly: true, initial: JSON.parse(text("uopviz-view")) });
+    // A page of its own (`uopviz export`, Trace.to_html) keeps its view in the URL, as the served page does, so a
+    // link (or a reload) opens the same node, step and search; a view in a notebook leaves the URL alone.
+    const page = box.parentElement?.classList.contains("uv-page") ?? false;
+    mount(root, await staticSource(text("uopviz-data")), { hash: page, readOnly: true, initial: JSON.parse(text("uopviz-view")) });
   } catch (err) {
     root.textContent = `uopviz: this page cannot show the trace (${err.message}).`;
   } finally {

@@ -1,5 +1,6 @@
 """A static export (`uopviz export`) opens from a file in Chromium with the network off: the graph draws, the
-keyboard steps it, the kernel's source is there, and nothing is asked of any server."""
+keyboard steps it once the pointer is over it, its view is in the URL (a reload opens it again), the kernel's source
+is there, and nothing is asked of any server."""
 
 from __future__ import annotations
 
@@ -44,8 +45,12 @@ def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: P
     page.click(f".uv-ctx[data-name='{recorded.contexts[ci].name}']")
     wait_drawn(page, f"gemm/{ci}/0/0")
     assert page.locator(".uv-node[data-op='Range']").count() > 0
-    page.click(".uv-graph-tools .uv-fit")  # focus the view (a button inside it), then step with the keyboard
+    page.mouse.move(5, 5)
+    page.hover(".uv-main")  # the pointer over the view gives it the keys: no click needed
     page.keyboard.press("ArrowRight")
+    wait_drawn(page, f"gemm/{ci}/0/1")
+    assert page.url.endswith(f"#/t/gemm/c/{ci}/p/0/s/1"), page.url  # a page of its own keeps its view in the URL
+    page.reload()  # and a reload (or the link) opens that view
     wait_drawn(page, f"gemm/{ci}/0/1")
     assert page.inner_text(".uv-rewrite .uv-location")  # the rule of step 1
     page.click(".uv-tab[data-tab='kernel']")
