@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { pathTo, timed, whereLine } from "../src/panels/beam.js";
 import { candidateKind, formatSeconds } from "../src/panels/beam-chart.js";
-import { speedText } from "../src/panels/kernel.js";
+import { ratioText, speedText } from "../src/panels/kernel.js";
 import { formatNs, madeAt } from "../src/sidebar.js";
 
 test("formatNs: µs, ms and s, one decimal below ten of a unit", () => {
@@ -64,4 +64,11 @@ test("whereLine: the executor, and how many machines timed the candidates when m
   assert.equal(whereLine("this machine", [on("a"), on("a")]), " · this machine");
   assert.equal(whereLine("ray: 3 nodes", [on("a"), on("b"), on(null), on("b")]), " · ray: 3 nodes, timed on 2 machines");
   assert.equal(whereLine(null, [on("a"), on("b")]), "");
+});
+
+test("ratioText: a variant's time against the kernel as compiled", () => {
+  assert.equal(ratioText(0.002, 0.001), "2.00× faster");
+  assert.equal(ratioText(0.001, 0.0011), "1.10× slower");
+  assert.equal(ratioText(0.001, 0.001002), "the same");
+  assert.equal(ratioText(0, 0.001), "—");
 });

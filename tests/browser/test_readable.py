@@ -261,6 +261,12 @@ def test_an_applied_opt_nests_under_its_kernel_with_its_source_diff(page: Page, 
     assert header[0].endswith("without the last opt") and header[1].endswith(f"with UPCAST a{axis} ×2"), header
     assert page.locator(".uv-kernel-diff .uv-tok-diff-del").count() > 0
     page.screenshot(path=shots / "opt-variant-diff.png")
+    page.click(".uv-time-it")  # the variant, and the kernel as compiled beside it
+    page.locator(".uv-speedup").wait_for(timeout=240_000)
+    assert page.inner_text(".uv-timing-before").startswith("as compiled ")
+    assert page.inner_text(".uv-time-row .uv-timing:not(.uv-timing-before)").startswith("with these opts ")
+    assert re.fullmatch(r"\(([\d.]+× (faster|slower)|the same)\)", page.inner_text(".uv-speedup"))
+    page.screenshot(path=shots / "opt-variant-times.png")
 
 
 def test_the_panels_resize_by_dragging_their_edges(page: Page, server: str, shots: Path) -> None:

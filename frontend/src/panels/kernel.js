@@ -40,6 +40,18 @@ export function speedText(time, work) {
   return `${formatSeconds(time)}${rate(work?.flops, "GFLOP/s")}${rate(work?.bytes, "GB/s")}`;
 }
 
+// How a variant's time compares with the kernel as compiled: "1.72× faster", "1.10× slower", "the same".
+/**
+ * @param {number} before seconds
+ * @param {number} after seconds
+ */
+export function ratioText(before, after) {
+  if (!(before > 0 && after > 0)) return "—";
+  const r = before / after;
+  if (Math.abs(r - 1) < 0.005) return "the same";
+  return r > 1 ? `${r.toFixed(2)}× faster` : `${(1 / r).toFixed(2)}× slower`;
+}
+
 class KernelPanel {
   /**
    * @param {HTMLElement} el
@@ -61,6 +73,8 @@ class KernelPanel {
     this.extra = new Map(); // per kernel shown and listing: the diff or machine code, or the error getting it
     /** @type {Map<string, {timing?: TimingView, error?: string, running?: boolean}>} */
     this.timings = new Map(); // per kernel shown: {timing} | {error} | {running}
+    /** @type {string | null} */
+    this.compiled = null; // trace/context of the kernel as compiled (the kernel the variants are of)
     /** @type {Shown | null} */
     this.view = null;
     this.custom = false;
@@ -86,6 +100,7 @@ class KernelPanel {
     let error = null;
     try {
       view = { ...(await this.ctx.fetch(`kernel/${tid}/${ci}`, () => this.ctx.source.kernel(tid, ci))), shown: { tid, ci } };
+      this.compiled = `${tid}/${ci}`; // the kernel as compiled: a variant's time is shown beside its
       if (opts) {
         const variant = await this.ctx.variant(tid, ci, opts);
         view = { ...variant, shown: { tid: /** @type {string} */ (variant.trace_id), ci: 0 } }; // the server keeps each lowering
@@ -253,11 +268,16 @@ class KernelPanel {
     );
   }
 
+  // "time it": the kernel shown; for a variant (other opts) the kernel as compiled too, where it has not been timed,
+  // so that the two times stand side by side with their ratio.
   timeRow() {
-    const got = this.timings.get(this.shownKey());
-    const run = async () => {
-      const key = this.shownKey();
-      const { tid, ci } = /** @type {Shown} */ (this.view).shown;
+    const shown = this.shownKey();
+    const compiled = this.compiled ?? shown;
+    const got = this.timings.get(shown);
+    const before = compiled !== shown ? this.timings.get(compiled) : undefined;
+    /** @param {string} key trace/context */
+    const time = async (key) => {
+      const [tid, ci] = [key.slice(0, key.lastIndexOf("/")), Number(key.slice(key.lastIndexOf("/") + 1))];
       this.timings.set(key, { running: true });
       this.render();
       try {
@@ -265,14 +285,25 @@ class KernelPanel {
       } catch (err) {
         this.timings.set(key, { error: err.message });
       }
-      if (this.view && this.shownKey() === key) this.render();
+      if (this.view) this.render();
     };
+    const run = async () => {
+      await time(shown);
+      if (compiled !== shown && !this.timings.get(compiled)?.timing) await time(compiled);
+    };
+    const work = /** @type {Shown} */ (this.view).work;
+    const after = got?.timing;
+    const then = before?.timing;
     return h(
       "div",
       { class: "uv-time-row" },
-      h("button", { class: "uv-button uv-time-it", disabled: Boolean(got?.running), title: `run this kernel on ${/** @type {Shown} */ (this.view).device ?? "its device"} as BEAM times a candidate: checked, then timed`, onclick: run }, got?.running ? "timing…" : "time it"),
-      got?.timing && h("span", { class: "uv-timing", title: `median of ${got.timing.samples.length} runs` }, speedText(got.timing.time_s, /** @type {Shown} */ (this.view).work)),
+      h("button", { class: "uv-button uv-time-it", disabled: Boolean(got?.running || before?.running), title: `run this kernel on ${/** @type {Shown} */ (this.view).device ?? "its device"} as BEAM times a candidate: checked, then timed${compiled !== shown ? "; the kernel as compiled too, beside it" : ""}`, onclick: run }, got?.running || before?.running ? "timing…" : "time it"),
+      then && h("span", { class: "uv-timing uv-timing-before", title: `the kernel as compiled: median of ${then.samples.length} runs` }, `as compiled ${speedText(then.time_s, work)}`),
+      then && after && h("span", { class: "uv-dim" }, " → "),
+      after && h("span", { class: "uv-timing", title: `median of ${after.samples.length} runs` }, `${then ? "with these opts " : ""}${speedText(after.time_s, work)}`),
+      then && after && h("span", { class: "uv-speedup" }, ` (${ratioText(then.time_s, after.time_s)})`),
       got?.error && h("span", { class: "uv-error uv-timing-error" }, got.error),
+      before?.error && h("span", { class: "uv-error uv-timing-error" }, `as compiled: ${before.error}`),
     );
   }
 
