@@ -58,6 +58,12 @@ def test_a_kernel_links_to_its_script_line_and_the_output_is_shown(page: Page, s
     assert page.inner_text(".uv-stderr").strip() == "done"
     made = page.locator(".uv-made").filter(has_text=f"row_sums.py:{LINE}")
     assert made.locator(".uv-made-context").count() == 2  # the line realized b: its schedule and its kernel
+    # laid out top to bottom in the panel's width (not squeezed into columns side by side)
+    title, line, out = (page.locator(s).first.bounding_box() for s in (".uv-trace .uv-section-title", ".uv-made",
+                                                                        ".uv-stdout"))
+    body = page.locator(".uv-tab-body.uv-trace").bounding_box()
+    assert title and line and out and body
+    assert title["y"] < line["y"] < out["y"] and line["width"] > 0.8 * body["width"]
     made.locator(f".uv-made-context[data-ci='{ci}']").click()  # the kernel opens
     page.wait_for_function("ci => location.hash.includes(`/c/${ci}/`) && location.hash.endsWith('/v/kernel')",
                            arg=ci)
