@@ -167,10 +167,11 @@ def _signature(t: Tensor) -> tuple[Any, ...]:
 def _wrap(inputs: list[Tensor], u: UOp) -> Tensor:
     from uopviz.tensor.tensor import Tensor
     t = object.__new__(Tensor)
-    t._uop, t._device = u, u.device or (inputs[0].device if inputs else None)
-    if t._device is None:
+    dev = u.device or (inputs[0].device if inputs else None)
+    if dev is None:
         from uopviz.runtime.device import default_device
-        t._device = default_device()
+        dev = default_device()
+    t._uop, t._device = u, dev
     return t
 
 

@@ -23,9 +23,10 @@ scatter and gather are PyTorch's indexing ops).
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from uopviz.runtime import buffer
 from uopviz.runtime.device import canonical_devices
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
 
 Devices = tuple[str, ...]
+T = TypeVar("T")
 
 
 class ShardError(ValueError):
@@ -121,13 +123,13 @@ def _lower(u: UOp, memo: dict[UOp, Any]) -> Any:
         return _REALIZED[u]
     dev = u.device
     if not isinstance(dev, tuple):
-        if u.op is Ops.COPY and is_multi(u.src[0]):
+        if u.op is Ops.COPY and is_multi(u.src[0]) and isinstance(dev, str):  # a Copy has its device
             return _gather(u.src[0], memo[u.src[0]], dev)
         if any(isinstance(memo[s], tuple) for s in u.src):
             raise ShardError(f"{u.op.value} on {dev} reads a tensor on several devices: copy it to {dev} first "
                              f"(.to({dev!r}))")
         return u.replace(src=tuple(memo[s] for s in u.src))
-    _concrete(u)
+    _dims(u)
     op, ax = u.op, u.axis
     if op is Ops.COPY:
         return _reshard(u, memo)
@@ -139,21 +141,41 @@ def _lower(u: UOp, memo: dict[UOp, Any]) -> Any:
     if op is Ops.REDUCE and len(u.src) == 1:
         axes = tuple(a % len(src.shape) for a in u.arg.axes)
         partial = tuple(p.reduce(u.arg.op, axes=axes) for p in parts)
-        return _allreduce(partial, u.arg.op, dev) if src.axis in axes else partial
+        return _allreduce(partial, u.arg.op, _devs(u)) if src.axis in axes else partial
     if op is Ops.PERMUTE:
         return tuple(p.permute(u.arg) for p in parts)
     if op is Ops.RESHAPE:
         return _reshape(u, parts, memo)
     if op is Ops.EXPAND:
-        return tuple(p.expand(_local(u.shape, ax, p.shape)) for p in parts)
+        return tuple(p.expand(_local(_dims(u), ax, _dims(p))) for p in parts)
     if op in (Ops.PAD, Ops.SHRINK, Ops.FLIP):
         return _window(u, parts)
     return _on_first(u, memo)
 
 
-def _concrete(u: UOp) -> None:
-    if not all(isinstance(d, int) for d in u.shape):
-        raise ShardError(f"{u.op.value}: a tensor on several devices needs concrete sizes, got a symbolic shape")
+def _dims(x: UOp) -> tuple[int, ...]:
+    """x's shape as ints: ShardError for a symbolic size (the shard pass splits concrete sizes only; it asks this of
+    every multi-device node before lowering it, so the nodes it builds from them are concrete too)."""
+    dims = tuple(d for d in x.shape if isinstance(d, int))
+    if len(dims) != len(x.shape):
+        raise ShardError(f"{x.op.value}: a tensor on several devices needs concrete sizes, got a symbolic shape")
+    return dims
+
+
+def _one(u: UOp) -> str:
+    """The one device of a shard (the shard pass puts each on one device)."""
+    dev = u.device
+    if not isinstance(dev, str):
+        raise ShardError(f"{u.op.value}: a shard is on one device, this one is on {dev}")
+    return dev
+
+
+def _devs(u: UOp) -> Devices:
+    """The devices of a multi-device node (the shard pass meets no other where it asks)."""
+    dev = u.device
+    if not isinstance(dev, tuple):
+        raise ShardError(f"{u.op.value} on {dev} is not on several devices")
+    return dev
 
 
 def _local(shape: tuple[int, ...], ax: int | None, like: tuple[int, ...]) -> tuple[int, ...]:
@@ -161,8 +183,8 @@ def _local(shape: tuple[int, ...], ax: int | None, like: tuple[int, ...]) -> tup
     return shape if ax is None else _with(shape, ax, like[ax])
 
 
-def _with(shape: tuple[int, ...], ax: int, size: int) -> tuple[int, ...]:
-    """`shape` with axis ax of `size`."""
+def _with(shape: tuple[T, ...], ax: int, size: T) -> tuple[T, ...]:
+    """`shape` (or a Flip's flags) with axis ax of `size`."""
     return tuple(size if k == ax else d for k, d in enumerate(shape))
 
 
@@ -170,16 +192,17 @@ def _spans(parts: Sequence[UOp], ax: int) -> list[tuple[int, int]]:
     """(start, end) along the shard axis of each shard, from their sizes."""
     out, off = [], 0
     for p in parts:
-        out.append((off, off + p.shape[ax]))
-        off += p.shape[ax]
+        out.append((off, off + _dims(p)[ax]))
+        off += _dims(p)[ax]
     return out
 
 
 def _slice(x: UOp, ax: int, lo: int, hi: int) -> UOp:
     """x's elements lo..hi along axis ax (x itself when that is all of them)."""
-    if (lo, hi) == (0, x.shape[ax]):
+    dims = _dims(x)
+    if (lo, hi) == (0, dims[ax]):
         return x
-    return x.shrink(_with((0,) * len(x.shape), ax, lo), _with(x.shape, ax, hi - lo))
+    return x.shrink(_with((0,) * len(dims), ax, lo), _with(dims, ax, hi - lo))
 
 
 def _take_first(x: UOp, axes: tuple[int, ...]) -> UOp:
@@ -192,7 +215,7 @@ def _take_first(x: UOp, axes: tuple[int, ...]) -> UOp:
 def _elementwise(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
     """The op per shard; a source replicated or without a device is sliced to each shard of the sharded ones
     (one without a device that needs a kernel is copied to each device, see _computed)."""
-    ax, dev = u.axis, u.device
+    ax, dev = u.axis, _devs(u)
     ref = next((memo[s] for s in u.src if isinstance(memo[s], tuple) and s.axis == ax), None)
     spans = _spans(ref, ax) if ax is not None and ref is not None else None
     out = []
@@ -203,12 +226,15 @@ def _elementwise(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
             if isinstance(x, tuple):
                 if s.device != dev:
                     raise ShardError(f"{u.op.value} of tensors on {s.device} and {dev}: move one with .to()")
-                if s.axis not in (ax, None):  # sharded on another axis: resharded along ax
+                if s.axis is not None and s.axis != ax:  # sharded on another axis: resharded along ax
+                    if ax is None or spans is None:
+                        raise ShardError(f"{u.op.value}: a source sharded on axis {s.axis} has no shard axis to "
+                                         "meet")  # (the axis rule, props.py, derives none only where no source has one)
                     x = _across(x, s.axis, ax, *spans[i], dev[i])
                 else:
-                    x = x[i] if s.axis == ax or spans is None else _slice(x[i], ax, *spans[i])
+                    x = x[i] if s.axis == ax or spans is None or ax is None else _slice(x[i], ax, *spans[i])
             else:
-                x = _slice(x, ax, *spans[i]) if spans is not None and x.shape else x
+                x = _slice(x, ax, *spans[i]) if spans is not None and ax is not None and x.shape else x
                 x = x.copy_to(dev[i]) if s.device is None and _computed(s) else x
             srcs.append(x)
         out.append(u.replace(src=tuple(srcs)))
@@ -227,41 +253,42 @@ def _reshape(u: UOp, parts: tuple[UOp, ...], memo: dict[UOp, Any]) -> tuple[UOp,
     src, ax = u.src[0], u.axis
     if src.axis is None or ax is None:
         return tuple(p.reshape(u.shape) for p in parts)
-    inner_old, inner_new = prod(src.shape[src.axis + 1:]), prod(u.shape[ax + 1:])
-    counts = [p.shape[src.axis] * inner_old for p in parts]
-    if prod(u.shape[:ax]) != prod(src.shape[:src.axis]) or any(c % inner_new for c in counts):
+    old, new = _dims(src), _dims(u)
+    inner_old, inner_new = prod(old[src.axis + 1:]), prod(new[ax + 1:])
+    counts = [_dims(p)[src.axis] * inner_old for p in parts]
+    if prod(new[:ax]) != prod(old[:src.axis]) or any(c % inner_new for c in counts):
         return _on_first(u, memo)
-    local = tuple(p.reshape(_with(u.shape, ax, c // inner_new)) for p, c in zip(parts, counts, strict=True))
-    return _resplit(local, ax, u.device)
+    local = tuple(p.reshape(_with(new, ax, c // inner_new)) for p, c in zip(parts, counts, strict=True))
+    return _resplit(local, ax, _devs(u))
 
 
 def _window(u: UOp, parts: tuple[UOp, ...]) -> tuple[UOp, ...]:
     """Pad, Shrink or Flip: per shard along the other axes; along the shard axis, each device gathers the source
     elements its slice of the result needs (copies from the devices holding them) and pads or flips them."""
-    ax, src = u.axis, u.src[0]
+    ax, src, shape, dev = u.axis, u.src[0], _dims(u), _devs(u)
     if u.op is Ops.FLIP:
-        flags = u.arg
+        flags: tuple[bool, ...] = u.arg
         parts = tuple(p.flip(_with(flags, ax, False) if ax is not None else flags) for p in parts)
         if ax is None or not flags[ax]:
             return parts
-        size = src.shape[ax]
-        return tuple(_gather_range(parts, ax, size - hi, size - lo, d).flip(_with((False,) * len(u.shape), ax, True))
-                     for (lo, hi), d in zip(bounds(size, len(parts)), u.device, strict=True))
+        size = _dims(src)[ax]
+        return tuple(_gather_range(parts, ax, size - hi, size - lo, d).flip(_with((False,) * len(shape), ax, True))
+                     for (lo, hi), d in zip(bounds(size, len(parts)), dev, strict=True))
     offsets = tuple(int(o.arg.value) for o in u.src[1].src)
     make = UOp.pad if u.op is Ops.PAD else UOp.shrink
-    if ax is None or (offsets[ax] == 0 and u.shape[ax] == src.shape[ax]):
-        return tuple(make(p, offsets, _local(u.shape, ax, p.shape)) for p in parts)
-    parts = tuple(make(p, _with(offsets, ax, 0), _with(u.shape, ax, p.shape[ax])) for p in parts)
+    if ax is None or (offsets[ax] == 0 and shape[ax] == _dims(src)[ax]):
+        return tuple(make(p, offsets, _local(shape, ax, _dims(p))) for p in parts)
+    parts = tuple(make(p, _with(offsets, ax, 0), _with(shape, ax, _dims(p)[ax])) for p in parts)
     out = []
-    for (lo, hi), d in zip(bounds(u.shape[ax], len(parts)), u.device, strict=True):
+    for (lo, hi), d in zip(bounds(shape[ax], len(parts)), dev, strict=True):
         if u.op is Ops.SHRINK:
             out.append(_gather_range(parts, ax, offsets[ax] + lo, offsets[ax] + hi, d))
             continue
-        before, size = offsets[ax], src.shape[ax]  # padded position p holds source element p - before
+        before, size = offsets[ax], _dims(src)[ax]  # padded position p holds source element p - before
         a, b = min(max(lo - before, 0), size), max(min(hi - before, size), 0)
         piece = _gather_range(parts, ax, a, max(a, b), d)
         lead = min(max(before - lo, 0), hi - lo)
-        out.append(piece.pad(_with((0,) * len(u.shape), ax, lead), _with(piece.shape, ax, hi - lo)))
+        out.append(piece.pad(_with((0,) * len(shape), ax, lead), _with(_dims(piece), ax, hi - lo)))
     return tuple(out)
 
 
@@ -284,7 +311,7 @@ def _empty_on(parts: Sequence[UOp], ax: int, d: str) -> UOp:
     own = next((p for p in parts if p.device == d), None)
     if own is not None:
         return _slice(own, ax, 0, 0)
-    return _nothing(_with(parts[0].shape, ax, 0), parts[0].dtype, d)
+    return _nothing(_with(_dims(parts[0]), ax, 0), parts[0].dtype, d)
 
 
 def _nothing(shape: tuple[int, ...], dtype: Any, d: str) -> UOp:
@@ -294,7 +321,7 @@ def _nothing(shape: tuple[int, ...], dtype: Any, d: str) -> UOp:
 
 def _resplit(parts: tuple[UOp, ...], ax: int, dev: Devices) -> tuple[UOp, ...]:
     """Shards along ax of any sizes moved to the sizes a Copy splits into (parts themselves where they are)."""
-    size = sum(p.shape[ax] for p in parts)
+    size = sum(_dims(p)[ax] for p in parts)
     want = bounds(size, len(dev))
     if _spans(parts, ax) == want:
         return parts
@@ -305,26 +332,27 @@ def _on_first(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
     """An op that does not run per shard: its sources gathered onto the first device, the op run there, and the
     result split along u's axis as a Copy splits (or copied whole to every device where replicated). The
     Copies show in the trace's shard pass."""
-    dev, ax = u.device, u.axis
+    dev, ax = _devs(u), u.axis
     whole = u.replace(src=tuple(_gather(s, memo[s], dev[0]) if isinstance(memo[s], tuple) else memo[s]
                                 for s in u.src))
     if ax is None:
         return tuple(_move(whole, d) for d in dev)
-    return tuple(_gather_range((whole,), ax, lo, hi, d) for (lo, hi), d in zip(bounds(u.shape[ax], len(dev)), dev,
+    return tuple(_gather_range((whole,), ax, lo, hi, d) for (lo, hi), d in zip(bounds(_dims(u)[ax], len(dev)), dev,
                                                                                 strict=True))
 
 
 def _reshard(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
     """Copy to a tuple device: the value split along axis 0, each device getting its slice copied in."""
-    src, dev = u.src[0], u.device
+    src, dev = u.src[0], _devs(u)
     if not src.shape:
         raise ShardError("a 0-d tensor has no axis to shard: reshape it to (1,) or replicate it (.shard(devices))")
-    x, targets = memo[src], bounds(src.shape[0], len(dev))
+    x, targets = memo[src], bounds(_dims(src)[0], len(dev))
     if not isinstance(x, tuple):
         return tuple(_gather_range((x,), 0, lo, hi, d) for (lo, hi), d in zip(targets, dev, strict=True))
     sax = src.axis
     if sax is None:  # replicated: the slice from the device itself where it holds one
-        return tuple(_gather_range((x[src.device.index(d)] if d in src.device else x[0],), 0, lo, hi, d)
+        held = _devs(src)
+        return tuple(_gather_range((x[held.index(d)] if d in held else x[0],), 0, lo, hi, d)
                      for (lo, hi), d in zip(targets, dev, strict=True))
     if sax == 0:
         return tuple(_gather_range(x, 0, lo, hi, d) for (lo, hi), d in zip(targets, dev, strict=True))
@@ -334,19 +362,20 @@ def _reshard(u: UOp, memo: dict[UOp, Any]) -> tuple[UOp, ...]:
 def _across(parts: Sequence[UOp], sax: int, ax: int, lo: int, hi: int, d: str) -> UOp:
     """Elements lo..hi along ax, whole along sax, of the value `parts` hold sharded along sax: every shard's
     slice along ax, moved to d and joined along sax (a tensor sharded on sax resharded on ax)."""
-    pieces = [_move(_slice(p, ax, lo, hi), d) for p in parts if p.shape[sax] and hi > lo]
+    pieces = [_move(_slice(p, ax, lo, hi), d) for p in parts if _dims(p)[sax] and hi > lo]
     if pieces:
         return _concat(pieces, sax, pieces[0])
     empty = _empty_on(parts, ax, d)
-    full = sum(p.shape[sax] for p in parts)
-    return empty.pad((0,) * len(empty.shape), _with(empty.shape, sax, full))
+    full = sum(_dims(p)[sax] for p in parts)
+    return empty.pad((0,) * len(empty.shape), _with(_dims(empty), sax, full))
 
 
 def _gather(src: UOp, parts: tuple[UOp, ...], device: str) -> UOp:
     """Copy to one device: the shards copied there and joined along the shard axis (one of them if replicated)."""
     if src.axis is None:
-        return (parts[src.device.index(device)] if device in src.device else parts[0]).copy_to(device)
-    pieces = [p.copy_to(device) for p in parts if p.shape[src.axis]]
+        held = _devs(src)
+        return (parts[held.index(device)] if device in held else parts[0]).copy_to(device)
+    pieces = [p.copy_to(device) for p in parts if _dims(p)[src.axis]]
     return _concat(pieces, src.axis, parts[0].copy_to(device))
 
 
@@ -363,16 +392,16 @@ def _concat(pieces: list[UOp], ax: int, empty: UOp) -> UOp:
 def _allreduce(partial: tuple[UOp, ...], op: Ops, dev: Devices) -> tuple[UOp, ...]:
     """Every device's partial results combined on every device, as SPEC composes allreduce: a reduce-scatter
     (device k combines chunk k of every partial) then an allgather (every device joins the combined chunks)."""
-    shape = partial[0].shape
-    flat = tuple(p.reshape((prod(shape),)) for p in partial)
+    shape = _dims(partial[0])
+    flat = tuple(p.reshape((math.prod(shape),)) for p in partial)
     combined = []
-    for k, ((lo, hi), d) in enumerate(zip(bounds(prod(shape), len(dev)), dev, strict=True)):
+    for k, ((lo, hi), d) in enumerate(zip(bounds(math.prod(shape), len(dev)), dev, strict=True)):
         acc = _slice(flat[k], 0, lo, hi)  # an empty chunk (more devices than elements) stays empty
         for j, p in enumerate(flat if hi > lo else ()):
             if j != k:
                 acc = acc.alu(op, _move(_slice(p, 0, lo, hi), d))
         combined.append(acc)
-    return tuple(_gather_range(combined, 0, 0, prod(shape), d).reshape(shape) for d in dev)
+    return tuple(_gather_range(combined, 0, 0, math.prod(shape), d).reshape(shape) for d in dev)
 
 
 # ---------------------------------------------------------------- realizing
@@ -387,7 +416,7 @@ def realize(tensors: Sequence[Tensor]) -> None:
         if not isinstance(r, tuple):
             t._uop = next(done)
             continue
-        shards = tuple(next(done) if prod(x.shape) else _nothing(x.shape, x.dtype, x.device) for x in r)
+        shards = tuple(next(done) if prod(x.shape) else _nothing(_dims(x), x.dtype, _one(x)) for x in r)
         t._uop = _realized_view(t.uop, shards)
 
 
@@ -397,7 +426,7 @@ def assign(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     one schedule."""
     from uopviz.realize import assign as write
     values = [v if v.axis == t.axis else v.shard(t.device, t.axis) for t, v in pairs]
-    lowered = [x for r in lower([v.uop for v in values]) for x in r]
+    lowered = [x for r in lower([v.uop for v in values]) for x in (r if isinstance(r, tuple) else (r,))]
     targets = [s for t, _ in pairs for s in _REALIZED[t.uop]]
     kept = [(s, x) for s, x in zip(targets, lowered, strict=True) if prod(s.shape)]  # an empty shard holds nothing
     write([s for s, _ in kept], [x for _, x in kept])
@@ -412,17 +441,18 @@ def buffers_of(u: UOp) -> list[UOp]:
 def _realized_view(u: UOp, shards: tuple[UOp, ...]) -> UOp:
     """A graph of u's shape, dtype, device and axis over a Buffer on the tuple device, standing for the shards
     (the shard pass maps it back to them): the shards one after another, viewed in the global shape."""
-    dev, ax, shape, n = u.device, u.axis, u.shape, len(u.device)
+    dev, ax, shape = _devs(u), u.axis, _dims(u)
+    n = len(dev)
     if ax is None:
-        buf = buffer.new_buffer(max(prod(shape), 1), u.dtype, dev)
+        buf = buffer.new_buffer(max(math.prod(shape), 1), u.dtype, dev)
         view = buf.reshape((n, *shape)).replicated((0,)).reshape(shape)
     else:
-        if [s.shape[ax] for s in shards] != [hi - lo for lo, hi in bounds(shape[ax], n)]:
-            raise ShardError(f"shards of sizes {[s.shape[ax] for s in shards]} along axis {ax} do not split "
+        if [_dims(s)[ax] for s in shards] != [hi - lo for lo, hi in bounds(shape[ax], n)]:
+            raise ShardError(f"shards of sizes {[_dims(s)[ax] for s in shards]} along axis {ax} do not split "
                              f"{shape[ax]} as a Copy does ({[hi - lo for lo, hi in bounds(shape[ax], n)]})")
         c = -(-shape[ax] // n)
         local = _with(shape, ax, c)
-        buf = buffer.new_buffer(max(prod(local), 1), u.dtype, dev)
+        buf = buffer.new_buffer(max(math.prod(local), 1), u.dtype, dev)
         order = (*range(1, ax + 1), 0, *range(ax + 1, len(shape) + 1))
         view = buf.reshape((n, *local)).permute(order).reshape(_with(shape, ax, n * c))
         if n * c != shape[ax]:
@@ -461,7 +491,7 @@ class MultiMixin:
         """shard in place (tinygrad's): self becomes its shards, so the tensors a model holds (its parameters, the
         state_dict's values) are sharded where they are, without rebuilding the model. Returns self."""
         s = self.shard(devices, axis)
-        self._uop, self._device = s._uop, s._device
+        self._uop, self._device = s.uop, s.device
         return self
 
     def broadcast(self: Tensor, devices: Sequence[str]) -> Tensor:
@@ -538,4 +568,4 @@ def _split(t: Tensor, what: str) -> tuple[int, int]:
     if t.axis != 0:
         raise ShardError(f"{what} takes a tensor sharded along axis 0 (SPEC's (n*s,) on D), got shape {t.shape} "
                          f"with shard axis {t.axis}")
-    return n, -(-t.shape[0] // n)
+    return n, -(-_dims(t.uop)[0] // n)

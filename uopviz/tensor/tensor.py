@@ -163,6 +163,8 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
             multi.realize(todo)
             return self
         for dev in dict.fromkeys(t._device for t in todo):
+            if isinstance(dev, tuple):  # its graph names several devices, so the shard pass above took it
+                raise multi.ShardError(f"a tensor on {dev} reached a one-device realize")
             group = [t for t in todo if t._device == dev]
             for t, out in zip(group, realize([t._uop for t in group], device=dev)):
                 t._uop = out
