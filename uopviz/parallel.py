@@ -18,8 +18,10 @@ compile_kernel stays the one place that compiles: a kernel lowered by a worker o
 (`lowered=`), which compiles it (from the disk cache, where its batch's compiler run left it) and keeps it; its bounds
 were checked by the worker, or before it was kept on disk (an entry is written only then), so this process does not
 check them again. A kernel a worker failed to build (its bounds included) is left to the caller, whose
-compile_kernel raises its error in schedule order. While a trace records, compile_all leaves every kernel to the
-caller (lowered here, one by one, under the trace).
+compile_kernel raises its error in schedule order. While a trace records, every kernel is lowered here, in schedule
+order, under the trace (no worker, nothing read back from disk: the trace shows each lowering), once per schedule
+however often it runs, and handed over as lowered under it (`traced=True`, which the caller's compile_kernel then
+uses); their libraries still compile in batches beside the lowering.
 
 `UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: one fewer than the cores, since this process lowers
 too; 0: none, every kernel lowered here one by one as before).
@@ -45,7 +47,7 @@ from typing import Any, TextIO
 
 from uopviz import hooks, lowered_cache
 from uopviz.codegen.opt import Opt
-from uopviz.compiler import compile_kernel, kept
+from uopviz.compiler import clear_ahead, compile_kernel, kept, lower_kernel
 from uopviz.pipeline import lower
 from uopviz.runtime import device as devices
 from uopviz.runtime.cpu import CPURuntime
@@ -103,20 +105,23 @@ def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
     """Compile every (ast, device, opts) of keys that compile_kernel does not keep yet, in workers and here, showing
     progress on `stream` (default: stderr) when it takes long. A kernel that fails is left uncompiled (its caller's
     compile_kernel raises the error); Ctrl-C cancels what the workers have not started."""
-    if recording():
-        return  # the caller's compile_kernel lowers each under the trace, once
+    clear_ahead()  # a new schedule: while a trace records, its kernels are lowered again under it
+    traced = recording()
     missing: list[Key] = []
     seen: set[Key] = set()
     for key in keys:
-        if key not in seen and kept(key) is None:
+        if key not in seen and (traced or kept(key) is None):
             seen.add(key)
             missing.append(key)
     if not missing:
         return
     progress = Progress(len(missing), stream)
-    libs = Libraries(progress)
+    libs = Libraries(progress, traced)
     try:
         with _collector_paused():
+            if traced:
+                _in_the_trace(missing, libs)
+                return
             todo = _from_disk(missing, libs)
             n = workers()
             if len(todo) < 2 or n == 0:
@@ -143,6 +148,24 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _in_the_trace(missing: list[Key], libs: Libraries) -> None:
+    """While a trace records: each kernel lowered here in schedule order under the trace, as compile_kernel would,
+    and handed to libs. At the first that fails, the kernels before it are compiled and its error raised, as the
+    caller's compile_kernel would raise it next (lowering it twice would file it twice); where one before it failed
+    to compile, the caller raises that one's error first."""
+    for i, key in enumerate(missing):
+        try:
+            kernel = lower_kernel(*key)
+            check_bounds(kernel.linear, kernel.name)
+        except Exception:
+            libs.finish()
+            if all(kept(k) is not None for k in missing[:i]):
+                raise
+            return
+        stats["here"] += 1
+        libs.add(key, kernel)
 
 
 def _from_disk(missing: list[Key], libs: Libraries) -> list[Todo]:
@@ -185,8 +208,9 @@ class Libraries:
     by side); a batch's kernels are handed over once it is compiled, and `finish` compiles the rest and waits.
     Other devices' kernels are handed over at once."""
 
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
+    def __init__(self, progress: Progress, traced: bool = False) -> None:
+        """traced: the kernels were lowered under the trace recording now (compile_kernel's `traced`)."""
+        self.progress, self.traced = progress, traced
         self.waiting: dict[CPURuntime, list[tuple[Key, Kernel]]] = {}
         self.size = 0
         self.builds: list[tuple[Future[None], list[tuple[Key, Kernel]]]] = []
@@ -235,7 +259,7 @@ class Libraries:
         """kernel (lowered for key, its bounds checked) compiled and kept by compile_kernel; its failure left to the
         caller's compile_kernel, which raises it again in schedule order."""
         with contextlib.suppress(Exception):
-            compile_kernel(*key, lowered=kernel, checked=True)
+            compile_kernel(*key, lowered=kernel, checked=True, traced=self.traced)
         self.progress.step()
 
 

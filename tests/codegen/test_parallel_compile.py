@@ -316,3 +316,52 @@ def test_the_cyclic_collector_is_off_while_kernels_lower_and_as_it_was_after(fre
     assert gc.isenabled()
     parallel.compile_all(keys())
     assert seen and not any(seen) and gc.isenabled()
+
+
+@pytest.mark.usefixtures("fresh")
+def test_while_a_trace_records_kernels_lower_under_it_once_per_call_and_compile_in_one_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording lowers every kernel here, under the trace (a context each, as compile_kernel made them one by one)
+    and still compiles their libraries in one C compiler run, not one each; a second realize inside the trace
+    lowers them again (a context per schedule), its libraries already on disk; a kernel one schedule runs twice is
+    lowered once."""
+    import uopviz
+    rt = devices.get("CPU")
+    assert isinstance(rt, CPURuntime) and rt.compiler_version  # asked before the runs are counted
+    runs: list[str] = []
+    real = cpu.run_compiler
+    monkeypatch.setattr(cpu, "run_compiler", lambda args, stdin, dev, name: runs.append(name) or
+                        real(args, stdin, dev, name))
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "2")  # never used while recording
+    monkeypatch.setattr(parallel, "SPLIT_BYTES", 10**9)
+    n = len(set(keys()))
+    with uopviz.trace() as tr:
+        first = outputs()
+        first[0].realize(*first[1:])
+        second = outputs()
+        second[0].realize(*second[1:])
+    assert len([c for c in tr.contexts if c.kind == "kernel"]) == 2 * n
+    assert runs == [f"batch of {n} kernels"] and parallel.stats == {"here": 2 * n, "workers": 0, "disk": 0}
+    for outs in (first, second):
+        for got, w in zip(outs, want(), strict=True):
+            np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-4)
+    a, b = Tensor(X, device="CPU"), Tensor(X * 2, device="CPU")
+    with uopviz.trace() as tr:  # one kernel run twice by a schedule (an optimizer's update of two like parameters)
+        a2, b2 = a.exp2(), b.exp2()
+        a2.realize(b2)
+    assert [c.kind for c in tr.contexts].count("kernel") == 1
+    np.testing.assert_allclose(b2.numpy(), np.exp2(X * 2), rtol=1e-5)
+
+
+@pytest.mark.usefixtures("fresh")
+def test_while_a_trace_records_a_kernel_that_fails_raises_its_error_lowered_once() -> None:
+    import uopviz
+    from uopviz.uop.bounds import KernelBoundsError
+    out, a = UOp.param(0, (4,)), UOp.param(1, (4,))
+    i = UOp.range(8, 0)
+    bad = UOp.sink(out.index(i).store(a.index(i).load() * 2.0).end(i))  # 8 elements of buffers of 4
+    good = keys()[0]
+    with uopviz.trace() as tr, pytest.raises(KernelBoundsError):
+        parallel.compile_all([good, (bad, "CPU", ())])
+    assert len([c for c in tr.contexts if c.kind == "kernel"]) == 2
+    assert compiler.kept(good) is not None  # the kernel before it compiled
