@@ -73,7 +73,7 @@ class CreationMixin:
     __slots__ = ()
 
     @classmethod
-    def full(cls, shape: Dims, fill_value: bool | int | float, dtype: Any = None,
+    def full(cls: type[Tensor], shape: Dims, fill_value: bool | int | float, dtype: Any = None,
              device: Device = None) -> Tensor:
         """A tensor of one value (its dtype by Tensor's rule for Python values, or checked against the one given:
         a value that does not fit is an OverflowError, not a wrapped value); no memory until realized."""
@@ -82,15 +82,15 @@ class CreationMixin:
         return cls(const_uop(fill_value, dt, dims), device=device)
 
     @classmethod
-    def zeros(cls, *shape: Dims, dtype: Any = None, device: Device = None) -> Tensor:
+    def zeros(cls: type[Tensor], *shape: Dims, dtype: Any = None, device: Device = None) -> Tensor:
         return cls.full(shape_arg(shape), 0.0, dtype or dtypes.default_float, device)
 
     @classmethod
-    def ones(cls, *shape: Dims, dtype: Any = None, device: Device = None) -> Tensor:
+    def ones(cls: type[Tensor], *shape: Dims, dtype: Any = None, device: Device = None) -> Tensor:
         return cls.full(shape_arg(shape), 1.0, dtype or dtypes.default_float, device)
 
     @classmethod
-    def empty(cls, *shape: int | tuple[int, ...], dtype: Any = None, device: Device = None) -> Tensor:
+    def empty(cls: type[Tensor], *shape: int | tuple[int, ...], dtype: Any = None, device: str | None = None) -> Tensor:
         """A tensor backed by a fresh buffer with undefined contents (fill it with assign). A symbolic shape gets
         a buffer for the largest size its variables allow."""
         dims = shape_arg(shape)
@@ -112,8 +112,8 @@ class CreationMixin:
         return self.full_like(1, dtype, device)
 
     @classmethod
-    def arange(cls, start: Dim | float, stop: Dim | float | None = None, step: int | float = 1, dtype: Any = None,
-               device: Device = None) -> Tensor:
+    def arange(cls: type[Tensor], start: Dim | float, stop: Dim | float | None = None, step: int | float = 1,
+               dtype: Any = None, device: Device = None) -> Tensor:
         """start, start+step, ... below stop (NumPy's arange): SPEC's prefix_sum of ones minus 1, scaled and
         shifted. The dtype is Tensor's rule for Python values applied to the first and last value (ints int32,
         else int64; any float the default float, unless that overflows), or the one given, checked to hold them."""
@@ -121,20 +121,20 @@ class CreationMixin:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange step must not be zero")
-        if is_symbolic(start) or is_symbolic(stop):
+        if isinstance(start, UOp) or isinstance(stop, UOp):
             return cls._symbolic_arange(start, stop, step, dtype, device)
         dev = devices.canonical_devices(device)
         if type(start) is int and type(stop) is int and type(step) is int and isinstance(dev, str):
             given = None if dtype is None else to_dtype(dtype)
-            return cls(_int_arange(cls, start, stop, step, given, dtypes.default_int, dev), dev)
+            return cls(_int_arange(start, stop, step, given, dtypes.default_int, dev), dev)
         return cls._arange(start, stop, step, dtype, device)
 
     @classmethod
-    def _arange(cls, start: int | float, stop: int | float, step: int | float, dtype: Any,
-                device: str | None) -> Tensor:
+    def _arange(cls: type[Tensor], start: int | float, stop: int | float, step: int | float, dtype: Any,
+                device: Device) -> Tensor:
         """arange of a start, stop and step known now, built."""
         ints = all(isinstance(v, int) for v in (start, stop, step))
-        n = max(-((start - stop) // step) if ints else math.ceil((stop - start) / step), 0)  # exact for big ints
+        n = int(max(-((start - stop) // step) if ints else math.ceil((stop - start) / step), 0))  # exact for big ints
         dt = dtypes.from_py([start, start + max(n - 1, 0) * step], None if dtype is None else to_dtype(dtype))
         if n == 0:
             return cls.zeros(0, dtype=dt, device=device)
@@ -149,13 +149,14 @@ class CreationMixin:
         return idx.mul(step).add(start).cast(dt)
 
     @classmethod
-    def _symbolic_arange(cls, start: Dim | float, stop: Dim | float, step: int | float, dtype: Any,
-                         device: str | None) -> Tensor:
+    def _symbolic_arange(cls: type[Tensor], start: Dim | float, stop: Dim | float, step: int | float, dtype: Any,
+                         device: Device) -> Tensor:
         """arange with a symbolic start or stop: the counter is an arange over the largest count the variables
         allow, shrunk to the count now, so one kernel serves every value; the count is NumPy's, clamped at 0."""
         def whole(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool)
-        if not (all(is_symbolic(v) or whole(v) for v in (start, stop)) and whole(step)):
+        if not (all(is_symbolic(v) or whole(v) for v in (start, stop)) and whole(step)) or \
+                isinstance(start, float) or isinstance(stop, float) or isinstance(step, float):  # (as whole said)
             given = ", ".join(v.render() if isinstance(v, UOp) else repr(v) for v in (start, stop, step))
             raise ShapeError(f"arange({given}): with a symbolic bound, start and stop must be ints or symbolic sizes "
                              "and step an int (the size must be an integer expression of the variables)")
@@ -174,7 +175,7 @@ class CreationMixin:
         return idx.add(cls(start, device=device).cast(dt))
 
     @classmethod
-    def linspace(cls, start: int | float, stop: int | float, num: int, dtype: Any = None,
+    def linspace(cls: type[Tensor], start: int | float, stop: int | float, num: int, dtype: Any = None,
                  device: Device = None) -> Tensor:
         """num evenly spaced values from start to stop, both included. An int dtype gets the float values truncated
         toward zero (torch's linspace: 5, 7.5, 10 as int32 is 5, 7, 10)."""
@@ -189,7 +190,7 @@ class CreationMixin:
         return idx.mul((stop - start) / max(num - 1, 1)).add(start)
 
     @classmethod
-    def eye(cls, n: int, m: int | None = None, dtype: Any = None, device: Device = None) -> Tensor:
+    def eye(cls: type[Tensor], n: int, m: int | None = None, dtype: Any = None, device: Device = None) -> Tensor:
         """n×m with ones on the diagonal: arange(n)[:, None] == arange(m)[None, :]."""
         m = n if m is None else m
         rows = cls.arange(n, device=device).reshape(n, 1)
@@ -204,7 +205,7 @@ class CreationMixin:
         _RandomState.seed, _RandomState.drawn = seed, 0
 
     @classmethod
-    def _random_bits(cls, n: int, seed: int | None, device: str | None) -> Tensor:
+    def _random_bits(cls: type[Tensor], n: int, seed: int | None, device: Device) -> Tensor:
         """n uint64 words: threefry2x32(counter = offset + i, key = seed). Without a seed, the global seed is
         used and its counter advances, so two calls give different numbers."""
         if seed is None:
@@ -226,7 +227,7 @@ class CreationMixin:
         return counter._alu(Ops.THREEFRY, state[:1].expand(n))
 
     @classmethod
-    def rand(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+    def rand(cls: type[Tensor], *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
              device: Device = None) -> Tensor:
         """Uniform in [0, 1): the top mantissa-many random bits under the exponent of 1.0 give [1, 2); minus 1."""
         dims = concrete_shape(shape, "rand")
@@ -239,7 +240,7 @@ class CreationMixin:
         return bits.bitwise_or(one).bitcast(dt).sub(1).reshape(dims)
 
     @classmethod
-    def randn(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+    def randn(cls: type[Tensor], *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
               device: Device = None) -> Tensor:
         """Standard normal by Box–Muller: √(−2 ln(1−u1)) · cos(2π u2), computed in float32 (or float64)."""
         dims = concrete_shape(shape, "randn")
@@ -252,21 +253,21 @@ class CreationMixin:
         return r.mul(u2.mul(2 * math.pi).cos()).cast(dt).reshape(dims)
 
     @classmethod
-    def uniform(cls, *shape: int | tuple[int, ...], low: float = 0.0, high: float = 1.0, seed: int | None = None,
-                dtype: Any = None, device: Device = None) -> Tensor:
+    def uniform(cls: type[Tensor], *shape: int | tuple[int, ...], low: float = 0.0, high: float = 1.0,
+                seed: int | None = None, dtype: Any = None, device: Device = None) -> Tensor:
         """Uniform in [low, high): rand scaled and shifted."""
         dt = _float_dtype(dtype, "uniform")
         return cls.rand(*shape, seed=seed, dtype=dt, device=device).mul(high - low).add(low).cast(dt)
 
     @classmethod
-    def normal(cls, *shape: int | tuple[int, ...], mean: float = 0.0, std: float = 1.0, seed: int | None = None,
-               dtype: Any = None, device: Device = None) -> Tensor:
+    def normal(cls: type[Tensor], *shape: int | tuple[int, ...], mean: float = 0.0, std: float = 1.0,
+               seed: int | None = None, dtype: Any = None, device: Device = None) -> Tensor:
         """Normal with the given mean and standard deviation: randn scaled and shifted."""
         dt = _float_dtype(dtype, "normal")
         return cls.randn(*shape, seed=seed, dtype=dt, device=device).mul(std).add(mean).cast(dt)
 
     @classmethod
-    def randint(cls, *shape: int | tuple[int, ...], low: int = 0, high: int = 10, seed: int | None = None,
+    def randint(cls: type[Tensor], *shape: int | tuple[int, ...], low: int = 0, high: int = 10, seed: int | None = None,
                 dtype: Any = None, device: Device = None) -> Tensor:
         """Uniform integers in [low, high) (int32 unless given): floor of a float64 uniform, so every value of a
         range up to 2^52 is reachable."""
@@ -279,7 +280,7 @@ class CreationMixin:
         return u.mul(high - low).floor().cast(dt).add(low)
 
     @classmethod
-    def kaiming_uniform(cls, *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
+    def kaiming_uniform(cls: type[Tensor], *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
                         dtype: Any = None, device: Device = None) -> Tensor:
         """He initialisation (PyTorch's kaiming_uniform_, fan_in mode, leaky_relu gain with slope a): uniform in
         ±√(6 / ((1 + a²)·fan_in)), fan_in being the product of the dims after the first."""
@@ -288,7 +289,7 @@ class CreationMixin:
         return cls.uniform(dims, low=-bound, high=bound, seed=seed, dtype=dtype, device=device)
 
     @classmethod
-    def kaiming_normal(cls, *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
+    def kaiming_normal(cls: type[Tensor], *shape: int | tuple[int, ...], a: float = 0.0, seed: int | None = None,
                        dtype: Any = None, device: Device = None) -> Tensor:
         """He initialisation, normal: standard deviation √(2 / ((1 + a²)·fan_in))."""
         dims = concrete_shape(shape, "kaiming_normal")
@@ -296,7 +297,7 @@ class CreationMixin:
         return cls.normal(dims, std=std, seed=seed, dtype=dtype, device=device)
 
     @classmethod
-    def scaled_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+    def scaled_uniform(cls: type[Tensor], *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
                        device: Device = None) -> Tensor:
         """Uniform in ±1/√(number of elements) (tinygrad's scaled_uniform)."""
         dims = concrete_shape(shape, "scaled_uniform")
@@ -304,7 +305,7 @@ class CreationMixin:
         return cls.uniform(dims, low=-bound, high=bound, seed=seed, dtype=dtype, device=device)
 
     @classmethod
-    def glorot_uniform(cls, *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
+    def glorot_uniform(cls: type[Tensor], *shape: int | tuple[int, ...], seed: int | None = None, dtype: Any = None,
                        device: Device = None) -> Tensor:
         """Xavier/Glorot initialisation: uniform in ±√(6 / (fan_in + fan_out)), fan_out = dims[0]·receptive field,
         fan_in = dims[1]·receptive field."""
@@ -316,10 +317,10 @@ class CreationMixin:
 
 
 @functools.lru_cache(maxsize=256)
-def _int_arange(cls: type[Tensor], start: int, stop: int, step: int, dtype: DType | None, default_int: DType,
-                device: str) -> UOp:
+def _int_arange(start: int, stop: int, step: int, dtype: DType | None, default_int: DType, device: str) -> UOp:
     """The graph of an arange of ints on one device, kept: the one-hot masks of losses, embeddings and gathers, and
     triangles, ask for the same few in every step of an eager loop, and building one is a dozen ops and a dtype
     check in NumPy (its nodes are constants only, so the graph is the one it would be built as again). default_int
     is part of the key: the dtype of an arange given none depends on it."""
-    return cls._arange(start, stop, step, dtype, device).uop
+    from uopviz.tensor.tensor import Tensor
+    return Tensor._arange(start, stop, step, dtype, device).uop
