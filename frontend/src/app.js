@@ -433,6 +433,9 @@ export class App {
 
   // Brings the page in line with this.state, fetching what it needs; a newer call supersedes an older one.
   async render(push = false) {
+    // Not started yet (a widget's traitlets can move the view before its first answers come): start() draws the
+    // state when they have.
+    if (!this.traces) return;
     const token = ++this.token;
     const started = performance.now();
     const s = this.state;

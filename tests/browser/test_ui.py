@@ -290,3 +290,22 @@ def test_the_render_step_shows_the_source_it_wrote_above_its_listing(page: Page,
     page.wait_for_selector(".uv-listing-source")
     assert page.inner_text(".uv-listing-source pre").strip() == source.strip()
     assert page.locator(".uv-listing .uv-line").count() > 0  # the listing is still there, below
+
+
+def test_a_view_moved_before_it_has_loaded_draws_where_it_was_sent(page: Page, server: str) -> None:
+    """Issue 31 item 6 (01-tour's "reading 'some'"): a widget's traitlets can move the view before its first answers
+    come; the view keeps the state and draws it once they have, with no error."""
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    ci = gemm_context(page, server)
+    page.goto(server)  # the page of the server, which keeps the token in its storage
+    page.wait_for_function("() => document.querySelector('.uv-app')?.dataset.drawn")
+    page.evaluate("""async (ci) => {
+      const { mount, httpSource } = await import(`${location.origin}/app.js`);
+      const http = httpSource("", localStorage.getItem("uopviz-token"));
+      const slow = { ...http, meta: () => new Promise((done) => setTimeout(() => done(http.meta()), 500)) };
+      document.body.innerHTML = '<div id="late" style="height: 700px"></div>';
+      mount(document.getElementById("late"), slow, { hash: false }).go({ tid: "gemm", ci, pi: 1, k: 2 });
+    }""", ci)
+    page.wait_for_function("v => document.getElementById('late').dataset.drawn === v", arg=f"gemm/{ci}/1/2")
+    assert not errors, errors
