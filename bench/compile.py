@@ -16,7 +16,12 @@ machine compare only within one run. Beside each cold first call, its CPU time i
 compiler runs it waited for (medians): what other processes' load does not stretch, so figures of a busy machine
 compare across runs; with workers, the build workers' own time is not in them.
 
+`--traced` adds each case's cold first call recorded under `uopviz.trace()` (its own fresh process and cache, in turn
+with the others), as a multiple of the untraced cold call of the last workers setting, and the time to save that
+trace (issue 29: recording <= 1.5x).
+
     python bench/compile.py [CASE ...] [--device CPU] [--repeats 3] [--steps 5] [--workers 0,auto] [--no-peers]
+                            [--traced]
 
 CASE: gpt-forward, gpt-step, resnet-step, chain80 (default: all).
 """
@@ -186,10 +191,18 @@ def child(args: argparse.Namespace) -> None:
             out["eager_s"] = statistics.median(timed(steady) for _ in range(args.steps))
     else:
         first, eager, jitted = uopviz_case(args.child, args.device)
+        import uopviz
         from uopviz import parallel
         cpu, cc = time.process_time(), _children_cpu()
-        out["first_s"] = timed(first)
+        if args.traced:
+            with uopviz.trace() as tr:
+                out["first_s"] = timed(first)
+        else:
+            out["first_s"] = timed(first)
         out["cpu_s"], out["cc_s"] = time.process_time() - cpu, _children_cpu() - cc
+        if args.traced:
+            with tempfile.TemporaryDirectory() as d:
+                out["save_s"] = timed(lambda: tr.save(Path(d) / "trace.json"))
         out["split"] = (parallel.stats["here"], parallel.stats["workers"], parallel.stats["disk"])
         if args.steps:
             for _ in range(2):
@@ -204,8 +217,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------- the parent: fresh processes, the table
-def run_child(case: str, device: str, cache: Path, workers: str | None, steps: int, peer: str | None = None) \
-        -> dict[str, Any]:
+def run_child(case: str, device: str, cache: Path, workers: str | None, steps: int, peer: str | None = None,
+              traced: bool = False) -> dict[str, Any]:
     env = dict(os.environ, UOPVIZ_CACHE_DIR=str(cache), UOPVIZ_COMPILE_PROGRESS="0")
     if workers is not None and workers != "auto":
         env["UOPVIZ_COMPILE_WORKERS"] = workers
@@ -214,6 +227,8 @@ def run_child(case: str, device: str, cache: Path, workers: str | None, steps: i
     cmd = [sys.executable, __file__, "--child", case, "--device", device, "--steps", str(steps)]
     if peer:
         cmd += ["--peer", peer]
+    if traced:
+        cmd.append("--traced")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise RuntimeError(f"{case} ({peer or 'uopviz'}, workers {workers}) failed:\n{proc.stderr[-3000:]}")
@@ -241,6 +256,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5, help="steady calls timed per variant (median)")
     ap.add_argument("--workers", default="0,auto", help="UOPVIZ_COMPILE_WORKERS settings compared (auto: default)")
     ap.add_argument("--no-peers", action="store_true", help="skip torch and tinygrad")
+    ap.add_argument("--traced", action="store_true", help="also each cold first call recorded in a trace, and its save")
     ap.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     ap.add_argument("--peer", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -260,6 +276,7 @@ def main() -> None:
         row: dict[str, Any] = {"case": case}
         cold: dict[str, list[dict[str, Any]]] = {w: [] for w in settings}
         warm: dict[str, list[dict[str, Any]]] = {w: [] for w in settings}
+        traced: list[dict[str, Any]] = []
         for r in range(args.repeats):  # the settings in turns: a load that drifts during the run weighs on each alike
             for w in settings:
                 cache = Path(tempfile.mkdtemp(prefix="uopviz-bench-compile-"))
@@ -267,6 +284,12 @@ def main() -> None:
                     cold[w].append(run_child(case, args.device, cache, w, 0))
                     # the steady times once per setting (the last warm process); a warm first call each time
                     warm[w].append(run_child(case, args.device, cache, w, args.steps if r == args.repeats - 1 else 0))
+                finally:
+                    shutil.rmtree(cache, ignore_errors=True)
+            if args.traced:
+                cache = Path(tempfile.mkdtemp(prefix="uopviz-bench-compile-"))
+                try:
+                    traced.append(run_child(case, args.device, cache, settings[-1], 0, traced=True))
                 finally:
                     shutil.rmtree(cache, ignore_errors=True)
         for w in settings:
@@ -281,6 +304,11 @@ def main() -> None:
                   f"C compilers), warm {fmt(row[f'warm {w}'])} "
                   f"(kernels lowered here/in workers/read back lowered, cold and warm: {row[f'split {w}']}); "
                   f"eager {fmt(row[f'eager {w}'])}, @jit {fmt(row[f'jit {w}'])}", flush=True)
+        if traced:
+            first, save = (statistics.median(c[k] for c in traced) for k in ("first_s", "save_s"))
+            cpu = statistics.median(c["cpu_s"] for c in traced)
+            print(f"  {case}: traced cold {fmt(first)} ({first / row[f'cold {settings[-1]}']:.2f}x the untraced cold "
+                  f"call with workers {settings[-1]}; CPU {fmt(cpu)} this process), its save {fmt(save)}", flush=True)
         if "torch" in peers:
             t = [run_child(case, args.device, Path(tempfile.gettempdir()), None,
                            args.steps if r == args.repeats - 1 else 0, "torch") for r in range(args.repeats)]
