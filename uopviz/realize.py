@@ -205,9 +205,10 @@ def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, devi
 
 
 # ---------------------------------------------------------------- the schedule cache
-_PURE = "_schedule_cache_pure"
-"""Marks (in a UOp's __dict__) a node whose graph holds no Buffer and no Bind: the node itself, hash-consed, is
-its structure, so a walk takes it as it is and does not go below it again."""
+PURE = "_schedule_cache_pure"
+"""Marks (in a UOp's __dict__) a node whose graph holds no Buffer and no Bind, once a realize's structure walk met
+it: the node itself, hash-consed, is its structure, so a walk takes it as it is and does not go below it again (nor
+do other walks that look for buffers: reads_any, the front-end's cut_from_gradients)."""
 
 
 class _Uncached(Exception):
@@ -265,7 +266,7 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its number in the key
     named = ref.__getitem__
     pinned = list((pins or {}).items())
-    BUFFER, BIND, pure = Ops.BUFFER, Ops.BIND, _PURE  # locals: the loop runs once per node of every eager realize
+    BUFFER, BIND, pure = Ops.BUFFER, Ops.BIND, PURE  # locals: the loop runs once per node of every eager realize
     count = 0
     for root in (*roots, *(b for _, b in pinned)):
         if root in ref:
@@ -475,7 +476,7 @@ def reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:
         if u in bufs:
             return True
         for s in u.src:
-            if s not in seen and not s.__dict__.get(_PURE):
+            if s not in seen and not s.__dict__.get(PURE):
                 seen.add(s)
                 stack.append(s)
     return False

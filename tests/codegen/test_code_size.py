@@ -83,6 +83,20 @@ def test_a_row_reduction_per_output_is_not_tiled() -> None:
     assert _size(after).ops <= CODE_BUDGET
 
 
+def test_row_sums_are_vectors_along_the_rows() -> None:
+    """Each of 8 x 64 outputs sums a row of 128 contiguous floats (a layernorm's backward): the sum is unrolled a
+    vector wide along the row, not the outputs upcast, whose vector would gather one float from each of 16 rows."""
+    rng = np.random.default_rng(3)
+    x = Tensor(rng.standard_normal((8, 64, 128), dtype=np.float32), device="CPU")
+    y = Tensor(rng.standard_normal((8, 64, 128), dtype=np.float32), device="CPU")
+    _, after = optimized(only_kernel((x + y).sum(-1)))
+    shape = after.shape()
+    assert math.prod(n or 1 for t, n in shape if t is AxisType.UNROLL) == 16
+    assert not any(t is AxisType.UPCAST for t, _ in shape)
+    np.testing.assert_allclose((x + y).sum(-1).numpy(), (x.numpy().astype(np.float64) + y.numpy()).sum(-1),
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_a_matmul_is_still_tiled() -> None:
     """The rows of a matmul tile share each vector of B: the tile stays (register blocking)."""
     a = Tensor(np.ones((64, 64), np.float32), device="CPU")

@@ -141,3 +141,15 @@ def test_broadcast_shapes_is_numpys_on_every_small_pair_and_keeps_symbolic_sizes
     for bad in ((v,), (w,)), ((v,), (3,)), ((3,), (v,)):
         with pytest.raises(ShapeError, match="axis -1 has sizes"):
             broadcast_shapes(*bad)
+
+
+def test_a_float_zero_constant_is_kept_apart_from_its_negative() -> None:
+    import weakref
+
+    from uopviz.tensor.util import const_uop
+    kept = weakref.ref(const_uop(0.0, dtypes.float32, (3, 7)))  # gradient rules' `where(g, 0.0)`, every step
+    gc.collect()
+    zero, negative = kept(), const_uop(-0.0, dtypes.float32, (3, 7))
+    assert zero is not None and zero is const_uop(0.0, dtypes.float32, (3, 7)) and negative is not zero
+    values = [u.arg.value for z in (zero, negative) for u in z.toposort() if u.op is Ops.CONST and u.dtype.is_float]
+    assert [math.copysign(1.0, v) for v in values] == [1.0, -1.0]

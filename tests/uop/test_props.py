@@ -280,3 +280,13 @@ def test_spec_collectives_axes():
 def test_param_arg_and_buffer_arg_defaults():
     assert UOp.buffer(3).arg == BufferArg(3, f32, "CPU", AddrSpace.GLOBAL)
     assert UOp.param(0, (3,)).arg == ParamArg(0, f32, None, None)
+
+
+def test_properties_of_a_deep_new_graph_are_derived_without_recursion():
+    """A chain of views and adds built with no property read on the way (each level a Reshape of an Add): reading
+    the top's shape derives every node's below it iteratively, as the first read of any new graph does."""
+    x = UOp.buffer(6).reshape((2, 3))
+    for _ in range(5000):
+        x = (x + x).reshape((3, 2)).reshape((2, 3))
+    assert x.shape == (2, 3) and x.dtype == dtypes.float32
+    assert all("shape" in u.__dict__ for u in x.toposort() if u.op is not Ops.STACK)

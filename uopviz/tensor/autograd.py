@@ -14,6 +14,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from uopviz.realize import PURE
 from uopviz.tensor.gradient import GradientError, backprop
 from uopviz.tensor.util import ShapeError, fmt
 from uopviz.uop.ops import Ops, UOp, toposort
@@ -32,6 +33,7 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
     if not _requiring:
         return []
     leaves = {_key(t) for t in _requiring.values()}
+    buffers_only = all(u.op is Ops.BUFFER for u in leaves)  # realized leaves: a node with no Buffer below reads none
     reads: dict[UOp, bool] = {}  # one walk for all the tensors (a backward realizes the loss and every gradient)
     read = reads.__getitem__
     for root in (t.uop for t in tensors):
@@ -42,6 +44,9 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
             node, it = stack[-1]
             for s in it:
                 if s not in reads:
+                    if buffers_only and s.__dict__.get(PURE):
+                        reads[s] = False
+                        continue
                     stack.append((s, iter(s.src)))
                     break
             else:

@@ -243,8 +243,9 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] 
     order = toposort(seeds) if order is None else order
     # the nodes through which a target reaches an output: only they need gradients
     on_path: set[UOp] = set()
-    for u in order:
-        if u in targets or (u.dtype.is_float and not on_path.isdisjoint(_inputs(u))):
+    function = Ops.FUNCTION
+    for u in order:  # _inputs inlined, and the set test before the dtype's: once per node of the graph
+        if u in targets or (not on_path.isdisjoint(u.src[1:] if u.op is function else u.src) and u.dtype.is_float):
             on_path.add(u)
     grads: dict[UOp, Tensor] = {}
     called: dict[UOp, dict[int, Tensor]] = {}  # Function -> output index -> gradient of its GetTuple

@@ -11,6 +11,7 @@ same expression is built (hash-consing), so two dims are equal when they are the
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -182,16 +183,18 @@ def to_dtype(dt: Any) -> DType:
 
 def const_uop(value: bool | int | float, dtype: DType, shape: Shape) -> UOp:
     """A constant at the Tensor level: a scalar Const, brought to shape by reshape + expand. Kept for the values a
-    cache can tell apart (not the zeros of either sign, nor NaN, nor NumPy scalars): an eager loop makes the same
-    constants (an optimizer's betas, a scale) at the same shapes in every step, three nodes each time."""
+    cache can tell apart (not NaN, nor NumPy scalars; a float zero with its sign, as 0.0 == -0.0): an eager loop
+    makes the same constants (an optimizer's betas, a scale, a gradient rule's zeros) at the same shapes in every
+    step, three nodes each time."""
     kind = type(value)
-    if kind is int or kind is bool or (kind is float and value != 0 and value == value):
-        return _kept_const(value, dtype, tuple(shape))
+    if kind is int or kind is bool or (kind is float and value == value):
+        return _kept_const(value, dtype, tuple(shape), kind is float and math.copysign(1.0, value) < 0)
     return _const_uop(value, dtype, shape)
 
 
 @functools.lru_cache(maxsize=4096, typed=True)  # typed: True, 1 and 1.0 are three constants
-def _kept_const(value: bool | int | float, dtype: DType, shape: Shape) -> UOp:
+def _kept_const(value: bool | int | float, dtype: DType, shape: Shape, sign_bit: bool) -> UOp:
+    """const_uop of a value the cache tells apart; `sign_bit` (a float's) keeps -0.0 apart from 0.0, its equal."""
     return _const_uop(value, dtype, shape)
 
 

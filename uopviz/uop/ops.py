@@ -252,10 +252,10 @@ class _derived(Generic[_T]):
         name, rule = self.name, self.rule or self._rule()
         for s in obj.src:
             if name not in s.__dict__:
-                if any(name not in x.__dict__ for x in s.src):
-                    for u in toposort([s], gate=lambda x: name not in x.__dict__):
-                        if name not in u.__dict__:
-                            u.__dict__[name] = rule(u)
+                for x in s.src:  # a loop, not any() over a generator: a view of a new view comes here often
+                    if name not in x.__dict__:
+                        _fill(s, name, rule)
+                        break
                 else:
                     s.__dict__[name] = rule(s)
         value = obj.__dict__[name] = rule(obj)
@@ -265,6 +265,22 @@ class _derived(Generic[_T]):
         from uopviz.uop import props
         self.rule = props.DERIVE[self.name]
         return self.rule
+
+
+def _fill(root: UOp, name: str, rule: Callable[[UOp], Any]) -> None:
+    """Derive the property `name` of root and of every node below it that lacks it, sources first, without
+    recursion. A node that has it is done, and one met again below another is done by then (a graph has no cycles)."""
+    stack = [(root, iter(root.src))]
+    while stack:
+        node, it = stack[-1]
+        for s in it:
+            if name not in s.__dict__:
+                stack.append((s, iter(s.src)))
+                break
+        else:
+            stack.pop()
+            if name not in node.__dict__:
+                node.__dict__[name] = rule(node)
 
 
 class _Entry(weakref.ref):

@@ -94,7 +94,8 @@ def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
     elif red_axes and s.target.local_dims and math.prod(shape[i][1] or 1 for i in out_axes) < FEW_OUTPUTS:
         # too few outputs to fill the work grid: a work-group shares each reduction, neighbours reading neighbours
         wishes.append(_split(red_axes[-1], AxisType.GROUP_REDUCE, (16, 8, 4, 2)))
-    elif len(out_axes) > 1 and red_axes:  # each output reads its own data: a vector of neighbouring outputs, no tile
+    elif len(out_axes) > 1 and red_axes and not _reads_rows(s, out_axes[-1], red_axes[-1]):
+        # each output reads its own data: a vector of neighbouring outputs, no tile
         wishes.append(_split(out_axes[-1], AxisType.UPCAST, lanes))
     elif red_axes and out_axes and _reads_columns(s, out_axes[-1]):
         # a sum down columns (a bias's or a norm's gradient over a batch's rows): neighbouring outputs read
@@ -313,6 +314,18 @@ def _reads_columns(s: Scheduler, inner: int) -> bool:
     summed = [s.axes[i] for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
     return bool(loads) and all(u.src[0].op is Ops.INDEX and step(u.src[0].src[1], lane) == 1
                                and all(step(u.src[0].src[1], a) not in (0, 1) for a in summed) for u in loads)
+
+
+def _reads_rows(s: Scheduler, inner: int, summed: int) -> bool:
+    """Whether every load inside the reduction that the innermost output axis moves moves by one element along the
+    innermost summed axis and by more along that output axis, and there is one: each output sums a row of its own
+    in memory, so a vector of neighbouring outputs would gather a lane from each of 16 rows at every step, where a
+    vector along the row is one load (the GPT step's 20 row sums of a layernorm's and softmax's backward,
+    r_L8_L4_R128_u16: 20-31 us with vectors of outputs, 5-8 us with the sum unrolled 16 wide, `_wishes`'s last
+    rule for reductions)."""
+    lane, row, loads = s.axes[inner], s.axes[summed], _summed_loads(s, inner)
+    return bool(loads) and all(u.src[0].op is Ops.INDEX and step(u.src[0].src[1], row) == 1 and
+                               (k := step(u.src[0].src[1], lane)) is not None and abs(k) > 1 for u in loads)
 
 
 def _is_row_kernel(s: Scheduler, inner: int) -> bool:
