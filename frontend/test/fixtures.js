@@ -57,3 +57,49 @@ export function node(id, op, src = [], rest = {}) {
 export function step(nodes, rest = {}) {
   return { root: nodes[0].id, steps: 1, nodes, added: [], removed: [], rebuilt: [], rule: null, match: null, replacement: null, changes: [], changed: 0, folded: [], summary: [], ...rest };
 }
+
+// A widget model as anywidget gives the JS side: traitlets, messages, listeners.
+export class FakeModel {
+  /** @param {Record<string, unknown>} traits */
+  constructor(traits = {}) {
+    this.traits = { ...traits };
+    /** @type {unknown[]} */
+    this.sent = [];
+    this.saves = 0;
+    /** @type {Map<string, Set<(...args: any[]) => void>>} */
+    this.handlers = new Map();
+  }
+  /** @param {string} name */
+  get(name) {
+    return this.traits[name];
+  }
+  /** The view changed a traitlet (Backbone tells its listeners at once). @param {string} name @param {unknown} value */
+  set(name, value) {
+    this.traits[name] = value;
+    this.emit(`change:${name}`);
+  }
+  save_changes() {
+    this.saves++;
+  }
+  /** @param {unknown} msg */
+  send(msg) {
+    this.sent.push(msg);
+  }
+  /** @param {string} event @param {(...args: any[]) => void} fn */
+  on(event, fn) {
+    if (!this.handlers.has(event)) this.handlers.set(event, new Set());
+    this.handlers.get(event)?.add(fn);
+  }
+  /** @param {string} event @param {(...args: any[]) => void} fn */
+  off(event, fn) {
+    this.handlers.get(event)?.delete(fn);
+  }
+  /** @param {string} event @param {...unknown} args */
+  emit(event, ...args) {
+    for (const fn of this.handlers.get(event) ?? []) fn(...args);
+  }
+  /** Python changed a traitlet. @param {string} name @param {unknown} value */
+  pythonSets(name, value) {
+    this.set(name, value);
+  }
+}

@@ -1,52 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { commSource, createWidget } from "../src/widget.js";
-
-// An anywidget model: traitlets, custom messages both ways, change events.
-class FakeModel {
-  /** @param {Record<string, unknown>} traits */
-  constructor(traits = {}) {
-    this.traits = { ...traits };
-    /** @type {unknown[]} */
-    this.sent = [];
-    this.saves = 0;
-    /** @type {Map<string, Set<(...args: any[]) => void>>} */
-    this.handlers = new Map();
-  }
-  /** @param {string} name */
-  get(name) {
-    return this.traits[name];
-  }
-  /** The view changed a traitlet (Backbone tells its listeners at once). @param {string} name @param {unknown} value */
-  set(name, value) {
-    this.traits[name] = value;
-    this.emit(`change:${name}`);
-  }
-  save_changes() {
-    this.saves++;
-  }
-  /** @param {unknown} msg */
-  send(msg) {
-    this.sent.push(msg);
-  }
-  /** @param {string} event @param {(...args: any[]) => void} fn */
-  on(event, fn) {
-    if (!this.handlers.has(event)) this.handlers.set(event, new Set());
-    this.handlers.get(event)?.add(fn);
-  }
-  /** @param {string} event @param {(...args: any[]) => void} fn */
-  off(event, fn) {
-    this.handlers.get(event)?.delete(fn);
-  }
-  /** @param {string} event @param {...unknown} args */
-  emit(event, ...args) {
-    for (const fn of this.handlers.get(event) ?? []) fn(...args);
-  }
-  /** Python changed a traitlet. @param {string} name @param {unknown} value */
-  pythonSets(name, value) {
-    this.set(name, value);
-  }
-}
+import { FakeModel } from "./fixtures.js";
 
 test("a request goes out with its method and arguments; the answer with its id settles it", async () => {
   const model = new FakeModel();

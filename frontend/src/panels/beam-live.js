@@ -101,7 +101,9 @@ export function renderBeamLive(el, model) {
         kernels.map((name, i) => h("button", { class: `uv-chip${i === shown ? " uv-active" : ""}`, dataset: { kernel: i }, onclick: () => ((picked = i), render()) }, kernelName(name, axisColors))),
       ),
       h("div", { class: `uv-beam-status${k.error ? " uv-error" : ""}`, dataset: { kernel: shown } }, status === "running" && !k.done && h("span", { class: "uv-beam-spinner" }), line),
-      h("div", { class: "uv-beam-chart-box" }, beamChart(k.search, { rounds: k.round?.round ?? 0, describe: (opts) => describeOpts(meta, opts), onPick: () => {} })),
+      k.done?.from_db && !k.search.candidates.length
+        ? h("p", { class: "uv-hint uv-beam-from-db" }, "No search ran: the tuning database had this kernel's best opts.")
+        : h("div", { class: "uv-beam-chart-box" }, beamChart(k.search, { rounds: k.round?.round ?? 0, describe: (opts) => describeOpts(meta, opts), onPick: () => {} })),
       resultsTable(model.get("summary")),
     );
   }
@@ -112,7 +114,7 @@ export function renderBeamLive(el, model) {
     /** @param {number | null} x */
     const num = (x) => (x == null ? "–" : x.toFixed(2));
     return [
-      h("div", { class: "uv-label" }, `Results: ${doc.program} on ${doc.device}, BEAM width ${doc.beam}`),
+      h("div", { class: "uv-label" }, `Results, BEAM width ${doc.beam}`), // the title names the program and device
       h(
         "table",
         { class: "uv-beam-list uv-beam-results" },
