@@ -64,6 +64,25 @@ def test_every_launch_once_in_order_by_line(device: str) -> None:
     np.testing.assert_allclose(got, (want / want.sum(-1, keepdims=True) * 2).sum(), rtol=1e-5)
 
 
+def test_a_gradient_kernel_is_filed_under_its_forward_line(device: str) -> None:
+    """backward's kernels are filed under the line of the forward op whose gradient they compute, marked as the
+    backward; the forward's under the same line, unmarked (sizes at which the gradients get kernels of their own,
+    not one kernel with the loss)."""
+    a, b = RNG.random((64, 80), dtype=np.float32), RNG.random((80, 30), dtype=np.float32)
+    x, w = Tensor(a, requires_grad=True, device=device), Tensor(b, requires_grad=True, device=device)
+    with uopviz.profile() as p:
+        made = _line() + 1
+        y = (x @ w).relu()
+        loss = y.sum()
+        loss.backward()  # realizes the gradients
+    lines = {(line["line"]["line"], line["backward"]): line for line in p.by_line()}
+    assert (made, False) in lines and (made, True) in lines
+    assert lines[made, True]["op"] in ("Tensor.__matmul__", "Tensor.relu")
+    assert all(r.origin is not None for r in p.runs)
+    assert w.grad is not None
+    np.testing.assert_allclose(w.grad.numpy(), a.T @ (a @ b > 0), rtol=1e-5)
+
+
 def test_jit_replays_are_profiled(device: str) -> None:
     w = Tensor(B, device=device).realize()
     step = uopviz.jit(lambda x: (x @ w).relu().sum(0))

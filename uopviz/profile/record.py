@@ -195,10 +195,11 @@ def profile() -> Iterator[Profile]:
 
 
 def _runs(seen: list[_Seen], made: origins.Origins) -> list[Run]:
-    """Each launch seen as a Run (a kernel graph's work and id counted once per graph and variables' values); its
-    origin is its kernel graph's (the value it stores carries the origin of the Tensor op that made it)."""
+    """Each launch seen as a Run (a kernel graph's work, id and origin found once per graph and variables'
+    values)."""
     works: dict[tuple[UOp, tuple[int, ...]], Work] = {}
     ids: dict[UOp, str] = {}
+    kernel_origin: dict[UOp, origins.Origin | None] = {}
     lines: dict[tuple[str, int, str], dict[str, Any]] = {}
     out = []
     for launch, vals, device_s, time_s, where in seen:
@@ -207,10 +208,10 @@ def _runs(seen: list[_Seen], made: origins.Origins) -> list[Run]:
         if k not in works:
             works[k] = kernel_work(ast, dict(zip(launch.kernel.vars, vals, strict=True)))
         if ast not in ids:
-            ids[ast] = node_id(ast)
+            ids[ast], kernel_origin[ast] = node_id(ast), origins.of_kernel(ast, made)
         if where is not None and where not in lines:
             lines[where] = frame_of(*where)
         out.append(Run(launch.kernel.name, ids[ast], launch.buffers[0].arg.device, time_s, device_s, works[k].flops,
-                       works[k].bytes, lines[where] if where is not None else None, origins.nested(made.get(ast))))
+                       works[k].bytes, lines[where] if where is not None else None, origins.nested(kernel_origin[ast])))
     return out
 

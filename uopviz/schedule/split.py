@@ -152,8 +152,10 @@ def _kernel_call(value: UOp, buf: UOp, chosen: set[UOp], written: Mapping[UOp, U
         if b.arg.device != a.device:
             raise DeviceMismatchError(f"a kernel on {a.device} reads a buffer on {b.arg.device}: every tensor of one "
                                       f"computation must be on one device (move one with .to({a.device!r}))")
-    ast, binds = unbind(kernel_ast(untag(value.substitute(mapping)), UOp.param(0, (a.size,), a.dtype, a.device)))
-    origins.same(value, ast)  # a trace's nodes of the kernel say which Tensor ops they compute
+    stored = untag(value.substitute(mapping))
+    origins.same(value, stored)  # the kernel's nodes say which Tensor ops they compute (a trace's, a profile's)
+    ast, binds = unbind(kernel_ast(stored, UOp.param(0, (a.size,), a.dtype, a.device)))
+    origins.same(value, ast)  # and so do the Stores and indexing around them
     return buf.after(UOp(Ops.CALL, (ast, buf, *inputs, *binds)))
 
 

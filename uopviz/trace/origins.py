@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from uopviz.trace import recorder
-from uopviz.uop.ops import UOp, on_new_node
+from uopviz.uop.ops import GroupOp, Ops, UOp, on_new_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,12 +148,18 @@ def _corresponds(o: UOp, n: UOp) -> bool:
 
 def _wrapped(o: UOp, n: UOp, depth: int = 3) -> UOp | None:
     """The node below `n` (at most `depth` sources down, first found breadth-first) that corresponds to `o`."""
-    level = list(n.src)
+    level, seen = list(n.src), set(n.src)
     for _ in range(depth):
         for u in level:
             if _corresponds(o, u):
                 return u
-        level = [s for u in level for s in u.src]
+        below: list[UOp] = []
+        for u in level:
+            for s in u.src:
+                if s not in seen:
+                    seen.add(s)
+                    below.append(s)
+        level = below
     return None
 
 
@@ -163,6 +169,19 @@ def same(old: UOp, new: UOp) -> None:
     while only a profile notes them."""
     for m in _maps:
         carry(old, new, m)
+
+
+def of_kernel(ast: UOp, m: Origins) -> Origin | None:
+    """What a kernel computes: the origin of the value it stores, seen through the views and indexing around it
+    (a gradient's kernel stores a reshape of the gradient; the Tensor op is the one below), else the kernel's own
+    (a copy stores nothing)."""
+    store = next((u for u in ast.toposort() if u.op is Ops.STORE), None)
+    if store is None:
+        return m.get(ast)
+    v = store.src[1]
+    while v.op in GroupOp.Movement and v.src:
+        v = v.src[0]
+    return m.get(v) or m.get(ast)
 
 
 def describe(o: Origin) -> dict[str, Any]:
