@@ -119,21 +119,27 @@ def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
     libs = Libraries(progress, traced)
     try:
         with _collector_paused():
-            if traced:
-                _in_the_trace(missing, libs)
-                return
-            todo = _from_disk(missing, libs)
-            n = workers()
-            if len(todo) < 2 or n == 0:
-                for item in todo:
-                    _here(item, libs)
-                return
-            first = _before_the_pool(todo, n, libs)
-            if first < len(todo):
-                _shared(todo[first:], n, libs)
+            _lower_all(missing, traced, libs)
+            libs.flush(parts=cores())  # before the collector runs again: its first pass overlaps the compilers
     finally:
         libs.finish()
         progress.finish()
+
+
+def _lower_all(missing: list[Key], traced: bool, libs: Libraries) -> None:
+    """Every kernel of missing lowered (read back, here, or in workers) and handed to libs."""
+    if traced:
+        _in_the_trace(missing, libs)
+        return
+    todo = _from_disk(missing, libs)
+    n = workers()
+    if len(todo) < 2 or n == 0:
+        for item in todo:
+            _here(item, libs)
+        return
+    first = _before_the_pool(todo, n, libs)
+    if first < len(todo):
+        _shared(todo[first:], n, libs)
 
 
 @contextlib.contextmanager
