@@ -85,10 +85,12 @@ def made_here() -> Origin | None:
 
 def _op(f: FrameType) -> str:
     """The name a user knows the called function by: a method as its object's class's (`Tensor.relu`, not the
-    mixin that defines it), anything else by its qualified name."""
+    mixin that defines it; a class method's `Tensor.arange` likewise), anything else by its qualified name."""
     code = f.f_code
-    if code.co_argcount and code.co_varnames[0] == "self" and "self" in (local := f.f_locals):
-        return f"{type(local['self']).__name__}.{code.co_name}"
+    first = code.co_varnames[0] if code.co_argcount else None
+    if first in ("self", "cls") and first in (local := f.f_locals):
+        owner = local[first] if first == "cls" and isinstance(local[first], type) else type(local[first])
+        return f"{owner.__name__}.{code.co_name}"
     return code.co_qualname
 
 
@@ -119,11 +121,12 @@ def gradient_of(u: UOp | None) -> None:
 
 def carry(old: UOp, new: UOp, m: Origins) -> None:
     """Give the nodes of `new` (what a step or pass made of `old`) that have no origin one from `old`: the graphs
-    are walked in step while their nodes correspond (same op, as many sources), so a node rebuilt over new leaves
-    (a Buffer become a Param) keeps its own node's origin, and where `new` wraps the node it replaces in a few new
-    ones (a Function around a Tuple), the walk finds it below them; any other new node takes its nearest
-    corresponding ancestor's. Nodes that have an origin are old ones: the walk stops there, so the cost is the
-    new nodes'."""
+    are walked in step, each new node paired with the old node in its place (sources by position where a node
+    keeps its number of sources, else by op), so a node rebuilt over new leaves (a Buffer become a Param) or
+    around a rewritten one keeps its own node's origin; where `new` wraps the node it replaces in a few new ones
+    (a Function around a Tuple, a Contiguous around a value), the walk finds it below them, and the wrappers take
+    its origin; a new node with no counterpart takes its nearest ancestor's. Nodes that have an origin are old
+    ones: the walk stops there, so the cost is the new nodes'."""
     stack: list[tuple[UOp | None, UOp, Origin | None]] = [(old, new, m.get(old))]
     seen: set[UOp] = set()
     while stack:
@@ -131,15 +134,28 @@ def carry(old: UOp, new: UOp, m: Origins) -> None:
         if n in seen or n in m:
             continue
         seen.add(n)
-        if o is not None and not _corresponds(o, n) and (inner := _wrapped(o, n)) is not None:
-            stack.append((o, inner, inherited))
-            o = None
         here = (m.get(o) if o is not None else None) or inherited
         if here is not None:
             m[n] = here
-        aligned = o is not None and _corresponds(o, n)
-        for k, s in enumerate(n.src):
-            stack.append((o.src[k] if aligned and o is not None else None, s, here))
+        if o is not None and not _corresponds(o, n) and (inner := _wrapped(o, n)) is not None:
+            stack.extend((None, s, here) for s in n.src)  # the wrapper's own new nodes
+            stack.append((o, inner, inherited))  # taken first: the node it wraps, in step with o
+            continue
+        stack.extend((c, s, here) for c, s in _paired(o, n))
+
+
+def _paired(o: UOp | None, n: UOp) -> list[tuple[UOp | None, UOp]]:
+    """n's sources, each with the source of o in its place: by position where the counts agree, else the first
+    unpaired source of o that corresponds (none where o is None or none does)."""
+    if o is None:
+        return [(None, s) for s in n.src]
+    if len(o.src) == len(n.src):
+        return list(zip(o.src, n.src))
+    free, out = list(o.src), list[tuple[UOp | None, UOp]]()
+    for s in n.src:
+        k = next((i for i, c in enumerate(free) if _corresponds(c, s)), None)
+        out.append((free.pop(k) if k is not None else None, s))
+    return out
 
 
 def _corresponds(o: UOp, n: UOp) -> bool:
