@@ -127,6 +127,21 @@ def test_a_column_sum_reads_vectors_of_outputs() -> None:
     np.testing.assert_allclose(x.sum(0).numpy(), x.numpy().astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
 
 
+def test_a_column_sum_with_a_broadcast_term_reads_vectors_of_outputs() -> None:
+    """Each column summed over batch and time of a value plus a term the same for every batch (a residual stream's
+    position embedding, in a layernorm's weight gradient): still columns, so vectors of outputs, no unrolled
+    strided sum."""
+    rng = np.random.default_rng(4)
+    x = Tensor(rng.standard_normal((8, 64, 128), dtype=np.float32), device="CPU")
+    p = Tensor(rng.standard_normal((64, 128), dtype=np.float32), device="CPU")
+    _, after = optimized(only_kernel((x + p).sum((0, 1))))
+    shape = after.shape()
+    assert math.prod(n or 1 for t, n in shape if t is AxisType.UPCAST) >= 32
+    assert not any(t is AxisType.UNROLL for t, _ in shape)
+    want = (x.numpy().astype(np.float64) + p.numpy()).sum((0, 1))
+    np.testing.assert_allclose((x + p).sum((0, 1)).numpy(), want, rtol=1e-4, atol=1e-3)
+
+
 def test_the_budget_refuses_copies_of_an_expensive_body() -> None:
     """A matmul with a sine of each product inside the reduction: the heuristic's tile would copy the sine (some
     hundreds of operations) for every output of the tile; the budget keeps the copies down."""

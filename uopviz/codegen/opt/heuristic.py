@@ -309,11 +309,14 @@ def _rows_axis(s: Scheduler, out_axes: list[int]) -> int:
 
 def _reads_columns(s: Scheduler, inner: int) -> bool:
     """Whether every load inside the reduction that the innermost output axis moves moves by one element along it
-    and by more along the reduction (a column of a row-major matrix per output), and there is one."""
+    and by other than one along each summed axis (a column of a row-major matrix per output), and there is one. A
+    load that stays put along a summed axis is a column too, read again: the GPT step's layernorm weight and bias
+    gradients sum over batch and time a residual stream whose position embedding is the same for every batch
+    (r_L128_R8_R4_r16 unrolled the strided sum: 77-115 us, 7-11 us with vectors of outputs)."""
     lane, loads = s.axes[inner], _summed_loads(s, inner)
     summed = [s.axes[i] for i, (t, n) in enumerate(s.shape()) if t is AxisType.REDUCE and n]
     return bool(loads) and all(u.src[0].op is Ops.INDEX and step(u.src[0].src[1], lane) == 1
-                               and all(step(u.src[0].src[1], a) not in (0, 1) for a in summed) for u in loads)
+                               and all(step(u.src[0].src[1], a) != 1 for a in summed) for u in loads)
 
 
 def _reads_rows(s: Scheduler, inner: int, summed: int) -> bool:
