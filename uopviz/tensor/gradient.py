@@ -26,7 +26,6 @@ arguments. It is scheduled once per body, like the forward function.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -45,16 +44,17 @@ OwnRule = Callable[["Tensor", tuple["Tensor", ...], tuple[bool, ...]], Grads]
 """(gradient of the output, the inputs, whether each needs a gradient) -> the inputs' gradients (None where not
 needed)."""
 
-# output node -> (its inputs' nodes, its rule); weak, so an entry goes with its graph. Not in the graph itself: a
-# node's arg is hashable data the spec checks, and hash-consing makes the same composition of the same inputs the
-# same node, whose rule is then the same too
-_own: weakref.WeakKeyDictionary[UOp, tuple[tuple[UOp, ...], OwnRule]] = weakref.WeakKeyDictionary()
+_OWN = "_own_gradient"
+"""Where an output node keeps (its inputs' nodes, its rule): in its __dict__, so it goes with its graph, and backprop
+reads it with a dict lookup for every node it visits (a WeakKeyDictionary made a weak reference per lookup). Not in
+the node's arg, which is hashable data the spec checks; hash-consing makes the same composition of the same inputs
+the same node, whose rule is then the same too."""
 
 
 def own_gradient(out: Tensor, inputs: tuple[Tensor, ...], rule: OwnRule) -> Tensor:
     """out, a composition of inputs, differentiated by rule instead of through its parts (the rule must give the
     same gradients, built any way that lowers better). Returns out."""
-    _own[out.uop] = (tuple(t.uop for t in inputs), rule)
+    out.uop.__dict__[_OWN] = (tuple(t.uop for t in inputs), rule)
     return out
 
 
@@ -285,7 +285,7 @@ def _backprop(order: list[UOp], on_path: set[UOp], grads: dict[UOp, Tensor], cal
             continue
         if u.op in (Ops.BUFFER, Ops.PARAM, Ops.CONST):
             continue
-        if (own := _own.get(u)) is not None:
+        if (own := u.__dict__.get(_OWN)) is not None:
             srcs, own_rule = own
             g = grads[u]
             for s, sg in zip(srcs, own_rule(g, tuple(g._new(s) for s in srcs), tuple(s in on_path for s in srcs))):
