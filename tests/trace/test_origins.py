@@ -119,3 +119,25 @@ def test_a_damaged_chain_of_gradients_ends(traced: Traced) -> None:
     nid = next(n for n, i in doc["node_origins"].items() if i == k)
     got = back.origin(nid)
     assert got is not None and got["grad_of"] is not None and got["grad_of"]["grad_of"] is None
+
+
+def test_each_kernel_of_a_fused_program_is_filed_under_its_own_line(device: str) -> None:
+    """A layernorm feeding a matmul feeding a softmax: the passes that rebuild around rows and operands (fuse rows
+    wraps a row's end in a Contiguous) keep each kernel's origin its own op's, not the program's last line."""
+    rng = np.random.default_rng(0)
+    xs, ws = rng.random((64, 128), dtype=np.float32), rng.random((128, 96), dtype=np.float32)
+    x, w = Tensor(xs, device=device), Tensor(ws, device=device)
+    with uopviz.profile() as p:
+        lines = {"Tensor.layernorm": _line() + 1}
+        h = x.layernorm()
+        lines["Tensor.__matmul__"] = lines["Tensor.softmax"] = _line() + 1
+        y = (h @ w).softmax(-1)
+        lines["Tensor.sum"] = _line() + 1
+        out = y.sum()
+        got = out.item()
+    made = {(r.origin["op"], r.origin["line"]) for r in p.runs if r.origin is not None}
+    assert all(r.origin is not None for r in p.runs) and len(made) >= 3
+    assert made <= set(lines.items()) and ("Tensor.layernorm", lines["Tensor.layernorm"]) in made
+    hn = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5)
+    e = np.exp(hn @ ws - (hn @ ws).max(-1, keepdims=True))
+    np.testing.assert_allclose(got, (e / e.sum(-1, keepdims=True)).sum(), rtol=1e-4)

@@ -188,14 +188,14 @@ def same(old: UOp, new: UOp) -> None:
 
 
 def of_kernel(ast: UOp, m: Origins) -> Origin | None:
-    """What a kernel computes: the origin of the value it stores, seen through the views and indexing around it
-    (a gradient's kernel stores a reshape of the gradient; the Tensor op is the one below), else the kernel's own
-    (a copy stores nothing)."""
+    """What a kernel computes: the origin of the value it stores, seen through the views, indexing and markers
+    around it (a gradient's kernel stores a reshape of the gradient, a row's kernel a Contiguous of the matmul
+    operand it ends in: the Tensor op is the one below), else the kernel's own (a copy stores nothing)."""
     store = next((u for u in ast.toposort() if u.op is Ops.STORE), None)
     if store is None:
         return m.get(ast)
     v = store.src[1]
-    while v.op in GroupOp.Movement and v.src:
+    while (v.op in GroupOp.Movement or v.op in GroupOp.Marker) and v.src:
         v = v.src[0]
     return m.get(v) or m.get(ast)
 
