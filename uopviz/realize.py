@@ -178,16 +178,18 @@ def _device_worker(device: str) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(1, thread_name_prefix=f"uopviz-{device}")
 
 
-def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None) -> list[UOp]:
+def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None, *,
+            known: _Structure | None = None) -> list[UOp]:
     """Each root as Reshape(Buffer, shape), computing what is not in memory yet (values made from constants
     alone on `device`, default: the device of the buffers they are used with). A graph of the structure of one
-    realized before runs that one's kernels again without scheduling (`schedule_cache`)."""
+    realized before runs that one's kernels again without scheduling (`schedule_cache`). `known`: this realize's
+    structure where the caller has it (every root to be computed, each root k into outputs[k])."""
     todo = [k for k, r in enumerate(roots) if not is_realized(r) or (outputs and k in outputs)]
     if not todo:
         return list(roots)
     pins = {i: outputs[k] for i, k in enumerate(todo) if outputs and k in outputs}
     values = [roots[k] for k in todo]
-    found = schedule_cache.lookup(values, pins, device)
+    found = schedule_cache.lookup(values, pins, device, known if len(todo) == len(roots) else None)
     if isinstance(found, list):
         written = found
     else:
@@ -354,6 +356,7 @@ class ScheduleCache:
         self.enabled = os.environ.get("UOPVIZ_SCHEDULE_CACHE", "1").strip() != "0"
         self.hits = self.misses = 0
         self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._in_place: OrderedDict[tuple[Any, ...], bool] = OrderedDict()  # in_place's answers by structure
         self._nodes = 0
         self._lock = threading.Lock()
 
@@ -364,17 +367,16 @@ class ScheduleCache:
         """Drop every kept schedule and zero the counters."""
         with self._lock:
             self._entries.clear()
+            self._in_place.clear()
             self._nodes = self.hits = self.misses = 0
 
-    def lookup(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None) -> list[UOp | None] | \
-            _Structure | None:
+    def lookup(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None,
+               known: _Structure | None = None) -> list[UOp | None] | _Structure | None:
         """Run a kept schedule of this realize and return the roots' buffers (None for a root of size 0); else the
-        realize's structure, to `add` its schedule under once it has run (None: not to be kept)."""
-        if not self.enabled or recording():
-            return None
-        try:
-            found = structure(roots, pins, device)
-        except _Uncached:
+        realize's structure, to `add` its schedule under once it has run (None: not to be kept). `known`: the
+        realize's structure, where the caller has it (`structure_of`)."""
+        found = known if known is not None else self.structure_of(roots, pins, device)
+        if found is None:
             return None
         if device is None and not found.buffers:
             return None  # computed on the default device: not part of the key
@@ -410,6 +412,34 @@ class ScheduleCache:
             for launches in _captures:
                 launches.append(launch)
         return [table[i] if i >= 0 else None for i in entry.outputs]
+
+    def structure_of(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None) -> _Structure | None:
+        """The structure a realize of roots (pins: root index -> the Buffer it is written into) is kept under; None
+        where the cache leaves it to the scheduler (off, recording, a variable bound to two values)."""
+        if not self.enabled or recording():
+            return None
+        try:
+            return structure(roots, pins, device)
+        except _Uncached:
+            return None
+
+    def in_place(self, found: _Structure | None, decide: Callable[[], bool]) -> bool:
+        """Whether an assign of found's structure writes its values straight into its targets: decide() once per
+        structure (the answer is a function of it: which values read which targets, through what), kept as long as
+        the structure's schedule could be (at most max_entries, least recently used dropped first)."""
+        if found is None:
+            return decide()
+        with self._lock:
+            answer = self._in_place.get(found.key)
+            if answer is not None:
+                self._in_place.move_to_end(found.key)
+                return answer
+        answer = decide()
+        with self._lock:
+            self._in_place[found.key] = answer
+            while len(self._in_place) > self.max_entries:
+                self._in_place.popitem(last=False)
+        return answer
 
     def add(self, found: _Structure, launches: Sequence[Launch], written: Sequence[UOp | None]) -> None:
         """Keep the schedule that ran as `launches` (writing the roots' buffers `written`) under found's key; a
@@ -457,13 +487,15 @@ def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
             raise ValueError(f"assign of {value.dtype.name}{value.shape} to {target.dtype.name}{target.shape}")
     bufs = [t.src[0] for t in targets]
     device = bufs[0].arg.device
-    if reads_any(values, set(bufs)) and not writes_in_place(targets, values):
+    pins = dict(enumerate(bufs))
+    found = schedule_cache.structure_of(values, pins, device)  # the in-place write's realize, if it is the one
+    if reads_any(values, set(bufs)) and not schedule_cache.in_place(found, lambda: writes_in_place(targets, values)):
         # into new memory first, then copied, so that values see the old contents; a value that is a target itself
         # (a swap) is copied too, or the first copy would overwrite what the second reads
         fresh = {k: buffers.new_buffer(t.src[0].arg.size, t.dtype, device) for k, (t, v) in
                  enumerate(zip(targets, values, strict=True)) if v.op is Ops.RESHAPE and v.src[0] in bufs}
-        values = realize(values, outputs=fresh, device=device)
-    realize(values, outputs=dict(enumerate(bufs)), device=device)
+        values, found = realize(values, outputs=fresh, device=device), None
+    realize(values, outputs=pins, device=device, known=found)
 
 
 def reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:

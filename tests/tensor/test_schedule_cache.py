@@ -148,6 +148,30 @@ def test_assign_of_several_targets_reading_each_other(device: str, schedules: li
     assert schedule_cache.hits > 0
 
 
+def test_an_assign_decides_whether_it_writes_in_place_once_per_structure(device: str, schedules: list[int],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """An optimizer-like update in place, then a swap (which must go through new memory): each structure's answer is
+    worked out once and kept, and every step still gives NumPy's values."""
+    decided: list[bool] = []
+    real = uopviz.realize.writes_in_place
+
+    def writes_in_place_(*a: Any) -> bool:
+        decided.append(real(*a))
+        return decided[-1]
+    monkeypatch.setattr(uopviz.realize, "writes_in_place", writes_in_place_)
+    x, y = data(6), data(6)
+    a, b = Tensor(x, device=device).realize(), Tensor(y, device=device).realize()
+    want_a = x.copy()
+    for _ in range(3):
+        uopviz.tensor.assign_all([a], [a * 0.5 + b])
+        want_a = want_a * np.float32(0.5) + y
+    np.testing.assert_allclose(a.numpy(), want_a, rtol=1e-6)
+    for k in range(3):
+        uopviz.tensor.assign_all([a, b], [b + 0.0, a + 0.0])
+        np.testing.assert_array_equal(b.numpy(), want_a if k % 2 == 0 else y)
+    assert decided == [True, False]
+
+
 def test_a_value_realized_later_from_the_same_graph(device: str, schedules: list[int]) -> None:
     """h is fused into out's kernel when out is realized first, and computed alone later: two structures."""
     for _ in range(2):
