@@ -18,6 +18,7 @@ from uopviz.pipeline import scheduler as scheduler_of
 from uopviz.runtime import device as devices
 from uopviz.uop.ops import AxisType, Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, UPat, graph_rewrite
+from uopviz.uop.symbolic import step
 
 EXPANDED = (AxisType.UPCAST, AxisType.UNROLL)
 
@@ -140,6 +141,19 @@ def test_a_column_sum_with_a_broadcast_term_reads_vectors_of_outputs() -> None:
     assert not any(t is AxisType.UNROLL for t, _ in shape)
     want = (x.numpy().astype(np.float64) + p.numpy()).sum((0, 1))
     np.testing.assert_allclose((x + p).sum((0, 1)).numpy(), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_transpose_walks_the_rows_its_vectors_gather_from_innermost() -> None:
+    """A transposed copy (a weight's transpose for the backward): each vector of outputs gathers one float from 16
+    rows of the input, so the loop along those rows (moving every gather by one float) is innermost, and each line
+    loaded serves the next 15 iterations; the values are the transpose."""
+    w = np.random.default_rng(6).standard_normal((128, 512), dtype=np.float32)
+    t = Tensor(w, device="CPU").T.contiguous()
+    _, after = optimized(only_kernel(t))
+    inner = [i for i, (k, n) in enumerate(after.shape()) if k is AxisType.LOOP and n and n > 1][-1]
+    loads = [u for u in after.ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+    assert loads and all(step(u.src[0].src[1], after.axes[inner]) == 1 for u in loads)
+    np.testing.assert_array_equal(t.numpy(), w.T)
 
 
 def test_the_budget_refuses_copies_of_an_expensive_body() -> None:

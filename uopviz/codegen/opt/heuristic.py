@@ -41,6 +41,7 @@ def heuristic_opts(sched: Scheduler) -> list[Opt]:
     s = sched
     for choices in _wishes(s):
         s = _first_legal(s, choices)
+    s = _first_legal(s, _lines_reused(s))
     if s.target.threads > 1 and _work(s) >= MIN_THREADED:  # the outermost output axis shared by the cores
         s = _first_legal(s, _threads(s))
         s = _first_legal(s, _balance(s))
@@ -68,6 +69,25 @@ def _rows_outside(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
     if not strip or any(u.src[0].op is not Ops.INDEX or step(u.src[0].src[1], reduces[0]) != width for u in strip):
         return []
     return [Opt(OptOps.SWAP, loops[0], loops[1])]
+
+
+def _lines_reused(s: Scheduler) -> list[Opt | tuple[Opt, ...]]:
+    """An elementwise CPU kernel whose vectors gather their lanes from as many rows of memory (a transpose) walks
+    those rows along the loop that moves every such load by one element, innermost (SWAP): each line a lane reads
+    then serves the next iterations, where another loop innermost read a new line for every lane of every vector,
+    and lines a power-of-two stride apart left the first-level cache first (the GPT step's weight transposes,
+    E_L512_L8_u16: 143 -> 11 us; E_L128_L32_u16 39 -> 10 us). Empty where that does not apply."""
+    shape, axes = s.shape(), s.axes
+    if s.target.global_dims or any(t is AxisType.REDUCE and n for t, n in shape):
+        return []
+    loops = [i for i, (t, n) in enumerate(shape) if t is AxisType.LOOP and n and n > 1]
+    lanes = {axes[i] for i, (t, n) in enumerate(shape) if t is AxisType.UPCAST and n}
+    gathers = [u.src[0].src[1] for u in s.ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and
+               any(step(u.src[0].src[1], r) not in (0, 1) for r in lanes & free_ranges(u))]
+    if len(loops) < 2 or not gathers:
+        return []
+    unit = [i for i in loops if all(step(g, axes[i]) == 1 for g in gathers)]
+    return [] if not unit or unit[-1] == loops[-1] else [Opt(OptOps.SWAP, unit[-1], loops[-1])]
 
 
 def _wishes(s: Scheduler) -> list[list[Opt | tuple[Opt, ...]]]:
