@@ -5,6 +5,7 @@
 //
 // A kernel lowered again with opts (state.opts) is a trace of its own on the data source; the app draws that
 // trace's passes in place of the kernel's, so the graph follows the opts, and lists such variants under the kernel.
+import { columnWidths } from "./columns.js";
 import { fill, h, icon, typing } from "./dom.js";
 import { DEFAULT_OPTIONS, displayGraph, searchText } from "./graph/display.js";
 import { renderInspector } from "./graph/inspector.js";
@@ -248,12 +249,19 @@ export class App {
     );
     /** @type {Overlay} */
     this.overlay = new Overlay(this.root);
-    // A narrow view (a notebook, a laptop) gives the graph more of its width.
-    const wide = this.root.clientWidth;
-    if (wide && wide < 1500) {
-      this.root.style.setProperty("--uv-side-w", `${Math.round(Math.max(200, wide * 0.17))}px`);
-      this.root.style.setProperty("--uv-panel-w", `${Math.round(Math.max(320, wide * 0.3))}px`);
-    }
+    // A narrow view (a notebook, a laptop, half a notebook's width) gives the graph more of its width, as it is
+    // sized and resized, until a person drags a column's edge.
+    this.dragged = false;
+    const fit = () => {
+      const columns = this.dragged ? null : columnWidths(this.root.clientWidth);
+      if (!columns) return;
+      this.root.style.setProperty("--uv-side-w", `${columns.side}px`);
+      this.root.style.setProperty("--uv-panel-w", `${columns.panel}px`);
+    };
+    fit();
+    const sized = new ResizeObserver(fit);
+    sized.observe(this.root);
+    this.cleanups.push(() => sized.disconnect());
     /** @type {GraphView} */
     this.view = new GraphView(els.graph, (ref) => this.selectNode(ref, false), () => ({
       top: els.tools.offsetHeight + 16,
@@ -317,6 +325,7 @@ export class App {
   resizer(name, sign) {
     const handle = h("div", { class: `uv-resizer ${sign > 0 ? "uv-resizer-side" : "uv-resizer-panel"}`, role: "separator", title: "drag to resize" });
     handle.addEventListener("pointerdown", (down) => {
+      this.dragged = true;
       const start = parseFloat(getComputedStyle(this.root).getPropertyValue(name));
       handle.setPointerCapture(down.pointerId);
       /** @param {PointerEvent} e */

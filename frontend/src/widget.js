@@ -93,9 +93,13 @@ export function createWidget(mount) {
       if (model.get("view") === "beam") return renderBeamLive(el, model);
       const source = commSource(model);
       let applying = false; // a change the view made, being written to the traitlets
-      el.classList.add("uv-widget");
-      el.style.height = `${model.get("height")}px`;
-      const app = mount(el, source, {
+      // The view is a box of its own in the widget's element: ipywidgets writes a Layout (w.layout.width = "50%")
+      // over that element's inline style, which took the view's height with it.
+      const box = document.createElement("div");
+      box.className = "uv-widget";
+      box.style.height = `${model.get("height")}px`;
+      el.append(box);
+      const app = mount(box, source, {
         hash: false,
         initial: stateOf(model),
         onState: (s) => {
@@ -116,6 +120,7 @@ export function createWidget(mount) {
         for (const e of events) model.off(e, fromPython);
         source.close();
         app.destroy();
+        box.remove();
       };
     },
   };

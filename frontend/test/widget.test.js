@@ -1,3 +1,4 @@
+import "./dom-env.js";
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { commSource, createWidget } from "../src/widget.js";
@@ -62,7 +63,7 @@ function fakeMount() {
   );
   return { mount, calls };
 }
-const el = () => /** @type {HTMLElement} */ (/** @type {unknown} */ ({ classList: { add() {} }, style: {} }));
+const el = () => document.createElement("div");
 const TRAITS = { view: "app", height: 500, trace: "", context: -1, pass_index: 0, step: 0, opts: null, tab: "rewrite" };
 
 test("the widget starts from its traitlets, 'none chosen' spelled as the traitlets spell it", () => {
@@ -101,4 +102,14 @@ test("a traitlet Python changes moves the view; closing the view stops listening
   assert.equal(calls.destroyed, true);
   model.pythonSets("step", 8);
   assert.equal(calls.gone.length, 1);
+});
+
+test("the view is a box of its own, so a Layout written over the widget's element keeps the view's height", () => {
+  const { mount } = fakeMount();
+  const host = el();
+  createWidget(mount).render({ model: new FakeModel(TRAITS), el: host });
+  host.style.cssText = "width: 50%;"; // what ipywidgets does with w.layout.width = "50%"
+  const box = /** @type {HTMLElement} */ (host.firstElementChild);
+  assert.equal(box.className, "uv-widget");
+  assert.equal(box.style.height, "500px");
 });

@@ -51,7 +51,7 @@ def run_cell(page: Page, index: int) -> None:
 
 def open_notebook(browser: Browser, base: str, name: str) -> Page:
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
-    page.goto(f"{base}lab/tree/{name}")
+    page.goto(f"{base}lab/tree/{name}?reset")  # a fresh workspace: an earlier test's notebook is not reopened
     page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=60_000)
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)  # the kernel is up and connected
     return page
@@ -124,3 +124,25 @@ def test_the_widget_draws_steps_and_applies_an_opt_in_jupyterlab(browser: Browse
     assert f"'axis': {axis}, 'arg': [{factor}, 'UPCAST', False]" in printed.inner_text()
     assert not errors, errors
     page.close()
+    page.close()
+
+
+def test_two_widgets_side_by_side_each_draw_their_variant(browser: Browser, lab: tuple[str, Path],
+                                                          shots: Path) -> None:
+    """examples/04-compare-opts.ipynb's first two cells: two widgets of one trace in an HBox, each set to a kernel
+    and opts from Python before it is shown; both draw a graph, and no page error."""
+    base, root = lab
+    example = json.loads((Path(__file__).resolve().parents[2] / "examples" / "04-compare-opts.ipynb").read_text())
+    code = ["".join(c["source"]) for c in example["cells"] if c["cell_type"] == "code"]
+    notebook(root / "compare.ipynb", *code[:2])
+    page = open_notebook(browser, base, "compare.ipynb")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    run_cell(page, 0)
+    page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea-output").wait_for(timeout=120_000)
+    run_cell(page, 1)
+    page.wait_for_function("() => document.querySelectorAll('.uv-app[data-drawn]').length === 2", timeout=180_000)
+    boxes = [page.locator(".uv-app").nth(i).bounding_box() for i in range(2)]
+    assert all(b and b["width"] > 300 and b["height"] > 300 for b in boxes), boxes
+    page.screenshot(path=shots / "jupyterlab-compare-opts.png")
+    assert not errors, errors
