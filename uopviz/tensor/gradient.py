@@ -269,21 +269,23 @@ def _backprop(order: list[UOp], on_path: set[UOp], grads: dict[UOp, Tensor], cal
               targets: set[UOp], add: Callable[[UOp, Tensor], None], noting: bool) -> None:
     """backprop's walk from the outputs to the targets, each node's rule adding its sources' gradients; `noting`:
     a trace notes origins, so each node's gradient nodes are marked as its (origins.gradient_of)."""
+    function, gettuple = Ops.FUNCTION, Ops.GETTUPLE  # locals: reading an Enum's member is slow in Python 3.11
     for u in reversed(order):
-        if u not in on_path or (u.op is not Ops.FUNCTION and u not in grads) or (u in targets and not u.src):
+        op = u.op
+        if u not in on_path or (op is not function and u not in grads) or (u in targets and not u.src):
             continue
         if noting:
             origins.gradient_of(u)
-        if u.op is Ops.GETTUPLE:
+        if op is gettuple:
             outs = called.setdefault(u.src[0], {})
             outs[u.arg] = grads[u] if u.arg not in outs else outs[u.arg].add(grads[u])
             continue
-        if u.op is Ops.FUNCTION:
+        if op is function:
             if u in called:
                 for arg, g in _function_grads(u, called[u], on_path).items():
                     add(arg, g)
             continue
-        if u.op in (Ops.BUFFER, Ops.PARAM, Ops.CONST):
+        if op in _SOURCES:
             continue
         if (own := u.__dict__.get(_OWN)) is not None:
             srcs, own_rule = own
@@ -307,6 +309,10 @@ def _backprop(order: list[UOp], on_path: set[UOp], grads: dict[UOp, Tensor], cal
         for s, sg in zip(u.src, rule(grads[u], u)):
             if sg is not None and s in on_path:
                 add(s, sg)
+
+
+_SOURCES = frozenset({Ops.BUFFER, Ops.PARAM, Ops.CONST})
+"""Ops whose gradient goes nowhere further."""
 
 
 def _inputs(u: UOp) -> tuple[UOp, ...]:

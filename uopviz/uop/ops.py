@@ -54,6 +54,9 @@ class Ops(enum.Enum):
     __hash__ = object.__hash__  # members are singletons; Enum's name-hashing __hash__ is hot in pattern dispatch
 
 
+_CONST = Ops.CONST  # for UOp.__new__: reading an Enum's member (Ops.CONST) costs a call in Python 3.11
+
+
 class GroupOp:
     """SPEC's op groups. `Colour` gives the group colours used to draw graphs."""
 
@@ -351,7 +354,7 @@ class UOp:
     tag: Any
 
     def __new__(cls, op: Ops, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
-        key = (op, src, _const_key(arg) if op is Ops.CONST else arg, tag)
+        key = (op, src, _const_key(arg) if op is _CONST else arg, tag)
         if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None:
             return hit
         self = _new_object(cls)
