@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -87,16 +88,22 @@ class GPT(nn.Module):
     def _init_weights(self, seed: int) -> None:
         """nanoGPT's initialisation: N(0, 0.02) weights, zero biases, the residual projections scaled by
         1/√(2·n_layer), so a freshly built model trains like nanoGPT's. Drawn by NumPy from `seed`, so a model is
-        reproducible and its torch twin gets the same weights."""
+        reproducible and its torch twin gets the same weights. Each drawn tensor replaces the layer's own (the model
+        is being built: nothing holds those yet) as a parameter made from the array, which runs no kernel: loading
+        the arrays into the layers' tensors (load_state_dict) compiled a copy kernel per shape, 17 on a cold cache."""
         rng = np.random.default_rng(seed)
-        state = {}
         for name, t in self.state_dict().items():
             if ".ln_" in name:  # LayerNorms start as the identity, as built
                 continue
             shape = tuple(int(d) for d in t.shape)
             std = 0.02 / math.sqrt(2 * self.cfg.n_layer) if name.endswith("c_proj.weight") else 0.02
-            state[name] = (np.zeros(shape) if name.endswith("bias") else rng.normal(0, std, shape)).astype(np.float32)
-        self.load_state_dict(state, strict=False)
+            value = (np.zeros(shape) if name.endswith("bias") else rng.normal(0, std, shape)).astype(np.float32)
+            *path, attr = name.split(".")
+            layer: Any = self
+            for part in path:  # a module's attribute, the transformer's dict, or the list of blocks
+                layer = layer[int(part)] if isinstance(layer, list) else \
+                    layer[part] if isinstance(layer, dict) else getattr(layer, part)
+            setattr(layer, attr, Tensor(value, device=t.device).realize().requires_grad_())
 
     def forward(self, idx: Tensor) -> Tensor:
         T = idx.shape[1]

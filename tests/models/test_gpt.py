@@ -60,3 +60,30 @@ def test_greedy_decoding_of_a_symbolic_length_matches_torch(device: str, monkeyp
     first = len(compiled)
     gpt.generate(model, prompt[:1], 2)  # other lengths: the same kernels
     assert len(compiled) == first, "a new length compiled kernels again"
+
+
+def test_the_drawn_weights_become_the_parameters_with_no_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_init_weights makes each NumPy draw a parameter as it is: loading the draws into the layers' own tensors
+    (load_state_dict) compiled a copy kernel per shape (17 of a cold GPT build's 31)."""
+    import uopviz.realize as realize
+    gpt = example("gpt")
+    cfg = gpt_config("CPU")
+    during: list[bool] = []
+    scheduled: list[Any] = []
+    real_compile_all, real_init = realize.compile_all, gpt.GPT._init_weights
+
+    def init(self: Any, seed: int) -> None:
+        during.append(True)
+        try:
+            real_init(self, seed)
+        finally:
+            during.pop()
+    monkeypatch.setattr(gpt.GPT, "_init_weights", init)
+    monkeypatch.setattr(realize, "compile_all", lambda keys, *a: (scheduled.extend(keys) if during else None,
+                                                                   real_compile_all(keys, *a))[1])
+    model = gpt.GPT(cfg, "CPU", seed=5)
+    assert scheduled == []
+    rng = np.random.default_rng(5)
+    first = model.state_dict()["transformer.wte.weight"]  # the first drawn
+    np.testing.assert_array_equal(first.numpy(), rng.normal(0, 0.02, first.shape).astype(np.float32))
+    assert all(p.requires_grad for p in model.parameters()) and len(model.parameters()) == len(model.state_dict())
