@@ -14,7 +14,6 @@ import os
 import sys
 import sysconfig
 import time
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -84,12 +83,12 @@ def frames() -> list[dict[str, Any]]:
     script, notebook cell or program that asked for the work), outermost first, at most STACK_FRAMES of the
     innermost: each {"file", "line", "function", "code"}, the file as `_shown` names it."""
     out = []
-    for f in traceback.extract_stack(sys._getframe(1)):
-        if (path := user_file(f.filename)) is None:
-            continue
-        out.append({"file": _shown(path), "line": f.lineno or 0, "function": f.name,
-                    "code": (f.line or "")[:_CODE_CHARS]})
-    return out[-STACK_FRAMES:]
+    f: FrameType | None = sys._getframe(1)
+    while f is not None and len(out) < STACK_FRAMES:  # innermost first; only the frames kept read their line
+        if (path := user_file(f.f_code.co_filename)) is not None:
+            out.append(frame_of(path, f.f_lineno or 0, f.f_code.co_name))
+        f = f.f_back
+    return out[::-1]
 
 
 def user_line() -> tuple[str, int, str] | None:
