@@ -234,8 +234,7 @@ class _Devectorizer:
         n = width(u)
         runs = [self.runs_of(s, n) for s in src]
         out: Runs | None = None
-        if u.op is Ops.ADD and runs[0] is not None and runs[1] is not None:
-            a, b = runs
+        if u.op is Ops.ADD and (a := runs[0]) is not None and (b := runs[1]) is not None:
             base = b.base if a.base.op is Ops.CONST else a.base if b.base.op is Ops.CONST else a.base + b.base
             out = _runs_of(_simplified(base, self.memo), tuple(x + y for x, y in zip(a.offsets, b.offsets)))
         elif u.op is Ops.MUL and runs[0] is not None and src[1].op is Ops.CONST:

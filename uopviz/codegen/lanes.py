@@ -23,8 +23,13 @@ def iota(n: int) -> UOp:
 
 
 def width(x: UOp) -> int:
-    """Lanes of a value: N for a vector of shape (N,), 1 for a scalar."""
-    return int(x.shape[0]) if x.shape else 1
+    """Lanes of a value: N for a vector of shape (N,), 1 for a scalar. Lanes are concrete (expand makes them from
+    UPCAST and UNROLL sizes); a symbolic one is a ValueError naming it."""
+    if not x.shape:
+        return 1
+    if not isinstance(n := x.shape[0], int):
+        raise ValueError(f"{x.op.value}: a vector of a symbolic number of lanes ({n})")
+    return n
 
 
 def lane(x: UOp, i: int) -> UOp:

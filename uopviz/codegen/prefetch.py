@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from uopviz.codegen.devectorize import first_choices
 from uopviz.codegen.group_reduce import free_by_node
+from uopviz.codegen.lanes import width
 from uopviz.target import Target
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.symbolic import affine, moves_evenly
@@ -69,9 +70,9 @@ def prefetch(sink: UOp, target: Target) -> UOp:
         loop = max(loops, key=lambda r: len(enclosing[r]))
         terms, offset = affine(addr)
         key = (idx.src[0], loop, frozenset(terms.items()))
-        groups.setdefault(key, (idx.src[0], loop, []))[2].append((addr, offset, int(idx.shape[0]) if vector else 1))
+        groups.setdefault(key, (idx.src[0], loop, []))[2].append((addr, offset, width(idx) if vector else 1))
     ahead: dict[UOp, list[UOp]] = {}  # loop -> its prefetches
-    nexts: dict[tuple[UOp, UOp, frozenset[tuple[UOp, int]]], list[tuple[int, UOp, list[UOp]]]] = {}
+    nexts: dict[tuple[UOp, UOp, frozenset[tuple[UOp, int]]], list[tuple[int, UOp, list[UOp], bool]]] = {}
     for (buf, loop, terms_key), (_, _, reads) in groups.items():
         terms = dict(terms_key)
         if not moves_evenly(terms, loop):

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from uopviz.codegen.lanes import MASKS, mask_dtype
+from uopviz.codegen.lanes import MASKS, mask_dtype, width
 from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import CL_TYPES, FP8, Dialect
 from uopviz.uop.ops import AddrSpace, Ops, UOp
@@ -79,7 +79,7 @@ class _Writer:
 
     def value_type(self, u: UOp) -> str:
         """The type of a value: its dtype's, or for a vector (shape (N,)) the vector type of its lanes."""
-        return self.vector(_lane_dtype(u), _width(u)) if u.shape else self.type(u.dtype)
+        return self.vector(_lane_dtype(u), width(u)) if u.shape else self.type(u.dtype)
 
     def vector(self, dt: DType, n: int, unaligned: bool = False) -> str:
         """The dialect's n-lane vector of dt, named as OpenCL names them (declared where the dialect needs it);
@@ -96,7 +96,7 @@ class _Writer:
         """Expression e of x as a vector of like's type and width (a scalar repeated; a vector as it is)."""
         if x.shape:
             return e
-        return self.d.splat(self.value_type(like), e, _width(like))
+        return self.d.splat(self.value_type(like), e, width(like))
 
 
 # the names the renderer makes up itself: a variable named like one would be shadowed by it, or shadow it
@@ -186,13 +186,6 @@ def _nonneg(u: UOp) -> bool:
     return isinstance(lo, (int, float)) and lo >= 0
 
 
-def _width(u: UOp) -> int:
-    """A vector's lane count (its shape's one size): concrete in every program that renders."""
-    if not isinstance(n := u.shape[0], int):
-        raise RenderError(f"{u.op.value}: a vector of a symbolic number of lanes ({n}) cannot be rendered")
-    return n
-
-
 def _lane_dtype(u: UOp) -> DType:
     """The lane type of a vector: a vector bool is a lane mask (codegen/lanes.py)."""
     if not u.dtype.is_bool:
@@ -210,13 +203,13 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
         x, y = w.splat(a, s[0] if op is Ops.MAX else s[1], u), w.splat(b, s[1] if op is Ops.MAX else s[2], u)
         if op is Ops.MAX:
             m = w.fresh("alu")
-            w.line(f"{w.vector(MASKS[u.dtype.itemsize], _width(u))} {m} = "
+            w.line(f"{w.vector(MASKS[u.dtype.itemsize], width(u))} {m} = "
                    f"{f'(({x}>{y})|({x}!={x}))' if u.dtype.is_float else f'({x}>{y})'};")
         elif not u.src[0].shape:
             return f"({s[0]}?{x}:{y})"
         else:
             m = s[0]
-        return w.d.select(w.value_type(u), w.vector(MASKS[u.dtype.itemsize], _width(u)), x, y, m)
+        return w.d.select(w.value_type(u), w.vector(MASKS[u.dtype.itemsize], width(u)), x, y, m)
     if u.src[0].dtype.is_bool:  # logic on lane masks: a scalar bool joins them as all ones (-1) or zeros
         s = [e if x.shape else f"(-({e}))" for x, e in zip(u.src, s)]
     if op in (Ops.SHL, Ops.SHR):  # OpenCL C shifts no scalar by a vector: the scalar is repeated first
@@ -224,7 +217,7 @@ def _vector_alu(w: _Writer, u: UOp, s: list[str]) -> str:
     if op is Ops.CAST:
         return w.d.convert(s[0], w.value_type(u))
     if op in _INFIX and _may_overflow(u):  # in unsigned lanes, which wrap (as _alu does for a scalar)
-        lanes = w.vector(_UNSIGNED[u.dtype.itemsize], _width(u))
+        lanes = w.vector(_UNSIGNED[u.dtype.itemsize], width(u))
         left, right = (w.d.vector_bitcast(w.splat(x, e, u), lanes) for x, e in zip(u.src, s))
         return w.d.vector_bitcast(f"({left}{_INFIX[op]}{right})", w.value_type(u))
     return _alu(w, u, s)
@@ -259,7 +252,7 @@ def _alu(w: _Writer, u: UOp, s: list[str]) -> str:
         if not dt.is_float:
             raise RenderError(f"{op.value} of {dt.name} (cast to a float first)")
         vtype = w.value_type(u) if u.shape else None
-        name, helper = w.d.function(op, dt, vtype, _width(u) if u.shape else 1)
+        name, helper = w.d.function(op, dt, vtype, width(u) if u.shape else 1)
         if helper is not None:
             w.helpers.setdefault(name, helper)
             s = [w.splat(x, e, u) for x, e in zip(u.src, s)]  # a scalar operand repeated: the helper takes vectors
@@ -406,7 +399,7 @@ def _wmma(w: _Writer, u: UOp) -> None:
     def lanes(x: UOp) -> list[str]:
         if x.op is Ops.STACK:
             return [w.expr[s] for s in x.src]
-        return [w.d.lane(w.expr[x], i) for i in range(_width(x))]
+        return [w.d.lane(w.expr[x], i) for i in range(width(x))]
 
     def bits(x: UOp) -> list[str]:
         def of(e: str) -> str:
@@ -476,7 +469,7 @@ def _buffer_decl(w: _Writer, slot: int, dtype: DType, linear: UOp) -> str:
 
 def _load(w: _Writer, u: UOp, s: list[str]) -> None:
     if u.shape:
-        n = _width(u)
+        n = width(u)
         val = w.d.vector_load(w.vector(u.dtype, n, True), n, s[0])
         w.define(u, "val", f"({_strip(s[2])}?{val}:{s[1]})" if len(u.src) == 3 else val)
         return
@@ -492,7 +485,7 @@ def _load(w: _Writer, u: UOp, s: list[str]) -> None:
 
 def _store(w: _Writer, u: UOp, s: list[str]) -> None:
     if u.src[0].shape:
-        v, n = w.splat(u.src[1], s[1], u.src[0]), _width(u.src[0])
+        v, n = w.splat(u.src[1], s[1], u.src[0]), width(u.src[0])
         st = w.d.vector_store(w.vector(u.src[1].dtype, n, True), n, s[0], v)
         w.line(f"if ({s[2]}) {st}" if len(u.src) == 3 else st)
         return

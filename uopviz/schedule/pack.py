@@ -89,8 +89,8 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     if u.op is not Ops.REDUCE or u.tag is not None or u.arg.op is not Ops.ADD or len(u.arg.axes) != 1:
         return None
     prodn = u.src[0]
-    shape = prodn.shape
-    if prodn.op is not Ops.MUL or not all(isinstance(d, int) and d > 0 for d in shape) or len(shape) < 3:
+    shape = tuple(d for d in prodn.shape if isinstance(d, int) and d > 0)  # concrete and non-empty, or no packing
+    if prodn.op is not Ops.MUL or len(shape) != len(prodn.shape) or len(shape) < 3:
         return None
     k, inner = u.arg.axes[0], len(shape) - 1
     if k == inner or shape[inner] == 1:

@@ -627,8 +627,9 @@ def _result(row: Sequence[Any]) -> Result:
 
 def _search(row: Sequence[Any]) -> SearchInfo:
     row = _typed(row, _SEARCH_TYPES)
-    return SearchInfo(row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:21],
-                      None if row[21] is None else json.loads(row[21]), row[22])
+    values = [row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:21],
+               None if row[21] is None else json.loads(row[21]), row[22]]  # in SearchInfo's order
+    return SearchInfo(*values)
 
 
 def _candidate(row: Sequence[Any]) -> Candidate:
@@ -636,7 +637,8 @@ def _candidate(row: Sequence[Any]) -> Candidate:
     samples = json.loads(row[9])
     if not isinstance(samples, list) or not all(_is_number(t) for t in samples):
         raise _MistypedError(f"candidates.samples is {_short(samples)}, not a list of seconds")
-    return Candidate(*row[:4], json.loads(row[4]), *row[5:9], samples, *row[10:])
+    values = [*row[:4], json.loads(row[4]), *row[5:9], samples, *row[10:]]  # in Candidate's order
+    return Candidate(*values)
 
 
 def _lease(row: Sequence[Any]) -> Lease:
@@ -677,7 +679,7 @@ def _typed(row: Sequence[Any], types: Sequence[tuple[str, str]]) -> Sequence[Any
         base = kind.rstrip("?")
         if v is None and kind.endswith("?"):
             continue
-        if not isinstance(v, _SQL_TYPES[base]) or (base == "real" and not math.isfinite(v)):
+        if not isinstance(v, _SQL_TYPES[base]) or (isinstance(v, float) and not math.isfinite(v)):
             found = "NULL" if v is None else f"a {len(v)}-byte blob" if isinstance(v, bytes) else \
                 f"{'text' if isinstance(v, str) else type(v).__name__} {_short(v)}"
             raise _MistypedError(f"{column} is {found}, not {_SQL_TYPE_NAMES[base]}")
