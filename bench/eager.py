@@ -28,14 +28,21 @@ from uopviz.realize import schedule_cache
 
 
 def compare(name: str, variants: dict[str, Callable[[], Any]], rounds: int, calls: int) -> dict[str, float]:
-    """Median seconds per call of each variant, `calls` calls per round, rounds interleaved; printed as a row."""
+    """Median seconds per call of each variant, `calls` calls per round, rounds interleaved; printed as a row, with
+    the calling thread's CPU time per call of the cached eager variant and of @jit (their difference is mostly the
+    eager Python: the pool's threads run most kernel work, and other processes' load moves it far less than wall
+    time)."""
     samples: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
     misses = 0
     for _ in range(rounds):
         for k, fn in variants.items():
             schedule_cache.enabled = k != "eager, cache off"
             before = schedule_cache.misses
-            samples[k] += [timed(fn) for _ in range(calls)]
+            for _ in range(calls):
+                c0 = time.thread_time()
+                samples[k].append(timed(fn))
+                cpu[k].append(time.thread_time() - c0)
             if k == "eager, cache on":
                 misses += schedule_cache.misses - before
     schedule_cache.enabled = True
@@ -44,6 +51,10 @@ def compare(name: str, variants: dict[str, Callable[[], Any]], rounds: int, call
     cells = "  ".join(f"{k} {_fmt(t)}" + (f" ({t / jit:.2f}x @jit)" if jit and k != "@jit" else "")
                       for k, t in med.items())
     print(f"{name:28s} {cells}  [cache misses while on: {misses}]", flush=True)
+    if "@jit" in cpu and "eager, cache on" in cpu:
+        eager_cpu, jit_cpu = statistics.median(cpu["eager, cache on"]), statistics.median(cpu["@jit"])
+        print(f"{'':28s} calling thread's CPU: eager, cache on {_fmt(eager_cpu)}, @jit {_fmt(jit_cpu)} "
+              f"(eager's own: {_fmt(eager_cpu - jit_cpu)})", flush=True)
     return med
 
 
