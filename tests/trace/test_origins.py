@@ -141,3 +141,15 @@ def test_each_kernel_of_a_fused_program_is_filed_under_its_own_line(device: str)
     hn = (xs - xs.mean(-1, keepdims=True)) / np.sqrt(xs.var(-1, keepdims=True) + 1e-5)
     e = np.exp(hn @ ws - (hn @ ws).max(-1, keepdims=True))
     np.testing.assert_allclose(got, (e / e.sum(-1, keepdims=True)).sum(), rtol=1e-4)
+
+
+def test_recordings_inside_each_other_each_note_and_end() -> None:
+    """A trace inside a trace (a script's own under `uopviz serve`) and a profile inside a trace: each notes the
+    nodes built inside it, and each ends cleanly (the maps are told apart by identity, not by their equal
+    contents)."""
+    with uopviz.trace(), uopviz.trace(), uopviz.profile():
+        pass
+    with uopviz.trace() as outer, uopviz.trace() as inner:
+        (Tensor([1.0, 2.0], device="PYTHON") * 3).realize()
+    assert not origins.active() and ops._on_new is None
+    assert inner._made and set(inner._made) <= set(outer._made)

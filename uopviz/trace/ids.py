@@ -25,15 +25,32 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=F
 
 def content_id(entry: Mapping[str, Any]) -> str:
     """The id of a node entry (its shape, being derived, is not part of it)."""
-    payload = _CANONICAL.encode([entry["op"], entry["dtype"], entry["arg"], entry["src"], entry["tag"]])
-    return hashlib.sha256(payload.encode("ascii")).hexdigest()[:ID_HEX_DIGITS]
+    return parted_id(id_parts(entry), entry["src"])
 
 
 def id_parts(entry: Mapping[str, Any]) -> tuple[str, str]:
     """The canonical JSON of an entry before and after its sources: a node rebuilt over other sources (trace
     replay) has the id `parted_id(parts, src)`, the same as content_id's, without encoding its arg again."""
-    head = _CANONICAL.encode([entry["op"], entry["dtype"], entry["arg"]])
-    return head[:-1] + ",", "," + _CANONICAL.encode(entry["tag"]) + "]"
+    return f"[{canonical(entry['op'])},{canonical(entry['dtype'])},{canonical(entry['arg'])},", \
+        f",{canonical(entry['tag'])}]"
+
+
+def canonical(v: Any) -> str:
+    """The canonical JSON of an encoded value (the encoder's spelling): the common ones (null, booleans, ints,
+    plain ASCII strings, lists of ints) written here, the rest by the encoder, whose every call builds a C encoder
+    (most of what naming 77k nodes of a GPT step cost)."""
+    t = type(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is int:
+        return int.__repr__(v)
+    if t is str and v.isascii() and v.isprintable() and '"' not in v and "\\" not in v:
+        return f'"{v}"'
+    if t is list and all(type(x) is int for x in v):
+        return f"[{','.join(map(int.__repr__, v))}]"
+    return _CANONICAL.encode(v)
 
 
 def parted_id(parts: tuple[str, str], src: list[str]) -> str:

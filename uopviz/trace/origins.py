@@ -103,7 +103,7 @@ def noting(m: Origins) -> Iterator[Origins]:
     try:
         yield m
     finally:
-        _maps.remove(m)
+        del _maps[next(i for i, x in enumerate(_maps) if x is m)]  # by identity: two maps may hold the same
         on_new_node(prev if _maps else None)
 
 
