@@ -153,3 +153,20 @@ def test_recordings_inside_each_other_each_note_and_end() -> None:
         (Tensor([1.0, 2.0], device="PYTHON") * 3).realize()
     assert not origins.active() and ops._on_new is None
     assert inner._made and set(inner._made) <= set(outer._made)
+
+
+def test_a_gradient_survives_to_the_kernels_reductions(traced: Traced) -> None:
+    """The gradient kernels' reductions, after rangeify pushed their indexing down through the views around them
+    (Index(Reshape(Reduce)) -> Reduce(Index...)), still name the forward op they differentiate."""
+    tr, lines, _ = traced
+    found = set()
+    for c in tr.contexts:
+        if c.kind != "kernel":
+            continue
+        out = next(p for p in c.passes if p.name == "rangeify").output
+        assert out is not None
+        for n in tr.nodes_of(out):
+            o = tr.origin(n)
+            if tr.node(n)["op"] == "Reduce" and o is not None and o["grad_of"] is not None:
+                found.add((o["grad_of"]["op"], o["grad_of"]["line"]))
+    assert ("Tensor.__matmul__", lines["matmul"]) in found

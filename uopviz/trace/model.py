@@ -18,7 +18,7 @@ from typing import Any
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
 from uopviz.trace.kernels import check_kernels
 from uopviz.trace.nodes import Entry, NodeTable, Replay
-from uopviz.trace.origins import Origin, carry, describe, noting
+from uopviz.trace.origins import Carried, Origin, carry, describe, noting
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Profiled, Recorder
 from uopviz.uop.ops import UOp
 from uopviz.uop.pattern import Rule, current_recorder, set_recorder
@@ -303,6 +303,8 @@ class Trace:
                 self._begin(ev)
             elif isinstance(ev, Profiled):
                 self._profiles.append(ev.doc)
+            elif isinstance(ev, Carried):
+                carry(ev.old, ev.new, self._made)
             else:
                 self._end(ev)
         for c, tc in self._ctx_of.items():
@@ -377,7 +379,7 @@ def record() -> Iterator[Trace]:
     outer = current_recorder()
     prev = set_recorder(Recorder((tr._log, *(outer.logs if isinstance(outer, Recorder) else ()))))
     try:
-        with noting(tr._made):
+        with noting(tr._made, tr._log.append):
             yield tr
     finally:
         set_recorder(prev)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from uopviz.trace import recorder
 from uopviz.uop.ops import GroupOp, Ops, UOp, on_new_node
@@ -39,7 +39,15 @@ class Origin:
 Origins = MutableMapping[UOp, Origin]
 """Nodes' origins: a trace's dict (it holds its nodes anyway), a profile's weak map (it holds none)."""
 
-_maps: list[Origins] = []  # one per recording trace (innermost last); the hook writes into each
+_maps: list[Origins] = []  # one per recording trace or profile (innermost last); the hook writes into each
+_later: dict[int, Callable[[Carried], None]] = {}  # id of a map -> where its `same` calls are filed (noting)
+
+
+class Carried(NamedTuple):
+    """A `same(old, new)` a trace carries in its order of events."""
+
+    old: UOp
+    new: UOp
 _grad_of: Origin | None = None  # the forward node's origin while its gradient rule runs
 
 
@@ -95,15 +103,19 @@ def _op(f: FrameType) -> str:
 
 
 @contextmanager
-def noting(m: Origins) -> Iterator[Origins]:
+def noting(m: Origins, later: Callable[[Carried], None] | None = None) -> Iterator[Origins]:
     """Note the origin of every node built in the block into `m` (as well as into the maps of recordings around
-    it)."""
+    it). `later`: where a `same` for m goes instead of being carried at once (a trace files it among its events,
+    and carries it after the steps recorded before it, which know better)."""
     _maps.append(m)
+    if later is not None:
+        _later[id(m)] = later
     prev = on_new_node(_note)
     try:
         yield m
     finally:
         del _maps[next(i for i, x in enumerate(_maps) if x is m)]  # by identity: two maps may hold the same
+        _later.pop(id(m), None)
         on_new_node(prev if _maps else None)
 
 
@@ -125,7 +137,9 @@ def carry(old: UOp, new: UOp, m: Origins) -> None:
     keeps its number of sources, else by op), so a node rebuilt over new leaves (a Buffer become a Param) or
     around a rewritten one keeps its own node's origin; where `new` wraps the node it replaces in a few new ones
     (a Function around a Tuple, a Contiguous around a value), the walk finds it below them, and the wrappers take
-    its origin; a new node with no counterpart takes its nearest ancestor's. Nodes that have an origin are old
+    its origin; where the old node is a view of the new one's counterpart (an Index over an Add, pushed down to
+    an Add of Indexes), the walk goes on from that counterpart; a new node with no counterpart takes its nearest
+    ancestor's. Nodes that have an origin are old
     ones: the walk stops there, so the cost is the new nodes'."""
     stack: list[tuple[UOp | None, UOp, Origin | None]] = [(old, new, m.get(old))]
     seen: set[UOp] = set()
@@ -134,12 +148,18 @@ def carry(old: UOp, new: UOp, m: Origins) -> None:
         if n in seen or n in m:
             continue
         seen.add(n)
+        wraps = None
+        if o is not None and not _corresponds(o, n):
+            if o.op in GroupOp.Movement and (inner := _wrapped(n, o, depth=6, same_op=True)) is not None:
+                o = inner  # a view pushed down: n is what o viewed, rebuilt (Index(Add) became Add(Index, Index))
+            else:
+                wraps = _wrapped(o, n)
         here = (m.get(o) if o is not None else None) or inherited
         if here is not None:
             m[n] = here
-        if o is not None and not _corresponds(o, n) and (inner := _wrapped(o, n)) is not None:
+        if wraps is not None:
             stack.extend((None, s, here) for s in n.src)  # the wrapper's own new nodes
-            stack.append((o, inner, inherited))  # taken first: the node it wraps, in step with o
+            stack.append((o, wraps, inherited))  # taken first: the node it wraps, in step with o
             continue
         stack.extend((c, s, here) for c, s in _paired(o, n))
 
@@ -162,12 +182,13 @@ def _corresponds(o: UOp, n: UOp) -> bool:
     return o.op is n.op and len(o.src) == len(n.src)
 
 
-def _wrapped(o: UOp, n: UOp, depth: int = 3) -> UOp | None:
-    """The node below `n` (at most `depth` sources down, first found breadth-first) that corresponds to `o`."""
+def _wrapped(o: UOp, n: UOp, depth: int = 3, same_op: bool = False) -> UOp | None:
+    """The node below `n` (at most `depth` sources down, first found breadth-first) that corresponds to `o` (or,
+    with `same_op`, that has its op: a value an index was pushed into gains the index's sources)."""
     level, seen = list(n.src), set(n.src)
     for _ in range(depth):
         for u in level:
-            if _corresponds(o, u):
+            if u.op is o.op if same_op else _corresponds(o, u):
                 return u
         below: list[UOp] = []
         for u in level:
@@ -180,11 +201,14 @@ def _wrapped(o: UOp, n: UOp, depth: int = 3) -> UOp | None:
 
 
 def same(old: UOp, new: UOp) -> None:
-    """Say that `new` computes what `old` did, where no recorded step shows it (Callify's Function over the
-    program, the kernel split's kernel per value): `carry` old's origins to new now, so they reach a kernel even
-    while only a profile notes them."""
+    """Say that `new` computes what `old` did (a pass's output, Callify's Function over the program, the kernel
+    split's kernel per value): `carry` old's origins to new, at once for a profile's map (so they reach a kernel
+    while no trace records), in its order of events for a trace's."""
     for m in _maps:
-        carry(old, new, m)
+        if (later := _later.get(id(m))) is not None:
+            later(Carried(old, new))
+        else:
+            carry(old, new, m)
 
 
 def of_kernel(ast: UOp, m: Origins) -> Origin | None:
