@@ -33,6 +33,11 @@ class DType:
     def __hash__(self) -> int:
         return hash(self.name)  # equal dtypes have one name; hashing every field was hot in graph building
 
+    def __eq__(self, other: object) -> bool:
+        # identity first (one object per name: dtypes' table, which __reduce__ returns to), then the name decides:
+        # the dataclass's comparison of all five fields was hot in graph building's `dt in (...)` tests
+        return self is other or (type(other) is DType and self.name == other.name)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (dtypes.from_name, (self.name,))
 

@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <time.h>
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define RELAX() _mm_pause()
+/* the pause instruction itself: immintrin.h for _mm_pause is 63k lines to parse under -march=native (0.2 s of every
+   cold first step that runs a threaded kernel, against 0.06 s without it) */
+#define RELAX() __builtin_ia32_pause()
 #else
 #define RELAX() ((void)0)
 #endif

@@ -82,7 +82,7 @@ def frames() -> list[dict[str, Any]]:
     """The frames of the running code outside uopviz, the standard library and installed packages (the user's
     script, notebook cell or program that asked for the work), outermost first, at most STACK_FRAMES of the
     innermost: each {"file", "line", "function", "code"}, the file as `_shown` names it."""
-    out = []
+    out: list[dict[str, Any]] = []
     f: FrameType | None = sys._getframe(1)
     while f is not None and len(out) < STACK_FRAMES:  # innermost first; only the frames kept read their line
         if (path := user_file(f.f_code.co_filename)) is not None:
