@@ -57,10 +57,13 @@ def parse(text: str | bytes) -> dict[str, Any]:
 
 
 def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A json object_hook making equal strings one object. JSON parsing makes a new string for each occurrence,
-    and a trace names each node id many times (sources, steps' added lists, passes), so without it a loaded trace
-    took about twice the memory, and as freed fragments its process kept it."""
+    """A json object_hook making equal strings one object, and equal node shapes one list. JSON parsing makes a new
+    object for each occurrence, and a trace names each node id many times (the node table's keys, sources, steps'
+    added lists, passes) and its ~100k nodes have a few hundred shapes, so without it a loaded trace took about
+    twice the memory, and as freed fragments its process kept it. A loaded trace's entries are read, never
+    changed (a replay's rebuilt entry is a new dict), so sharing a shape list is safe."""
     seen: dict[str, str] = {}
+    shapes: dict[tuple[Any, ...], list[Any]] = {}
 
     def share(obj: dict[str, Any]) -> dict[str, Any]:
         for k, v in obj.items():
@@ -70,6 +73,10 @@ def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any]]:
                 for i, x in enumerate(v):
                     if type(x) is str:
                         v[i] = seen.setdefault(x, x)
+        if "op" in obj and type(shape := obj.get("shape")) is list:
+            obj["shape"] = shapes.setdefault(tuple(shape), shape)
+        elif len(obj) > 64 and type(next(iter(obj.values()))) is dict:  # the node table: its keys are the ids
+            return {seen.setdefault(k, k): v for k, v in obj.items()}
         return obj
     return share
 

@@ -288,6 +288,7 @@ class Trace:
         tr._profiles = list(doc.get("profiles", []))
         tr._origins, tr._node_origins = list(doc.get("origins", [])), dict(doc.get("node_origins", {}))
         check_kernels(tr._contexts, tr.uop)
+        tr._table.forget_uops()  # the check rebuilt every kernel; a reader rebuilds the few it opens again
         return tr
 
     # ---- turning recorded events into ids ----

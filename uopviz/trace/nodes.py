@@ -64,6 +64,11 @@ class NodeTable:
                 out.append(d)
         return out
 
+    def forget_uops(self) -> None:
+        """Drop the UOps `uop` rebuilt (and the properties they derived): a loaded trace's kernel check rebuilds
+        every kernel once, and keeping them held a sixth of a big trace's memory."""
+        self._uops.clear()
+
     def entry(self, nid: str) -> Entry:
         """A stored or replay-derived entry; KeyError for an unknown id."""
         e = self.entries.get(nid)
