@@ -158,6 +158,18 @@ class Roof(BaseModel):
     gbs: float
 
 
+class NodeOrigin(BaseModel):
+    """What made a node (the trace's `origins`, docs/trace-format.md): the Tensor op and the user's line."""
+
+    op: str = Field(description="the Tensor method, e.g. softmax")
+    file: str
+    line: int
+    function: str
+    code: str | None = Field(default=None, description="the source line, where it could be read")
+    grad_of: NodeOrigin | None = Field(default=None, description="for a node of a gradient: the forward op's "
+                                                                 "origin it differentiates")
+
+
 class LaunchRow(BaseModel):
     """One kernel launch of a profile (docs/profile.md), with what the profile derives from it."""
 
@@ -175,6 +187,9 @@ class LaunchRow(BaseModel):
     roof: float = Field(description="its place under its device's roofline: 1.0 is on the roof")
     bound: str = Field(description="the roof a kernel of its intensity is under: compute or memory")
     line: Frame | None = Field(description="the line of user code that ran it")
+    origin: NodeOrigin | None = Field(default=None, description="the Tensor op and user line whose value its kernel "
+                                                                "stores (a gradient's: with the forward op's); null "
+                                                                "where the graph was built before the profile")
 
 
 class ProfileView(BaseModel):
@@ -195,18 +210,6 @@ class TraceDetail(BaseModel):
     output: ScriptOutput | None = Field(description="a script's stdout and stderr; null for other traces")
     contexts: list[ContextInfo]
     profiles: list[ProfileView] = Field(description="the profiled blocks the trace recorded (uopviz.profile())")
-
-
-class NodeOrigin(BaseModel):
-    """What made a node (the trace's `origins`, docs/trace-format.md): the Tensor op and the user's line."""
-
-    op: str = Field(description="the Tensor method, e.g. softmax")
-    file: str
-    line: int
-    function: str
-    code: str | None = Field(default=None, description="the source line, where it could be read")
-    grad_of: NodeOrigin | None = Field(default=None, description="for a node of a gradient: the forward op's "
-                                                                 "origin it differentiates")
 
 
 class GraphNode(BaseModel):

@@ -143,6 +143,8 @@ export interface LaunchRow {
   roof: number;
   bound: string;
   line: Frame | null;
+  /** the Tensor op and user line whose value its kernel stores; null where its graph was built before the profile */
+  origin: NodeOrigin | null;
 }
 
 export interface ProfileView {

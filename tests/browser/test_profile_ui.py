@@ -44,6 +44,7 @@ def test_the_profile_tab_draws_the_launches_and_opens_a_kernel(browser: Browser,
     launches = detail["profiles"][0]["launches"]
     assert len(launches) >= 2 and all(l["context"] is not None for l in launches)
     assert abs(sum(l["share"] for l in launches) - 1) < 1e-9
+    assert all(l["origin"]["file"].endswith("test_profile_ui.py") for l in launches)  # the line that made each
     first = launches[0]["context"]
     page.goto(f"{server}#/t/profiled/c/{first}/p/0/s/0/v/profile")
     wait_drawn(page, f"profiled/{first}/0/0")
@@ -53,8 +54,13 @@ def test_the_profile_tab_draws_the_launches_and_opens_a_kernel(browser: Browser,
     slowest = max(range(len(launches)), key=lambda i: launches[i]["time_s"])
     assert rows.first.get_attribute("data-launch") == str(slowest)  # most time first
     cells = rows.first.locator("td").all_inner_texts()
-    assert cells[0] == launches[slowest]["kernel"] and cells[2] == f"{launches[slowest]['share'] * 100:.1f}%"
-    assert cells[5].strip() == f"{launches[slowest]['roof'] * 100:.0f}%"
+    assert cells[0] == launches[slowest]["kernel"] and cells[3] == f"{launches[slowest]['share'] * 100:.1f}%"
+    made = launches[slowest]["origin"]
+    assert cells[1] == f"{made['op'].removeprefix('Tensor.')} at test_profile_ui.py:{made['line']}"
+    assert cells[6].strip() == f"{launches[slowest]['roof'] * 100:.0f}%"
+    lines = page.locator(".uv-line-row")  # the launches by Tensor line: here all one line's
+    assert lines.count() == len({(l["origin"]["line"], bool(l["origin"]["grad_of"])) for l in launches}) >= 1
+    assert lines.first.locator("td").first.inner_text().startswith(f"test_profile_ui.py:{made['line']}")
 
     other = next(i for i, l in enumerate(launches) if l["context"] != first)
     page.click(f".uv-launch-row[data-launch='{other}']")  # a click opens the kernel it ran, in the same tab

@@ -4,10 +4,10 @@
 /** @import { NodeOrigin } from "../../types/api" */
 
 /** @param {string} file */
-const short = (file) => file.split(/[\\/]/).pop() || file;
+export const shortFile = (file) => file.split(/[\\/]/).pop() || file;
 
 /** @param {NodeOrigin} o */
-const at = (o) => `${o.op.replace(/^Tensor\./, "")} at ${short(o.file)}:${o.line}`;
+const at = (o) => `${o.op.replace(/^Tensor\./, "")} at ${shortFile(o.file)}:${o.line}`;
 
 /**
  * @param {NodeOrigin | null | undefined} origin

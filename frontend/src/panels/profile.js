@@ -2,9 +2,10 @@
 // training step) as a timeline in launch order and a table, most time first, with each launch's time, share,
 // GFLOP/s, GB/s and place under its device's roofline. A click on either opens the kernel context that lowered it.
 import { fill, h } from "../dom.js";
+import { originText, originTitle, shortFile } from "../graph/origin.js";
 import { kernelName } from "../names.js";
 import { formatSeconds } from "./beam-chart.js";
-/** @import { LaunchRow, ProfileView, TraceDetail } from "../../types/api" */
+/** @import { Frame, LaunchRow, NodeOrigin, ProfileView, TraceDetail } from "../../types/api" */
 /** @import { PanelContext, PanelDef, ViewState } from "../../types/ui" */
 
 /** @type {PanelDef} */
@@ -47,6 +48,45 @@ export function timelineSpans(launches) {
 export function byTime(launches) {
   return launches.map((_, i) => i).sort((a, b) => launches[b].time_s - launches[a].time_s || a - b);
 }
+
+/**
+ * @typedef {object} LineGroup the launches of one Tensor line: the user's line whose Tensor op made their kernels'
+ *   values (a gradient's kernels apart, under the forward op's line), else the line that ran them
+ * @property {string} key
+ * @property {Frame | null} line
+ * @property {string | null} op the Tensor op, where the profile knows it
+ * @property {boolean} backward whether these are the kernels of its gradient
+ * @property {number[]} launches indices into the profile's launches
+ * @property {number} time_s
+ * @property {number} share
+ */
+
+// The launches grouped by Tensor line (as Profile.by_line groups them), most time first.
+/**
+ * @param {LaunchRow[]} launches
+ * @returns {LineGroup[]}
+ */
+export function byLine(launches) {
+  /** @type {Map<string, LineGroup>} */
+  const groups = new Map();
+  launches.forEach((l, i) => {
+    /** @type {NodeOrigin | null} */
+    const forward = l.origin ? (l.origin.grad_of ?? l.origin) : null;
+    const line = forward ? { file: forward.file, line: forward.line, function: forward.function, code: forward.code ?? "" } : l.line;
+    const backward = !!l.origin?.grad_of;
+    const key = line ? `${line.file}:${line.line}:${backward}` : "";
+    let g = groups.get(key);
+    if (!g) groups.set(key, (g = { key, line, op: forward?.op ?? null, backward, launches: [], time_s: 0, share: 0 }));
+    g.launches.push(i);
+    g.time_s += l.time_s;
+    g.share += l.share;
+  });
+  return [...groups.values()].sort((a, b) => b.time_s - a.time_s);
+}
+
+/** @param {LineGroup} g */
+const lineText = (g) =>
+  g.line ? `${shortFile(g.line.file)}:${g.line.line}${g.op ? ` ${g.op.replace(/^Tensor\./, "")}` : ""}${g.backward ? " (backward)" : ""}` : "no line of user code";
 
 /** @param {number} rate GFLOP/s or GB/s */
 const formatRate = (rate) => (rate < 10 ? rate.toFixed(2) : rate.toFixed(1));
@@ -105,13 +145,34 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
       ),
     ),
     h("div", { class: "uv-timeline-key uv-dim" }, h("span", { class: "uv-key-memory" }, "■"), " memory-bound ", h("span", { class: "uv-key-compute" }, "■"), " compute-bound · brighter: nearer its roof"),
+    h("div", { class: "uv-label" }, "By Tensor line ", h("span", { class: "uv-dim" }, "the line whose op made each kernel; a gradient's kernels under its forward op, marked backward")),
+    h(
+      "table",
+      { class: "uv-beam-list uv-profile-lines" },
+      h("thead", {}, h("tr", {}, ["line", "time", "share", "launches"].map((t) => h("th", {}, t)))),
+      h(
+        "tbody",
+        {},
+        byLine(p.launches).map((g) =>
+          h(
+            "tr",
+            { class: "uv-line-row", title: g.line ? `${g.line.file}:${g.line.line} in ${g.line.function}\n  ${g.line.code.trim()}` : "", dataset: { key: g.key } },
+            h("td", { class: "uv-line-where" }, lineText(g)),
+            h("td", {}, formatSeconds(g.time_s)),
+            h("td", {}, `${(g.share * 100).toFixed(1)}%`),
+            h("td", {}, String(g.launches.length)),
+          ),
+        ),
+      ),
+    ),
+    h("div", { class: "uv-label" }, "Launches ", h("span", { class: "uv-dim" }, "most time first")),
     h(
       "table",
       { class: "uv-beam-list uv-launches" },
       h(
         "thead",
         {},
-        h("tr", {}, ["kernel", "time", "share", "GFLOP/s", "GB/s", "roof"].map((t) => h("th", {}, t))),
+        h("tr", {}, ["kernel", "made by", "time", "share", "GFLOP/s", "GB/s", "roof"].map((t) => h("th", {}, t))),
       ),
       h(
         "tbody",
@@ -122,6 +183,7 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
             "tr",
             { class: `uv-launch-row ${marks(l)}${l.context == null ? " uv-unrecorded" : ""}`, title: tip(l, i), dataset: { launch: i, ci: l.context ?? "" }, onclick: open(l) },
             h("td", { class: "uv-launch-kernel" }, kernelName(l.kernel, ctx.axisColors)),
+            h("td", { class: "uv-launch-origin", title: originTitle(l.origin) }, originText(l.origin)),
             h("td", {}, formatSeconds(l.time_s)),
             h("td", {}, `${(l.share * 100).toFixed(1)}%`),
             h("td", {}, formatRate(l.gflops)),
