@@ -8,7 +8,11 @@ from tensor_testing import check, skip_big
 
 from uopviz import Tensor, dtypes
 from uopviz.dtype import DTypeError
+from uopviz.pipeline import kernels_of, lower, schedule
+from uopviz.runtime import device as devices
 from uopviz.tensor import AxisError, DeviceMismatchError, ShapeError
+from uopviz.uop.ops import AxisType, Ops
+from uopviz.uop.symbolic import step
 
 A = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4) - 7.5
 
@@ -183,6 +187,23 @@ def test_advanced_indexing(index: object, t: Tensor) -> None:
                                                                             (index,)))]
     check(t[tindex], want)
     check(t[index], want)
+
+
+@pytest.mark.parametrize("index", [(slice(None), [[1, 0], [2, 2]]), ([1, 0, 1], slice(None), [0, 2, 1]),
+                                   ([[0], [1]], [2, 0])], ids=str)
+def test_advanced_indexing_is_stored_as_read(index: tuple[object, ...]) -> None:
+    """A sum over the last axis of a gathered tensor (a layernorm's over an embedding) reads it one element after
+    another: the gather's kernel stores the result's layout, not a transpose of it to be read across memory."""
+    x = Tensor(np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5))
+    got = x[tuple(Tensor(np.array(i)) if isinstance(i, list) else i for i in index)]
+    last = got.shape[-1]
+    target = devices.get("CPU").target
+    steps = []
+    for ast, _ in kernels_of(schedule([got.sum(-1).uop])):
+        nodes = lower(ast, target).linear.toposort()
+        red = [u for u in nodes if u.op is Ops.RANGE and u.arg.type is AxisType.REDUCE and u.src[0].arg.value == last]
+        steps += [step(u.src[0].src[1], r) for r in red for u in nodes if u.op is Ops.LOAD]
+    assert steps and max(steps) == 1, steps
 
 
 def test_indexing_keeps_nan_and_inf_out_of_other_rows(device: str) -> None:
