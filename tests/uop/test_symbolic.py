@@ -91,6 +91,8 @@ def test_constant_folding_leaves_errors_to_run_time(expr):
     (lambda: (x < 3).where(y, y), "y"),
     (lambda: UOp.const(dtypes.bool, True).where(x, y), "x"),
     (lambda: UOp.const(dtypes.bool, False).where(x, y), "y"),
+    (lambda: (x < 3).where(True, False), "(x<3)"),
+    (lambda: b.where(False, True), "!(b!=0)"),
     (lambda: UOp(Ops.CAST, (x,), idx), "x"),
     (lambda: y < y, "False"),
     (lambda: y.ne(y), "False"),

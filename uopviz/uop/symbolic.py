@@ -264,6 +264,11 @@ _symbolic_rules: list[tuple[UPat, Callable[..., UOp | None]]] = [
     # ---- Where, Cast
     (_op(Ops.WHERE, UPat.cvar("c"), x, y, name="w"), lambda c, x, y, w: _source(w, x if c.arg.value else y)),
     (_op(Ops.WHERE, UPat.var("c"), x, x, name="w"), lambda c, x, w: _source(w, x)),
+    # a bool mask spelled as a select of its own values (a bool gather's ne(0), a mask's gradient)
+    (_op(Ops.WHERE, UPat.var("c", dtypes.bool), UPat.const(dtypes.bool, True), UPat.const(dtypes.bool, False),
+         name="w"), lambda c, w: _source(w, c)),
+    (_op(Ops.WHERE, UPat.var("c", dtypes.bool), UPat.const(dtypes.bool, False), UPat.const(dtypes.bool, True),
+         name="w"), lambda c, w: _source(w, c.logical_not())),
     (UPat(Ops.CAST, name="u"), lambda u: u.src[0] if u.src[0].dtype == u.dtype else None),  # a no-op cast
 ]
 
