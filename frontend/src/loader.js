@@ -2,8 +2,21 @@
 // the bundle (script.uopviz-bundle, text), the answers (script.uopviz-data) and the view to open
 // (script.uopviz-view, JSON). It imports the bundle from a Blob URL, so one HTML file (or a notebook's saved
 // output) holds everything, and several views on one page each load their own.
-(async (/** @type {HTMLScriptElement} */ script) => {
+//
+// It draws once the view is first on screen: a live widget's fallback in a notebook stays hidden (the stylesheet
+// shows it only where the widget failed), and a notebook of many views draws those scrolled to.
+((/** @type {HTMLScriptElement} */ script) => {
   const box = /** @type {HTMLElement} */ (script.parentElement);
+  const seen = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    seen.disconnect();
+    draw(box);
+  });
+  seen.observe(box);
+})(/** @type {HTMLScriptElement} */ (document.currentScript)); // a classic script, run as it is parsed
+
+/** @param {HTMLElement} box */
+async function draw(box) {
   const root = /** @type {HTMLElement} */ (box.querySelector(".uopviz-root"));
   /** @param {string} cls */
   const text = (cls) => /** @type {HTMLScriptElement} */ (box.querySelector(`script.${cls}`)).textContent;
@@ -19,4 +32,4 @@
   } finally {
     URL.revokeObjectURL(url);
   }
-})(/** @type {HTMLScriptElement} */ (document.currentScript)); // a classic script, run as it is parsed
+}

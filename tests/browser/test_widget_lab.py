@@ -6,6 +6,7 @@ the widget's `opts` traitlet. A screenshot is saved under test-artifacts/browser
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -146,3 +147,42 @@ def test_two_widgets_side_by_side_each_draw_their_variant(browser: Browser, lab:
     assert all(b and b["width"] > 300 and b["height"] > 300 for b in boxes), boxes
     page.screenshot(path=shots / "jupyterlab-compare-opts.png")
     assert not errors, errors
+
+
+def test_a_saved_notebook_reopened_shows_the_static_view(browser: Browser, lab: tuple[str, Path],
+                                                         shots: Path) -> None:
+    """A widget's cell run, the notebook saved, its kernel shut down, the notebook opened again (a new kernel, in
+    which the widget's model is not): the cell shows the view, static, in the widget's place, not JupyterLab's
+    "Error displaying widget: model not found". While the widget lives, its fallback is hidden and not drawn."""
+    base, root = lab
+    notebook(root / "saved.ipynb", SHOW_GEMM)
+    page = open_notebook(browser, base, "saved.ipynb")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    run_cell(page, 0)
+    page.wait_for_selector(f".uv-widget{DRAWN}", timeout=120_000)
+    page.wait_for_selector(".uopviz-static", state="attached")
+    assert not page.is_visible(".uopviz-static") and page.locator(".uopviz-static .uv-app").count() == 0
+    page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()  # the notebook, not the widget, takes the keys
+    page.keyboard.press("Control+s")
+    saved = root / "saved.ipynb"
+    page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')")
+    outputs = json.loads(saved.read_text())["cells"][0]["outputs"]
+    assert [sorted(o["data"]) for o in outputs] == [["application/vnd.jupyter.widget-view+json", "text/plain"],
+                                                    ["text/html"]]
+    page.close()
+    with urllib.request.urlopen(f"{base}api/sessions") as r:
+        for s in json.load(r):
+            urllib.request.urlopen(urllib.request.Request(f"{base}api/sessions/{s['id']}", method="DELETE")).close()
+
+    page = open_notebook(browser, base, "saved.ipynb")
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.wait_for_selector(f".uopviz-static {DRAWN}", timeout=60_000)
+    box = page.locator(".uopviz-static .uv-app").bounding_box()
+    assert box and box["width"] > 600 and box["height"] > 500, box
+    assert page.locator(".uopviz-static .uv-node").count() > 0
+    assert not page.get_by_text("Error displaying widget").is_visible()
+    assert page.locator(".uv-widget").count() == 0
+    page.screenshot(path=shots / "jupyterlab-reopened.png")
+    assert not errors, errors
+    page.close()

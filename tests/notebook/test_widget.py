@@ -98,8 +98,25 @@ def test_the_static_export_holds_every_step_once_per_node(gemm: TraceView, tmp_p
     html = to_html(TraceStore("CPU").record_zoo("sum", small=True).trace, tmp_path / "sum.html")
     assert (tmp_path / "sum.html").read_text() == html
     assert html.startswith("<!doctype html>") and "<script src" not in html and "http" not in html.split("<script")[0]
-    data = gemm._repr_mimebundle_()[0]
-    assert 'class="uopviz-data"' in data["text/html"] and "application/vnd.jupyter.widget-view+json" in data
+
+
+def test_a_widget_shows_as_two_outputs_the_widget_then_its_static_fallback(gemm: TraceView) -> None:
+    """JupyterLab draws a widget output's own text/html nowhere (a saved notebook reopened: "model not found"), so
+    the fallback is an output of its own, after the widget's (the stylesheet shows one of the two)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()  # display() publishes to a shell's display publisher (else it prints a repr)
+    with capture_output() as shown:
+        display(gemm)
+    widget, fallback = (o.data for o in shown.outputs)
+    assert "application/vnd.jupyter.widget-view+json" in widget and "text/html" not in widget
+    assert list(fallback) == ["text/html"] and 'class="uopviz-data"' in fallback["text/html"]
+    gemm.close()
+    with capture_output() as shown:
+        display(gemm)
+    assert [list(o.data) for o in shown.outputs] == [["text/plain"]]  # closed: no view, no fallback
 
 
 def test_cli_export_names_a_missing_file(tmp_path: Path) -> None:
@@ -119,7 +136,7 @@ def test_the_saved_fallback_holds_the_shown_context_alone(gemm: TraceView) -> No
     import gzip
     import re
 
-    html = gemm._repr_mimebundle_()[0]["text/html"]
+    html = gemm.static_html()
     found = re.search(r'class="uopviz-data">([^<]*)<', html)
     assert found is not None
     packed = json.loads(gzip.decompress(base64.b64decode(found.group(1))))

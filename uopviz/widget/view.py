@@ -72,22 +72,33 @@ class TraceView(anywidget.AnyWidget):
         except KernelOptError as e:
             raise traitlets.TraitError(f"opts: {e}") from None
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The widget, and as its fallback the same view static (text/html): what a notebook saved with this output
-        shows where there is no kernel or no uopviz (nbviewer, a repository's viewer). The fallback holds the
-        context shown (every step of its passes) and the outline of the rest: small and quick to make for a
-        training step's trace, whose every pass of every kernel would be megabytes and most of a minute."""
-        shown = super()._repr_mimebundle_(**kwargs)
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Two outputs: the widget, then its fallback, the same view static (text/html, `static_html`). A notebook
+        saved with them and reopened has no model for the widget (JupyterLab then says "model not found" and never
+        falls back to a widget output's own text/html), nor has a viewer with no kernel or no uopviz (nbviewer, a
+        repository's page): there the fallback shows the view. The app's stylesheet shows one of the two in
+        JupyterLab: the fallback only after a widget output that failed, which it hides; the loader draws the
+        fallback only once it is visible, so a live widget's hidden fallback costs no second app."""
+        from IPython.display import display
+
+        shown = self._repr_mimebundle_(**kwargs) if self.comm is not None else None  # a closed widget: its repr
         if shown is None:
-            return None
-        data, metadata = shown if isinstance(shown, tuple) else (shown, {})
+            display({"text/plain": repr(self)}, raw=True)
+            return
+        data, metadata = shown
+        display(data, metadata=metadata, raw=True)
+        display({"text/html": self.static_html()}, raw=True)
+
+    def static_html(self) -> str:
+        """The view shown, static (export.fragment): the context shown (every step of its passes) and the outline
+        of the rest: small and quick to make for a training step's trace, whose every pass of every kernel would be
+        megabytes and most of a minute."""
         tids = [t.id for t in self.answers.store.all() if t.source != "opts"]
         ci = self._shown_context()
         view = {"tid": self.trace or None, "ci": ci, "pi": self.pass_index, "k": self.step,
                 "tab": "beam" if self.tab == "beam" else "rewrite"}
         only = (self.trace, ci) if self.trace and ci is not None else None
-        data["text/html"] = export.fragment(self.answers, tids, view, height=f"{self.height}px", only=only)
-        return data, metadata
+        return export.fragment(self.answers, tids, view, height=f"{self.height}px", only=only)
 
     def _shown_context(self) -> int | None:
         """The context the view shows: the one chosen, else the trace's first kernel (as the app opens), else
