@@ -73,6 +73,8 @@ export class App {
     // the graph's views: null follows the stage (on late), a boolean is the person's choice
     /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, calls: boolean | null, hidden: Set<string>}} */
     this.views = { index: null, lanes: null, listing: null, calls: null, hidden: new Set() };
+    /** @type {Set<string>} the Calls whose kernel is drawn while the others are boxes (by node id) */
+    this.expanded = new Set();
     this.query = "";
     /** @type {number[]} */
     this.hits = [];
@@ -210,7 +212,7 @@ export class App {
         this.render();
       }),
       toggle("index", "index", "fold index arithmetic into the Index nodes that read it (i)", () => this.flip("index")),
-      toggle("calls", "kernels", "draw each Call of a schedule as one box over its inputs and outputs, its kernel's body folded (k)", () => this.flip("calls")),
+      toggle("calls", "kernels", "draw each Call of a schedule as one box over its inputs and outputs, its kernel's body folded (k; a Call's inspector draws one kernel in place)", () => this.flip("calls")),
       toggle("lanes", "copies", "draw nodes alike but for their constants (UPCAST copies, vector lanes) once, with a count (c)", () => this.flip("lanes")),
       (this.toggles.filter = button("uv-filter", "ops ▾", "hide op groups (their users are wired to their sources)", () => (els.filters.hidden = !els.filters.hidden))),
       toggle("listing", "listing", "the instruction listing of a Linear program instead of its graph (g)", () => this.flip("listing")),
@@ -544,6 +546,7 @@ export class App {
         index: this.effective("index"),
         lanes: this.effective("lanes"),
         calls: this.effective("calls"),
+        expanded: this.expanded,
         hidden: this.views.hidden,
         commutative: new Set(this.meta.commutative ?? []),
       });
@@ -675,7 +678,7 @@ export class App {
       drawn,
       table: this.table,
       select: (id) => this.selectNode(id, true),
-      opener: (n) => this.functionOf(n),
+      opener: (n) => this.openerOf(n),
       python: this.readOnly ? null : (id) => this.showPython(id),
     });
   }
@@ -692,13 +695,25 @@ export class App {
     }
   }
 
-  // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in.
+  // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in;
+  // a kernel's Call drawn as a box draws its kernel in place (and folds it again), one Call at a time.
   /**
    * @param {GraphNode} node
    * @returns {{label: string, open: () => void} | null}
    */
-  functionOf(node) {
+  openerOf(node) {
     const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
+    if (node.op === "Call" && fn?.op !== "Function" && node.src.length > 1 && this.effective("calls")) {
+      const open = this.expanded.has(node.id);
+      return {
+        label: open ? "fold its kernel" : "draw its kernel here",
+        open: () => {
+          if (open) this.expanded.delete(node.id);
+          else this.expanded.add(node.id);
+          this.render();
+        },
+      };
+    }
     if (fn?.op !== "Function" || !fn.arg) return null;
     const ci = (this.contexts ?? []).findIndex((c) => c.kind === "function" && c.name === `function ${fn.arg}`);
     return ci < 0 ? null : { label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0, opts: null }, true) };

@@ -184,3 +184,28 @@ test("calls: a schedule's Call is one box over its buffers, its kernel's body co
   assert.ok(["body", "store", "val"].every((id) => whole.nodes.some((n) => n.id === id)));
   assert.notEqual(grouped.key, whole.key);
 });
+
+test("calls: an expanded Call draws its kernel's body under it; the others stay boxes", () => {
+  const nodes = [
+    node("sink", "Sink", ["c1", "c2"]),
+    node("c1", "Call", ["b1", "buf"]),
+    node("c2", "Call", ["b2", "buf"]),
+    node("b1", "Sink", ["s1"]),
+    node("s1", "Store", ["p0", "p0"]),
+    node("b2", "Sink", ["s2"]),
+    node("s2", "Store", ["p1", "p1"]),
+    node("p0", "Param"),
+    node("p1", "Param", [], { arg: "1" }),
+    node("buf", "Buffer"),
+  ];
+  const folded = displayGraph(step(nodes), null, { ...DEFAULT_OPTIONS, calls: true });
+  const one = displayGraph(step(nodes), null, { ...DEFAULT_OPTIONS, calls: true, expanded: new Set(["c1"]) });
+  const ids = (/** @type {import("../types/ui").DisplayGraph} */ d) => d.nodes.map((n) => n.id.split("~")[0]);
+  assert.ok(!ids(folded).includes("b1") && !ids(folded).includes("b2"));
+  assert.ok(["b1", "s1", "p0"].every((id) => ids(one).includes(id)));
+  assert.ok(!ids(one).includes("b2") && !ids(one).includes("s2"));
+  assert.equal(one.nodes.find((n) => n.id === "c1")?.expr, null);
+  assert.equal(one.nodes.find((n) => n.id === "c2")?.expr, "kernel of 3 nodes");
+  assert.ok(one.edges.some((e) => e.v === "b1" && e.w === "c1" && e.operand === "0"));
+  assert.notEqual(one.key, folded.key);
+});

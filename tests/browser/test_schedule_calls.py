@@ -40,3 +40,22 @@ def test_each_call_is_a_box_and_k_draws_the_kernels(page: Page, server: str, sho
                            "'kernel of'))")
     assert drawn(page) > grouped
     assert page.locator(".uv-node", has_text="Store").count() >= len(calls)
+
+
+def test_one_call_at_a_time_draws_its_kernel_from_the_inspector(page: Page, server: str, shots: Path) -> None:
+    """The inspector of a Call box draws that Call's kernel in place, the other Call staying a box; it folds again."""
+    passes = api(page, server, "traces/gemm")["contexts"][0]["passes"]
+    pi = next(p["index"] for p in passes if p["name"] == "memory plan")
+    page.goto(f"{server}#/t/gemm/c/0/p/{pi}/s/0")
+    wait_drawn(page, f"gemm/0/{pi}/0")
+    grouped = drawn(page)
+    page.locator(".uv-node", has_text="kernel of").first.click()
+    page.click(".uv-inspector .uv-open:text('draw its kernel here')")
+    page.wait_for_function("() => document.querySelectorAll('.uv-node').length && [...document.querySelectorAll("
+                           "'.uv-node')].filter(n => n.textContent.includes('kernel of')).length === 1")
+    assert grouped < drawn(page) and page.locator(".uv-node", has_text="Store").count() >= 1
+    page.screenshot(path=shots / "gemm-schedule-one-call.png")
+    page.click(".uv-inspector .uv-open:text('fold its kernel')")
+    page.wait_for_function("() => [...document.querySelectorAll('.uv-node')].filter(n => n.textContent.includes("
+                           "'kernel of')).length === 2")
+    assert drawn(page) == grouped

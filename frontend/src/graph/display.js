@@ -7,7 +7,8 @@
 //  - lanes: nodes that differ only in their constants (the copies an UPCAST makes of the kernel's body, the lanes
 //    of a devectorized value) are drawn once, with their count ("Store ×128").
 //  - calls: a schedule's Call drawn as one box over its inputs and outputs (its buffers and the values it waits on),
-//    its kernel's body (its first source) not drawn but counted on it, unless another node uses that body.
+//    its kernel's body (its first source) not drawn but counted on it, unless another node uses that body or the
+//    Call is one of `expanded` (the Calls opened one at a time: a schedule of hundreds of kernels stays readable).
 //  - hidden: op groups not drawn; their users are wired to their sources (dashed edges).
 //  - always: shared hub nodes (ranges, params, buffers, constants, variables) are drawn once per use, without their
 //    own sources, so a Range used by forty index expressions does not pull forty edges across the picture. A node
@@ -18,7 +19,7 @@ import { textOn } from "../dom.js";
 /** @import { GraphNode, StepView } from "../../types/api" */
 /** @import { DisplayEdge, DisplayGraph, DisplayNode } from "../../types/ui" */
 /** @typedef {Map<string, GraphNode>} Table the step's nodes by id */
-/** @typedef {{index: boolean, lanes: boolean, calls: boolean, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
+/** @typedef {{index: boolean, lanes: boolean, calls: boolean, expanded: Set<string>, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
 /** @typedef {{text: string, buffer: string | null}} Address an Index's text, and its buffer to draw (not a Param) */
 /** @typedef {{text: Map<string, string>, absorbed: Set<string>, address: Map<string, Address>, math: Map<string, boolean>}} Folding */
 /** @typedef {{key: string, members: string[], srcs: Map<string, [string, Set<number>]>}} Group nodes drawn as one */
@@ -61,7 +62,7 @@ const LEAF = 9;
 
 // The views that make a big graph readable, as displayGraph takes them.
 /** @type {DisplayOptions} */
-export const DEFAULT_OPTIONS = { index: false, lanes: false, calls: false, hidden: new Set(), commutative: new Set() };
+export const DEFAULT_OPTIONS = { index: false, lanes: false, calls: false, expanded: new Set(), hidden: new Set(), commutative: new Set() };
 
 // step: the /steps/{k} response; removedNodes: the nodes the step removed (by id), drawn beside the graph when given
 // (the step's own table may hold them too); options: as DEFAULT_OPTIONS.
@@ -107,7 +108,7 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
     const shown = [];
     node.src.forEach((s, i) => {
       if (!table.has(s)) return;
-      if (options.calls && i === 0 && node.op === "Call" && node.src.length > 1) {
+      if (options.calls && i === 0 && node.op === "Call" && node.src.length > 1 && !options.expanded.has(id)) {
         exprs.set(id, `kernel of ${reachable(s, table)} nodes`); // its body: drawn only for another user
         return;
       }
@@ -201,7 +202,7 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
   }
   // what the drawn graph depends on (the layout cache's key): with the views on, also what the step marks
   const marks = options.index || options.lanes ? `|${step.match}|${step.replacement}|${[...changed].join(",")}` : "";
-  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${options.calls}|${[...options.hidden].sort().join(",")}${marks}`;
+  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${options.calls}${options.calls && options.expanded.size ? `:${[...options.expanded].sort().join(",")}` : ""}|${[...options.hidden].sort().join(",")}${marks}`;
   return { key, root: step.root, nodes, edges, match: step.match, replacement: step.replacement, total: order.length };
 }
 
