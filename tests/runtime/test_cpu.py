@@ -82,3 +82,29 @@ def test_buffers_start_on_a_cache_line(size: int, dtype: Any) -> None:
     from uopviz.runtime.cpu import ALIGNMENT
     h = buffers.handle(buffers.new_buffer(size, dtype, "CPU"))
     assert h.ctypes.data % ALIGNMENT == 0 and h.size == size and h.flags.writeable
+
+
+def test_programs_take_the_address_alloc_noted(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """alloc's arrays carry their address, so a launch reads no buffer's address again; any other array (a view, a
+    plain NumPy array) is passed at its own address; what copyout returns is a plain ndarray."""
+    from uopviz.runtime import cpu
+    rt = CPURuntime()
+    out, inp = rt.alloc(3, dtypes.float32), rt.alloc(4, dtypes.float32)
+    assert out.address == out.ctypes.data and inp.address == inp.ctypes.data
+    rt.copyin(inp, np.array([1, 2, 3, 4], np.float32))
+    run = rt.compile(kernel(ADD))
+    real_address = cpu._address
+
+    def no_address(h: Any) -> int:
+        raise AssertionError("an alloc'd buffer's address was read again")
+    monkeypatch.setattr(cpu, "_address", no_address)
+    run([out, inp])
+    np.testing.assert_array_equal(rt.copyout(out, 3, dtypes.float32), [2, 3, 4])
+    monkeypatch.setattr(cpu, "_address", real_address)
+    run([out, inp[1:]])  # a view: its own address, not its base's
+    got = rt.copyout(out, 3, dtypes.float32)
+    np.testing.assert_array_equal(got, [3, 4, 5])
+    assert type(got) is np.ndarray
+    plain = np.zeros(3, np.float32)
+    run([plain, inp])
+    np.testing.assert_array_equal(plain, [2, 3, 4])
