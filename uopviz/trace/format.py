@@ -13,6 +13,7 @@ from typing import Any
 
 from uopviz.dtype import DTypeError, dtypes
 from uopviz.trace.errors import TraceFormatError
+from uopviz.trace.nodes import Node
 from uopviz.trace.serialize import decode
 from uopviz.uop.ops import Ops
 from uopviz.uop.spec import ArgError, check_arg
@@ -56,16 +57,18 @@ def parse(text: str | bytes) -> dict[str, Any]:
     return doc
 
 
-def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A json object_hook making equal strings one object, and equal node shapes one list. JSON parsing makes a new
-    object for each occurrence, and a trace names each node id many times (the node table's keys, sources, steps'
-    added lists, passes) and its ~100k nodes have a few hundred shapes, so without it a loaded trace took about
-    twice the memory, and as freed fragments its process kept it. A loaded trace's entries are read, never
-    changed (a replay's rebuilt entry is a new dict), so sharing a shape list is safe."""
+def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any] | Node]:
+    """A json object_hook making equal strings one object, equal node shapes one list, and node entries Nodes.
+    JSON parsing makes a new object for each occurrence, and a trace names each node id many times (the node
+    table's keys, sources, steps' added lists, passes) and its ~100k nodes have a few hundred shapes, so without it
+    a loaded trace took about twice the memory, and as freed fragments its process kept it; an entry's dict is
+    likewise freed at once, its Node kept (the parse reuses the dict's memory for the next entry). A loaded
+    trace's entries are read, never changed (a replay's rebuilt entry is a new Node), so sharing a shape list is
+    safe."""
     seen: dict[str, str] = {}
     shapes: dict[tuple[Any, ...], list[Any]] = {}
 
-    def share(obj: dict[str, Any]) -> dict[str, Any]:
+    def share(obj: dict[str, Any]) -> dict[str, Any] | Node:
         for k, v in obj.items():
             if type(v) is str:
                 obj[k] = seen.setdefault(v, v)
@@ -73,9 +76,11 @@ def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any]]:
                 for i, x in enumerate(v):
                     if type(x) is str:
                         v[i] = seen.setdefault(x, x)
-        if "op" in obj and type(shape := obj.get("shape")) is list:
-            obj["shape"] = shapes.setdefault(tuple(shape), shape)
-        elif len(obj) > 64 and type(next(iter(obj.values()))) is dict:  # the node table: its keys are the ids
+        if "op" in obj and "src" in obj:
+            if type(shape := obj.get("shape")) is list:
+                obj["shape"] = shapes.setdefault(tuple(shape), shape)
+            return Node.from_mapping(obj) or obj
+        if len(obj) > 64 and type(next(iter(obj.values()))) is Node:  # the node table: its keys are the ids
             return {seen.setdefault(k, k): v for k, v in obj.items()}
         return obj
     return share
@@ -192,30 +197,29 @@ def _nonnegative(obj: dict[str, Any], key: str, types: type | tuple[type, ...], 
 
 def _check_node(nodes: dict[str, Any], nid: str, entry: Any) -> None:
     where = f"nodes[{nid!r}]"
-    op = _get(_obj(entry, where), "op", str, where)
+    node = entry if isinstance(entry, Node) else Node.from_mapping(_obj(entry, where))
+    if node is None:
+        missing = next(k for k in ("op", "dtype", "shape", "arg", "src", "tag") if k not in entry)
+        raise TraceFormatError(f"{where}: missing field {missing!r}")
+    op = _typed(node.op, "op", str, where)
     if op not in _OP_NAMES:
         raise TraceFormatError(f"{where}.op: unknown op {op!r}")
-    dtype = _get(entry, "dtype", (str, type(None)), where)
-    if dtype is not None:
+    if (dtype := _typed(node.dtype, "dtype", (str, type(None)), where)) is not None:
         try:
             dtypes.from_name(dtype)
         except DTypeError:
             raise TraceFormatError(f"{where}.dtype: unknown dtype {dtype!r}") from None
-    shape = _get(entry, "shape", (list, type(None)), where)
-    for i, d in enumerate(shape or ()):
+    for i, d in enumerate(_typed(node.shape, "shape", (list, type(None)), where) or ()):
         if isinstance(d, str):
             _ref(nodes, d, f"{where}.shape[{i}]")
         elif not isinstance(d, int) or isinstance(d, bool):
             raise TraceFormatError(f"{where}.shape[{i}]: expected an int or a node id, got {_kind(d)}")
-    device = entry.get("device")  # optional: derived, stored since uopviz's multi-device support
+    device = node.get("device")  # optional: derived, stored since uopviz's multi-device support
     if not (device is None or isinstance(device, str) or (isinstance(device, list) and device
                                                            and all(isinstance(d, str) for d in device))):
         raise TraceFormatError(f"{where}.device: expected a device name or a list of them, got {_kind(device)}")
-    for key in ("arg", "tag"):
-        if key not in entry:
-            raise TraceFormatError(f"{where}: missing field {key!r}")
-    _check_arg(Ops(op), entry["arg"], where)
-    for i, s in enumerate(_get(entry, "src", list, where)):
+    _check_arg(Ops(op), node.arg, where)
+    for i, s in enumerate(_typed(node.src, "src", list, where)):
         _ref(nodes, s, f"{where}.src[{i}]")
 
 
@@ -267,7 +271,11 @@ def _obj(x: Any, where: str) -> dict[str, Any]:
 def _get(obj: dict[str, Any], key: str, types: type | tuple[type, ...], where: str) -> Any:
     if key not in obj:
         raise TraceFormatError(f"{where}: missing field {key!r}")
-    v = obj[key]
+    return _typed(obj[key], key, types, where)
+
+
+def _typed(v: Any, key: str, types: type | tuple[type, ...], where: str) -> Any:
+    """v, the value of field `key`, if it is of one of `types` (a bool is not an int here)."""
     allowed = types if isinstance(types, tuple) else (types,)
     if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
         names = " or ".join("null" if t is type(None) else _JSON_NAME.get(t, t.__name__) for t in allowed)

@@ -17,7 +17,7 @@ from typing import Any
 
 from uopviz.trace.format import FORMAT, VERSION, TraceFormatError, check_document, check_size, parse
 from uopviz.trace.kernels import check_kernels
-from uopviz.trace.nodes import Entry, NodeTable, Replay
+from uopviz.trace.nodes import Entry, Node, NodeTable, Replay
 from uopviz.trace.origins import Carried, Origin, carry, describe, noting
 from uopviz.trace.recorder import Context, PassBegin, PassEnd, Profiled, Recorder
 from uopviz.uop.ops import UOp
@@ -166,12 +166,15 @@ class Trace:
 
     @property
     def nodes(self) -> dict[str, Entry]:
-        """The node table: id -> {op, dtype, shape, arg, src, tag}."""
+        """The node table: id -> entry, a read-only mapping {op, dtype, shape, arg, src, tag} (device optional)."""
         self._sync()
         return self._table.entries
 
-    def node(self, nid: str) -> Entry:
-        """The entry of a stored node, or of a node built by `graph_at` replay."""
+    def node(self, nid: str) -> dict[str, Any]:
+        """The entry of a stored node, or of a node built by `graph_at` replay, as a dict of its own."""
+        return self._entry(nid).to_dict()
+
+    def _entry(self, nid: str) -> Entry:
         self._sync()
         try:
             return self._table.entry(nid)
@@ -180,12 +183,12 @@ class Trace:
 
     def toposort(self, root: str) -> list[str]:
         """Ids of the graph under root, sources before their users (the order a layered layout wants)."""
-        self.node(root)
+        self._entry(root)
         return self._table.toposort(root)
 
     def nodes_of(self, root: str) -> set[str]:
         """Ids of every node in the graph under root."""
-        self.node(root)
+        self._entry(root)
         return self._table.reachable(root)
 
     def origin(self, nid: str) -> dict[str, Any] | None:
@@ -223,7 +226,7 @@ class Trace:
 
     def uop(self, nid: str) -> UOp:
         """Rebuild the UOp of a node id."""
-        self.node(nid)
+        self._entry(nid)
         return self._table.uop(nid)
 
     # ---- the document ----
@@ -231,7 +234,7 @@ class Trace:
         self._sync()
         return {
             "format": FORMAT, "version": VERSION, "uopviz_version": self._uopviz_version or _uopviz_version(),
-            "nodes": dict(self._table.entries),
+            "nodes": {k: v.to_dict() for k, v in self._table.entries.items()},
             "rules": [{"location": r.location, "text": r.text} for r in self._rules],
             "contexts": [{"name": c.name, "kind": c.kind, "opts": c.opts, **({"stack": c.stack} if c.stack else {}),
                           "passes": [p.to_dict() for p in c.passes]} for c in self._contexts],
@@ -275,7 +278,7 @@ class Trace:
     def _from_checked(cls, doc: dict[str, Any]) -> Trace:
         tr = cls()
         tr._uopviz_version = doc["uopviz_version"]
-        tr._table = NodeTable(dict(doc["nodes"]))
+        tr._table = NodeTable({k: _node(v) for k, v in doc["nodes"].items()})
         tr._rules = [TraceRule(r["location"], r["text"]) for r in doc["rules"]]
         for c in doc["contexts"]:
             passes = [TracePass(p["name"], p["stage"], p["depth"], p["parent"], p["input"], p["output"],
@@ -348,6 +351,13 @@ class Trace:
                 self._rules.append(key)
             self._rule_of[rule] = i
         return i
+
+
+def _node(entry: Node | dict[str, Any]) -> Node:
+    """A checked document's entry as a Node (parse made it one; a document from to_dict holds dicts)."""
+    node = entry if isinstance(entry, Node) else Node.from_mapping(entry)
+    assert node is not None, "check_document passed an entry without the fields of one"
+    return node
 
 
 def _chain(origins: list[dict[str, Any]], k: int | None) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ rebuild UOps from entries or replay a rewrite on ids alone (so a saved trace rep
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -13,7 +14,71 @@ from uopviz.trace.ids import base_entry, content_id, id_parts, parted_id
 from uopviz.trace.serialize import decode
 from uopviz.uop.ops import Ops, UOp, toposort
 
-Entry = dict[str, Any]
+_FIELDS = ("op", "dtype", "shape", "arg", "src", "tag", "device")
+_REQUIRED = frozenset(_FIELDS[:-1])
+_ABSENT: Any = object()  # the value of a field the entry does not have ("device" in traces saved before it)
+
+
+class Node(Mapping[str, Any]):
+    """A node entry, read-only: {op, dtype, shape, arg, src, tag} and an optional device, read as a mapping.
+
+    A dict per node made the node table most of a loaded trace's memory (a GPT step's 94k entries took 25 MB as
+    dicts of 272 bytes; a Node is 88), so entries are these, built while the JSON is parsed (the parse's
+    object_hook, by `from_mapping`: a dict freed after the parse leaves its memory to the process). `to_dict` is
+    the plain dict a document (and Trace.node) gives. Code that knows it has a Node reads the fields as attributes,
+    faster than the mapping.
+    """
+
+    __slots__ = _FIELDS
+    op: str
+    dtype: str | None
+    shape: list[int | str] | None
+    arg: Any
+    src: list[str]
+    tag: Any
+    device: str | list[str] | None
+
+    def __init__(self, op: str, dtype: str | None, shape: list[int | str] | None, arg: Any, src: list[str],
+                 tag: Any, device: str | list[str] | None = _ABSENT) -> None:
+        self.op, self.dtype, self.shape, self.arg, self.src, self.tag, self.device = (
+            op, dtype, shape, arg, src, tag, device)
+
+    @classmethod
+    def from_mapping(cls, obj: Mapping[str, Any]) -> Node | None:
+        """The node of an object with an entry's fields (device optional; fields no version wrote are dropped),
+        else None, left to the format check to report (which checks the values' types too)."""
+        if not _REQUIRED <= obj.keys():
+            return None
+        return cls(obj["op"], obj["dtype"], obj["shape"], obj["arg"], obj["src"], obj["tag"],
+                   obj.get("device", _ABSENT))
+
+    def with_src(self, src: list[str]) -> Node:
+        """The same node over other sources."""
+        return Node(self.op, self.dtype, self.shape, self.arg, src, self.tag, self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"op": self.op, "dtype": self.dtype, "shape": self.shape, "arg": self.arg, "src": self.src,
+             "tag": self.tag}
+        if self.device is not _ABSENT:
+            d["device"] = self.device
+        return d
+
+    def __getitem__(self, key: str) -> Any:
+        if key in _FIELDS and (v := getattr(self, key)) is not _ABSENT:
+            return v
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_FIELDS if self.device is not _ABSENT else _FIELDS[:-1])
+
+    def __len__(self) -> int:
+        return len(_FIELDS) - (self.device is _ABSENT)
+
+    def __repr__(self) -> str:
+        return f"Node({self.to_dict()!r})"
+
+
+Entry = Node
 
 
 class NodeTable:
@@ -38,10 +103,9 @@ class NodeTable:
                 continue
             e = base_entry(u, [ids[s] for s in u.src])
             nid = content_id(e)
-            entry = {"op": e["op"], "dtype": e["dtype"], "shape": self._shape(u, new), "arg": e["arg"],
-                     "src": e["src"], "tag": e["tag"]}
-            if (device := _device(u)) is not None:
-                entry["device"] = device
+            device = _device(u)
+            entry = Node(e["op"], e["dtype"], self._shape(u, new), e["arg"], e["src"], e["tag"],
+                         _ABSENT if device is None else device)
             ids[u] = nid
             if nid not in self.entries:
                 self.entries[nid] = entry
@@ -80,7 +144,7 @@ class NodeTable:
         stack: list[tuple[str, int]] = [(root, 0)]
         while stack:
             nid, i = stack.pop()
-            src = () if nid == stop else self.entry(nid)["src"]
+            src = () if nid == stop else self.entry(nid).src
             if i < len(src):
                 stack.append((nid, i + 1))
                 if src[i] not in seen:
@@ -94,7 +158,7 @@ class NodeTable:
         """Every id in the graph under root."""
         seen, stack = {root}, [root]
         while stack:
-            for s in self.entry(stack.pop())["src"]:
+            for s in self.entry(stack.pop()).src:
                 if s not in seen:
                     seen.add(s)
                     stack.append(s)
@@ -107,8 +171,8 @@ class NodeTable:
         for i in self.toposort(nid):
             if i not in self._uops:
                 e = self.entry(i)
-                src = tuple(self._uops[s] for s in e["src"])
-                self._uops[i] = UOp(Ops(e["op"]), src, decode(e["arg"]), decode(e["tag"]))
+                src = tuple(self._uops[s] for s in e.src)
+                self._uops[i] = UOp(Ops(e.op), src, decode(e.arg), decode(e.tag))
         return self._uops[nid]
 
     def substitute(self, root: str, rewrites: dict[str, str], memo: dict[str, str] | None = None,
@@ -142,15 +206,15 @@ class NodeTable:
                     stack.append((target, 0, None))
                 else:
                     stack.append((nid, 2, None))
-                    stack.extend((s, 0, None) for s in self.entry(nid)["src"]
+                    stack.extend((s, 0, None) for s in self.entry(nid).src
                                  if s not in memo and s not in active and s not in fresh)
             elif phase == 1:
                 memo[nid] = memo.get(via, via)  # type: ignore[arg-type, assignment]  # phase 1 has a via: a fresh target is itself
                 active.discard(nid)
             elif phase == 2:
                 e = self.entry(nid)
-                src = [memo.get(s, s) for s in e["src"]]
-                rid = nid if src == e["src"] else self._rebuilt(nid, e, src)
+                src = [memo.get(s, s) for s in e.src]
+                rid = nid if src == e.src else self._rebuilt(nid, e, src)
                 target = rewrites.get(rid) if rid != nid else None
                 if target is not None and target not in active:
                     stack.append((nid, 1, target))
@@ -171,9 +235,8 @@ class NodeTable:
             parts = self._parts[nid] = id_parts(e)
         rid = parted_id(parts, src)
         self._parts[rid] = parts  # the same op, dtype, arg and tag
-        rebuilt = {**e, "src": src}
-        if rid not in self.entries:
-            self._derived.setdefault(rid, rebuilt)
+        if rid not in self.entries and rid not in self._derived:
+            self._derived[rid] = e.with_src(src)
         return rid
 
 
@@ -222,7 +285,7 @@ class Replay:
         todo = [root]
         while todo:
             nid = todo.pop()
-            for s in self.table.entry(nid)["src"]:
+            for s in self.table.entry(nid).src:
                 if s not in self.parents:
                     self.parents[s] = []
                     self.fresh.add(s)
