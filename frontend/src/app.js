@@ -118,6 +118,7 @@ export class App {
       source: this.source,
       readOnly: this.readOnly,
       fetch: (key, load) => this.fetch(key, load),
+      step: (tid, ci, pi, k) => this.stepData(tid, ci, pi, k),
       go: (patch, push) => this.go(patch, push),
       state: () => this.state,
       selectNode: (id) => this.selectNode(id, true),

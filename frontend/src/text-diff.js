@@ -11,14 +11,31 @@
  * @param {number} [context]
  */
 export function unifiedDiff(before, after, names = ["before", "after"], context = 3) {
-  const a = before.split("\n");
-  const b = after.split("\n");
+  return formatDiff(editScript(before.split("\n"), after.split("\n")), names, context);
+}
+
+// The edit script of two lists of keys (lines, or node ids): [kind, key], kind " " (both), "-" (a only), "+" (b
+// only); the keys both lists start and end with are set aside before the quadratic part.
+/**
+ * @param {string[]} a
+ * @param {string[]} b
+ * @returns {Op[]}
+ */
+export function editScript(a, b) {
   let head = 0;
   while (head < a.length && head < b.length && a[head] === b[head]) head++;
   let tail = 0;
   while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail++;
-  /** @type {Op[]} */
-  const ops = [...a.slice(0, head).map((t) => /** @type {Op} */ ([" ", t])), ...middle(a.slice(head, a.length - tail), b.slice(head, b.length - tail)), ...a.slice(a.length - tail).map((t) => /** @type {Op} */ ([" ", t]))];
+  return [...a.slice(0, head).map((t) => /** @type {Op} */ ([" ", t])), ...middle(a.slice(head, a.length - tail), b.slice(head, b.length - tail)), ...a.slice(a.length - tail).map((t) => /** @type {Op} */ ([" ", t]))];
+}
+
+// An edit script of lines as `diff -u` writes it ("" when nothing changed).
+/**
+ * @param {Op[]} ops
+ * @param {[string, string]} names
+ * @param {number} context
+ */
+export function formatDiff(ops, names, context) {
   if (!ops.some(([k]) => k !== " ")) return "";
   return [`--- ${names[0]}`, `+++ ${names[1]}`, ...hunks(ops, context)].join("\n");
 }

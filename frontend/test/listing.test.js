@@ -1,7 +1,7 @@
 import "./dom-env.js";
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { linearOf, listingLines, renderListing } from "../src/graph/listing.js";
+import { linearOf, listingDiff, listingLines, renderListing } from "../src/graph/listing.js";
 import { node, step } from "./fixtures.js";
 
 const program = [
@@ -54,4 +54,15 @@ test("loops indent what they hold: a Range opens one, its End closes it", () => 
     ["Store", 1, "%0 %3"],
     ["End", 0, "%4 %0"],
   ]);
+});
+
+test("listingDiff: lines by node identity, so an inserted instruction is one + line, not a renumbered program", () => {
+  const before = step([node("lin0", "Linear", ["p", "add", "st0"], { dtype: "void" }), ...program.slice(1, 4), node("st0", "Store", ["p", "add"], { dtype: "void" })]);
+  const after = step([node("lin", "Linear", ["p", "r", "add", "st"], { dtype: "void" }), node("r", "Range", ["c"], { arg: "LOOP" }), ...program.slice(1, 4), node("st", "Store", ["p", "add", "r"], { dtype: "void" })], { added: ["r", "st"], rebuilt: [["lin0", "lin"]], changes: [{ kind: "changed", id: "st", before: "st0", text: "", before_text: "" }] });
+  const diff = listingDiff(before, after).split("\n");
+  assert.deepEqual(diff.filter((l) => /^[-+][^-+]/.test(l)), ["+Range  index  2  LOOP", "-Add  index  2 2", "+  Add  index  2 2", "-Store  void  %0 %1", "+  Store  void  %0 %2 %1"]); // in the loop now
+  assert.ok(diff.includes(" Param  float32(16)  slot 0"));
+  const first = listingDiff({ nodes: [node("sink", "Sink", ["st"])], root: "sink" }, step(program)).split("\n");
+  assert.equal(first.filter((l) => /^\+[^+]/.test(l)).length, 3); // a graph made linear: every line is new
+  assert.equal(listingDiff(step(program), step(program)), "");
 });

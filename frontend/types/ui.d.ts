@@ -42,6 +42,8 @@ export interface PanelContext {
   source: DataSource;
   readOnly: boolean;
   fetch<T>(key: string, load: () => Promise<T>): Promise<T>;
+  /** a step's answer, from the app's cache */
+  step(tid: string, ci: number, pi: number, k: number): Promise<StepView>;
   go(patch: Partial<ViewState>, push?: boolean): void;
   state(): ViewState;
   selectNode(id: string): void;

@@ -3,8 +3,10 @@
 // a line selecting its node; each line ends with what made it (the Tensor op and user line) as a comment. A linear program is read top to bottom, which its graph (every instruction a source of
 // the Linear node) cannot show.
 import { fill, h } from "../dom.js";
+import { editScript, formatDiff } from "../text-diff.js";
 import { originText, originTitle } from "./origin.js";
 /** @import { GraphNode, StepView } from "../../types/api" */
+/** @import { Op } from "../text-diff.js" */
 
 // The Linear node of a step's graph (the root, or the Program's first source), or null.
 /**
@@ -44,6 +46,39 @@ export function listingLines(linear, table) {
     if (n.op === "Range") depth += 1;
   });
   return out;
+}
+
+// A listing line as text (a diff's line): indented by its loops, the op, its type, operands and arg.
+/** @param {{depth: number, node: GraphNode, operands: string[]}} line */
+export function lineText({ depth, node: n, operands }) {
+  const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
+  return [`${"  ".repeat(depth)}${n.op}`, `${n.dtype ?? ""}${shape}`, operands.join(" "), n.arg].filter(Boolean).join("  ");
+}
+
+// What a step did to a Linear program, as a unified diff of its listings (the graph's diff of the Linear node is
+// one paragraph of operands): lines matched by node identity, not text, since one inserted instruction renumbers
+// every operand after it; a node the step rebuilt or replaced is the same line. `before`: the step before (a graph
+// not yet linear: every line is new). "" when the listing did not change.
+/**
+ * @param {{nodes: GraphNode[], root?: string} | null} before
+ * @param {StepView} after
+ */
+export function listingDiff(before, after) {
+  const now = /** @type {NonNullable<ReturnType<typeof linearOf>>} */ (linearOf(after));
+  const was = before ? linearOf(before) : null;
+  const renamed = new Map([...(after.rebuilt ?? []), ...after.changes.flatMap((c) => (c.before ? [/** @type {[string, string]} */ ([c.before, c.id])] : []))]);
+  /** @param {{linear: GraphNode, table: Map<string, GraphNode>}} l */
+  const lines = (l) => new Map(listingLines(l.linear, l.table).map((line) => [line.id, lineText(line)]));
+  const b = lines(now);
+  const a = was ? new Map([...lines(was)].map(([id, text]) => [renamed.get(id) ?? id, text])) : new Map();
+  /** @type {(kind: " " | "-" | "+", id: string) => Op[]} a line kept whose text the step changed: out, then in */
+  const line = (kind, id) => {
+    const [old, text] = [a.get(id), b.get(id)];
+    if (kind === "-") return [["-", /** @type {string} */ (old)]];
+    return kind === " " && old !== text ? [["-", /** @type {string} */ (old)], ["+", /** @type {string} */ (text)]] : [[kind, /** @type {string} */ (text)]];
+  };
+  const ops = editScript([...a.keys()], [...b.keys()]).flatMap(([kind, id]) => line(kind, id));
+  return formatDiff(ops, ["before", "after"], 2);
 }
 
 // Draws the listing into `el`; opColor(op) is an op's group colour, select(id) selects a node.

@@ -3,7 +3,8 @@
 // and its replacement, then the ancestors hash-consing rebuilt over them, folded); the pass's rules by time; and the
 // graph as Python.
 import { fill, h, textOn } from "../dom.js";
-import { highlight } from "../highlight.js";
+import { linearOf, listingDiff } from "../graph/listing.js";
+import { highlight, highlightDiff } from "../highlight.js";
 import { formatNs } from "../sidebar.js";
 /** @import { PassInfo, RuleInfo, OptStep, Axis, StepView, Change } from "../../types/api" */
 /** @import { PanelContext, PanelDef } from "../../types/ui" */
@@ -13,7 +14,7 @@ export const rewritePanel = {
   id: "rewrite",
   title: "Rewrite",
   create: (el, ctx) => ({
-    update: ({ pass, step, state }) => pass && step && renderRewrite(el, pass, step, state.k, ctx),
+    update: ({ pass, step, state, shown }) => pass && step && renderRewrite(el, pass, step, state.k, ctx, [shown.trace.id, shown.context.index, pass.index]),
     destroy: () => {},
   }),
 };
@@ -28,8 +29,9 @@ const KINDS = { changed: ["~", "changed"], added: ["+", "added"], removed: ["−
  * @param {StepView} step
  * @param {number} k
  * @param {PanelContext} ctx
+ * @param {[string, number, number]} at the step's trace, context and pass
  */
-function renderRewrite(el, pass, step, k, ctx) {
+function renderRewrite(el, pass, step, k, ctx, at) {
   const reveal = ctx.selectNode;
   /** @type {(html: string, cls: string) => HTMLPreElement} */
   const code = (html, cls) => {
@@ -70,6 +72,7 @@ function renderRewrite(el, pass, step, k, ctx) {
           folded && h("p", { class: "uv-hint uv-folded-hint" }, "Folded: this step changes nothing drawn. The rewriter met again a node that an earlier step of this pass had rewritten, and the graph shows that rewrite since that step. ← → skip such steps."),
           pass.opt ? optBlock(pass.opt) : ruleBlock(/** @type {RuleInfo} */ (step.rule), code), // a step after the first has a rule
           pass.opt && h("details", { class: "uv-rule-source" }, h("summary", {}, "the code that applies it ", h("code", { class: "uv-location" }, /** @type {RuleInfo} */ (step.rule).location)), code(highlight(/** @type {RuleInfo} */ (step.rule).text, "python"), "uv-rule")),
+          !folded && linearOf(step) && listingBlock(step, k, ctx, at),
           !folded && diffBlock(step, reveal),
         ],
     profileBlock(pass),
@@ -108,14 +111,38 @@ function optBlock(opt) {
   );
 }
 
+// A step of a Linear program: its listing before and after, as a diff (filled when the step before has loaded).
+/**
+ * @param {StepView} step
+ * @param {number} k
+ * @param {PanelContext} ctx
+ * @param {[string, number, number]} at
+ */
+function listingBlock(step, k, ctx, at) {
+  const pre = h("pre", { class: "uv-code uv-listing-diff" }, "…");
+  ctx.step(...at, k - 1).then(
+    (before) => {
+      const diff = listingDiff(before, step);
+      if (diff) pre.innerHTML = highlightDiff(diff);
+      else pre.textContent = "The listing is the same.";
+    },
+    (err) => {
+      pre.textContent = `the step before did not load: ${err.message}`;
+    },
+  );
+  return [h("div", { class: "uv-label" }, "Listing ", h("span", { class: "uv-dim" }, "the program before and after this step, line by line")), pre];
+}
+
 // The step's diff by node identity: one row per node that changed, came or left; the rebuilt ancestors folded.
 /**
  * @param {StepView} step
  * @param {(id: string) => void} reveal
  */
 function diffBlock(step, reveal) {
-  const main = step.changes.filter((c) => c.kind !== "rebuilt");
-  const rebuilt = step.changes.filter((c) => c.kind === "rebuilt");
+  const listed = linearOf(step)?.linear.id; // the Linear node's row, a paragraph of operands: the listing says it
+  const changes = step.changes.filter((c) => c.id !== listed);
+  const main = changes.filter((c) => c.kind !== "rebuilt");
+  const rebuilt = changes.filter((c) => c.kind === "rebuilt");
   /** @param {Change} c */
   const row = (c) =>
     h(
