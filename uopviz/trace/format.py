@@ -15,6 +15,7 @@ from uopviz.dtype import DTypeError, dtypes
 from uopviz.trace.errors import TraceFormatError
 from uopviz.trace.nodes import Node
 from uopviz.trace.serialize import decode
+from uopviz.trace.steps import TraceStep
 from uopviz.uop.ops import Ops
 from uopviz.uop.spec import ArgError, check_arg
 
@@ -57,7 +58,7 @@ def parse(text: str | bytes) -> dict[str, Any]:
     return doc
 
 
-def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any] | Node]:
+def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any] | Node | TraceStep]:
     """A json object_hook making equal strings one object, equal node shapes one list, and node entries Nodes.
     JSON parsing makes a new object for each occurrence, and a trace names each node id many times (the node
     table's keys, sources, steps' added lists, passes) and its ~100k nodes have a few hundred shapes, so without it
@@ -68,7 +69,7 @@ def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any] | Node]:
     seen: dict[str, str] = {}
     shapes: dict[tuple[Any, ...], list[Any]] = {}
 
-    def share(obj: dict[str, Any]) -> dict[str, Any] | Node:
+    def share(obj: dict[str, Any]) -> dict[str, Any] | Node | TraceStep:
         for k, v in obj.items():
             if type(v) is str:
                 obj[k] = seen.setdefault(v, v)
@@ -80,6 +81,8 @@ def _shared_strings() -> Callable[[dict[str, Any]], dict[str, Any] | Node]:
             if type(shape := obj.get("shape")) is list:
                 obj["shape"] = shapes.setdefault(tuple(shape), shape)
             return Node.from_mapping(obj) or obj
+        if "replacement" in obj:
+            return TraceStep.from_mapping(obj) or obj
         if len(obj) > 64 and type(next(iter(obj.values()))) is Node:  # the node table: its keys are the ids
             return {seen.setdefault(k, k): v for k, v in obj.items()}
         return obj
@@ -250,15 +253,20 @@ def _check_pass(nodes: dict[str, Any], n_rules: int, pas: Any, index: int, where
         _ref(nodes, out, f"{where}.output")
     _get(pas, "error", (str, type(None)), where)
     _get(pas, "time_ns", int, where)
-    for s, step in enumerate(_get(pas, "steps", list, where)):
+    for s, entry in enumerate(_get(pas, "steps", list, where)):
         at = f"{where}.steps[{s}]"
-        rule = _get(_obj(step, at), "rule", int, at)
+        step = entry if isinstance(entry, TraceStep) else TraceStep.from_mapping(_obj(entry, at))
+        if step is None:  # a field missing, or an `added` that is not a list
+            missing = next((k for k in ("rule", "match", "replacement", "time_ns", "added") if k not in entry), None)
+            raise TraceFormatError(f"{at}: missing field {missing!r}" if missing is not None else
+                                   f"{at}.added: expected array, got {_kind(entry['added'])}")
+        rule = _typed(step.rule, "rule", int, at)
         if not 0 <= rule < n_rules:
             raise TraceFormatError(f"{at}.rule: {rule} is not an index into 'rules' ({n_rules} rules)")
-        _ref(nodes, _get(step, "match", str, at), f"{at}.match")
-        _ref(nodes, _get(step, "replacement", str, at), f"{at}.replacement")
-        _get(step, "time_ns", int, at)
-        for i, a in enumerate(_get(step, "added", list, at)):
+        _ref(nodes, _typed(step.match, "match", str, at), f"{at}.match")
+        _ref(nodes, _typed(step.replacement, "replacement", str, at), f"{at}.replacement")
+        _typed(step.time_ns, "time_ns", int, at)
+        for i, a in enumerate(step.added):
             _ref(nodes, a, f"{at}.added[{i}]")
 
 
