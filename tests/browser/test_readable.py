@@ -224,6 +224,32 @@ def test_keys_help_legend_filters_and_minimap(page: Page, server: str, shots: Pa
     page.screenshot(path=shots / "filter-elementwise.png")
 
 
+def test_the_minimap_over_a_node_is_see_through_until_pointed_at(page: Page, server: str, shots: Path) -> None:
+    """Dragged under the minimap, a node shows through it (it hid nodes in the corner); pointed at, it is solid."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_view(page, server, "conv2d/1/0/0")
+    mini = page.locator(".uv-minimap")
+    assert mini.is_visible()
+    m = mini.bounding_box()
+    n = page.locator(".uv-node").first.bounding_box()
+    assert m and n
+    start = (n["x"] + n["width"] / 2, n["y"] + n["height"] / 2)
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move(m["x"] + m["width"] / 2, m["y"] + m["height"] / 2, steps=8)
+    page.mouse.up()
+    page.mouse.move(20, 300)  # away from the minimap
+    opacity = "() => Number(getComputedStyle(document.querySelector('.uv-minimap')).opacity)"
+    page.wait_for_function(f"({opacity})() < 0.5")
+    under = page.evaluate("""() => { const m = document.querySelector('.uv-minimap').getBoundingClientRect();
+        return [...document.querySelectorAll('.uv-node')].some(e => { const r = e.getBoundingClientRect();
+        return r.right > m.left && r.left < m.right && r.bottom > m.top && r.top < m.bottom; }); }""")
+    assert under
+    page.screenshot(path=shots / "minimap-over-nodes.png")
+    mini.hover()
+    page.wait_for_function(f"({opacity})() > 0.8")
+
+
 def test_a_graph_as_python_in_an_overlay(page: Page, server: str) -> None:
     ci = gemm_context(page, server)
     open_view(page, server, f"gemm/{ci}/1/2")

@@ -116,7 +116,7 @@ export class GraphView {
       this.svg.call(this.zoom.transform, zoomIdentity.translate(width / 2 - x * t.k, height / 2 - y * t.k).scale(t.k));
     }
     this.minimap.draw(this.nodes, this.size, width);
-    this.minimap.view(this.viewRect(0), this.size);
+    this.updateMinimap();
   }
 
   // Stops following the container's size (the view is going away).
@@ -156,7 +156,7 @@ export class GraphView {
     if (!this.userMoved) this.frame(focus);
     else if (focus.length && !focus.some((n) => meets(n.box, this.viewRect(0)))) this.centre(focus[0], Math.max(this.transform.k, READABLE));
     this.minimap.draw(this.nodes, this.size, this.viewSize().width);
-    this.minimap.view(this.viewRect(0), this.size);
+    this.updateMinimap();
     /** @type {Promise<boolean>} */
     const done = new Promise((resolve) => this.waiters.push(resolve));
     this.scheduleFill();
@@ -213,7 +213,7 @@ export class GraphView {
     const moreEdges = this.add(this.edges, this.edgeEls, this.edgeLayer, near, (e) => edgeElement(e));
     const moreNodes = this.add(this.nodes, this.nodeEls, this.nodeLayer, near, (n, i) => this.nodeElement(n, i));
     const more = moreEdges || moreNodes;
-    this.minimap.view(this.viewRect(0), this.size);
+    this.updateMinimap();
     if (more) this.scheduleFill();
     else this.settle(true);
   }
@@ -252,6 +252,20 @@ export class GraphView {
     const [x0, y0, x1, y1] = [-t.x / t.k, -t.y / t.k, (width - t.x) / t.k, (height - t.y) / t.k];
     const [mx, my] = [(x1 - x0) * margin, (y1 - y0) * margin];
     return [x0 - mx, y0 - my, x1 + mx, y1 + my];
+  }
+
+  // The minimap's frame; see-through (until pointed at) while it lies over a drawn node, which it would hide.
+  updateMinimap() {
+    this.minimap.view(this.viewRect(0), this.size);
+    const canvas = this.minimap.canvas;
+    let over = false;
+    if (!canvas.hidden) {
+      const [c, v, t] = [canvas.getBoundingClientRect(), this.viewSize(), this.transform];
+      /** @type {Box} the minimap's rectangle in the graph's coordinates */
+      const rect = [(c.left - v.left - t.x) / t.k, (c.top - v.top - t.y) / t.k, (c.right - v.left - t.x) / t.k, (c.bottom - v.top - t.y) / t.k];
+      over = [...this.nodeEls.keys()].some((i) => meets(this.nodes[i].box, rect));
+    }
+    canvas.classList.toggle("uv-over-nodes", over);
   }
 
   viewSize() {
