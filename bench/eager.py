@@ -13,10 +13,12 @@ and looks up its kernels' opts and programs). Each variant's losses/outputs are 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -56,6 +58,39 @@ def compare(name: str, variants: dict[str, Callable[[], Any]], rounds: int, call
         print(f"{'':28s} calling thread's CPU: eager, cache on {_fmt(eager_cpu)}, @jit {_fmt(jit_cpu)} "
               f"(eager's own: {_fmt(eager_cpu - jit_cpu)})", flush=True)
     return med
+
+
+def collections_per_call(name: str, variants: dict[str, Callable[[], Any]], calls: int) -> None:
+    """Each variant's mean wall time per call over `calls` calls in a row, and the part of it the garbage collector
+    spent in full collections: every few dozen steps one scans every object the process holds (tens of ms in a
+    GPT step), which the medians above leave out and a user's loop pays. Variants run one after the other (the
+    collections of interleaved variants fall in whichever runs when the count is reached)."""
+    cells = []
+    for k, fn in variants.items():
+        with _full_collections() as in_gc:
+            t = statistics.mean(timed(fn) for _ in range(calls))
+        cells.append(f"{k} mean {_fmt(t)}, of it full collections {_fmt(in_gc[0] / calls)}")
+    print(f"{name:28s} {calls} calls in a row: " + "; ".join(cells), flush=True)
+
+
+@contextmanager
+def _full_collections() -> Iterator[list[float]]:
+    """Seconds the garbage collector spends in full (oldest-generation) collections inside the block, as a running
+    total in a one-item list: a collection of every object the process holds, tens of milliseconds that an eager
+    loop pays every few steps and a median of the steps does not show."""
+    total, start = [0.0], [0.0]
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                start[0] = time.perf_counter()
+            else:
+                total[0] += time.perf_counter() - start[0]
+    gc.callbacks.append(note)
+    try:
+        yield total
+    finally:
+        gc.callbacks.remove(note)
 
 
 def _fmt(t: float) -> str:
@@ -198,6 +233,10 @@ def gpt(device: str, rounds: int) -> None:
         "eager, cache on": lambda: eager_on(*batches[next(k) % 4]).item(),
         "@jit": lambda: jitted(*batches[next(k) % 4]).item(),
     }, rounds, 2)
+    collections_per_call("GPT AdamW step, GC", {
+        "eager, cache on": lambda: eager_on(*batches[next(k) % 4]).item(),
+        "@jit": lambda: jitted(*batches[next(k) % 4]).item(),
+    }, 60)
     decode(g, model, device, rng)
 
 
