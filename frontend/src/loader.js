@@ -3,14 +3,18 @@
 // (script.uopviz-view, JSON). It imports the bundle from a Blob URL, so one HTML file (or a notebook's saved
 // output) holds everything, and several views on one page each load their own.
 //
-// It draws once the view is first on screen: a live widget's fallback in a notebook stays hidden (the stylesheet
-// shows it only where the widget failed), and a notebook of many views draws those scrolled to.
+// It draws once the view is first on screen: a live widget's fallback in a notebook stays hidden (in JupyterLab the
+// stylesheet shows it only where the widget failed; elsewhere the live widget hides it, or it hides itself), and a
+// notebook of many views draws those scrolled to.
 ((/** @type {HTMLScriptElement} */ script) => {
   const box = /** @type {HTMLElement} */ (script.parentElement);
   const seen = new IntersectionObserver((entries) => {
     if (!entries.some((e) => e.isIntersecting)) return;
     seen.disconnect();
-    draw(box);
+    // a widget's fallback whose widget is live on this page (VS Code shows both outputs): the widget is the view
+    const widget = box.dataset.widget;
+    if (widget && [.../** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll(".uv-widget[data-widget]"))].some((w) => w.dataset.widget === widget)) box.style.display = "none";
+    else draw(box);
   });
   seen.observe(box);
 })(/** @type {HTMLScriptElement} */ (document.currentScript)); // a classic script, run as it is parsed

@@ -99,6 +99,12 @@ export function createWidget(mount) {
       box.className = "uv-widget";
       box.style.height = `${model.get("height")}px`;
       el.append(box);
+      // Its static fallback outputs, which stand in for it where it is not live (loader.js draws none while it is)
+      const fallback = String(model.get("fallback") ?? "");
+      if (fallback) {
+        box.dataset.widget = fallback;
+        for (const f of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll(".uopviz-static[data-widget]"))) if (f.dataset.widget === fallback) f.style.display = "none";
+      }
       const app = mount(box, source, {
         hash: false,
         initial: stateOf(model),

@@ -113,3 +113,19 @@ test("the view is a box of its own, so a Layout written over the widget's elemen
   assert.equal(box.className, "uv-widget");
   assert.equal(box.style.height, "500px");
 });
+
+test("the live widget hides its static fallback outputs (by its fallback id), not another widget's", () => {
+  const { mount } = fakeMount();
+  const mine = Object.assign(document.createElement("div"), { className: "uopviz-static" });
+  mine.dataset.widget = "f1";
+  const other = Object.assign(document.createElement("div"), { className: "uopviz-static" });
+  other.dataset.widget = "f2";
+  document.body.append(mine, other);
+  const host = el();
+  createWidget(mount).render({ model: new FakeModel({ ...TRAITS, fallback: "f1" }), el: host });
+  assert.equal(mine.style.display, "none");
+  assert.equal(other.style.display, "");
+  assert.equal(/** @type {HTMLElement} */ (host.firstElementChild).dataset.widget, "f1");
+  mine.remove();
+  other.remove();
+});

@@ -113,6 +113,7 @@ def test_a_widget_shows_as_two_outputs_the_widget_then_its_static_fallback(gemm:
     widget, fallback = (o.data for o in shown.outputs)
     assert "application/vnd.jupyter.widget-view+json" in widget and "text/html" not in widget
     assert list(fallback) == ["text/html"] and 'class="uopviz-data"' in fallback["text/html"]
+    assert len(gemm.fallback) == 32 and f'data-widget="{gemm.fallback}"' in fallback["text/html"]  # the widget hides it
     gemm.close()
     with capture_output() as shown:
         display(gemm)

@@ -84,11 +84,13 @@ def _script_text(code: str) -> str:
 
 
 def fragment(answers: Answers, tids: Sequence[str], view: dict[str, Any] | None = None,
-             height: str = f"{VIEW_HEIGHT}px", only: tuple[str, int] | None = None) -> str:
+             height: str = f"{VIEW_HEIGHT}px", only: tuple[str, int] | None = None, widget: str | None = None) -> str:
     """The HTML of one static view of these traces (its own bundle and data), opened on `view` (the app's view
-    state: tid, ci, pi, k, tab; default the first trace's first kernel), `height` tall; `only`: as answers_of."""
+    state: tid, ci, pi, k, tab; default the first trace's first kernel), `height` tall; `only`: as answers_of;
+    `widget`: the fallback id of the widget it stands in for (the live widget hides it)."""
     initial = json.dumps(view or {"tid": tids[0] if tids else None})
-    return (f'<div class="uopviz-static" style="height:{html.escape(height)}">'
+    of = f' data-widget="{html.escape(widget)}"' if widget else ""
+    return (f'<div class="uopviz-static"{of} style="height:{html.escape(height)}">'
             f'<div class="uopviz-root" style="height:100%"></div>'
             f"<style>{_script_text(bundle.text('app.css'))}</style>"
             f'<script type="text/plain" class="uopviz-bundle">{_script_text(bundle.text("app.js"))}</script>'

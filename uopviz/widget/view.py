@@ -10,6 +10,7 @@ moves the view; a click in the view sets them.
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +48,15 @@ class TraceView(anywidget.AnyWidget):
     opts = traitlets.Any(None, allow_none=True, help="the kernel's opts, a list as Opt.to_json gives them (Opt objects "
                                                      "are taken too); None: the kernel as compiled").tag(sync=True)
     tab = traitlets.Unicode("rewrite", help="the side panel shown: rewrite, kernel, beam or trace").tag(sync=True)
+    fallback = traitlets.Unicode("", help="the id its static fallback outputs carry: the live view hides them (where "
+                                          "no stylesheet rule can: VS Code)").tag(sync=True)
     height = traitlets.Int(export.VIEW_HEIGHT, help="the view's first height in pixels (its width is the notebook's)"
                            ).tag(sync=True)
 
     def __init__(self, answers: Answers, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.answers = answers
+        self.fallback = uuid.uuid4().hex
         self._follows: dict[int, _Follow] = {}  # follow id -> the job followed
         self._lock = threading.Lock()  # guards _follows and _follower, which the follower thread changes too
         self._follower: threading.Thread | None = None  # one thread sends every followed job's events
@@ -98,7 +102,7 @@ class TraceView(anywidget.AnyWidget):
         view = {"tid": self.trace or None, "ci": ci, "pi": self.pass_index, "k": self.step,
                 "tab": "beam" if self.tab == "beam" else "rewrite"}
         only = (self.trace, ci) if self.trace and ci is not None else None
-        return export.fragment(self.answers, tids, view, height=f"{self.height}px", only=only)
+        return export.fragment(self.answers, tids, view, height=f"{self.height}px", only=only, widget=self.fallback)
 
     def _shown_context(self) -> int | None:
         """The context the view shows: the one chosen, else the trace's first kernel (as the app opens), else
