@@ -266,12 +266,12 @@ class Trace:
     def _from_checked(cls, doc: dict[str, Any]) -> Trace:
         tr = cls()
         tr._uopviz_version = doc["uopviz_version"]
-        tr._table = NodeTable({k: _node(v) for k, v in doc["nodes"].items()})
+        tr._table = NodeTable({k: v if type(v) is Node else _node(v) for k, v in doc["nodes"].items()})
         tr._rules = [TraceRule(r["location"], r["text"]) for r in doc["rules"]]
         for c in doc["contexts"]:
             passes = [TracePass(p["name"], p["stage"], p["depth"], p["parent"], p["input"], p["output"],
                                 p["error"], p["time_ns"],
-                                [_step(s) for s in p["steps"]], _table=tr._table)
+                                [s if type(s) is TraceStep else _step(s) for s in p["steps"]], _table=tr._table)
                       for p in c["passes"]]
             tr._contexts.append(TraceContext(c["name"], c["kind"], passes, list(c.get("opts", [])),
                                              list(c.get("stack", []))))
@@ -340,16 +340,16 @@ class Trace:
         return i
 
 
-def _node(entry: Node | dict[str, Any]) -> Node:
-    """A checked document's entry as a Node (parse made it one; a document from to_dict holds dicts)."""
-    node = entry if isinstance(entry, Node) else Node.from_mapping(entry)
+def _node(entry: dict[str, Any]) -> Node:
+    """A checked document's entry as a Node (the parse makes them Nodes; a document from to_dict holds dicts)."""
+    node = Node.from_mapping(entry)
     assert node is not None, "check_document passed an entry without the fields of one"
     return node
 
 
-def _step(step: TraceStep | dict[str, Any]) -> TraceStep:
-    """A checked document's step as a TraceStep (parse made it one; a document from to_dict holds dicts)."""
-    made = step if isinstance(step, TraceStep) else TraceStep.from_mapping(step)
+def _step(step: dict[str, Any]) -> TraceStep:
+    """A checked document's step as a TraceStep (the parse makes them TraceSteps; to_dict's document has dicts)."""
+    made = TraceStep.from_mapping(step)
     assert made is not None, "check_document passed a step without the fields of one"
     return made
 

@@ -15,7 +15,6 @@ from uopviz.trace.serialize import decode
 from uopviz.uop.ops import Ops, UOp, toposort
 
 _FIELDS = ("op", "dtype", "shape", "arg", "src", "tag", "device")
-_REQUIRED = frozenset(_FIELDS[:-1])
 _ABSENT: Any = object()  # the value of a field the entry does not have ("device" in traces saved before it)
 
 
@@ -47,10 +46,11 @@ class Node(Mapping[str, Any]):
     def from_mapping(cls, obj: Mapping[str, Any]) -> Node | None:
         """The node of an object with an entry's fields (device optional; fields no version wrote are dropped),
         else None, left to the format check to report (which checks the values' types too)."""
-        if not _REQUIRED <= obj.keys():
+        try:
+            return cls(obj["op"], obj["dtype"], obj["shape"], obj["arg"], obj["src"], obj["tag"],
+                       obj.get("device", _ABSENT))
+        except KeyError:
             return None
-        return cls(obj["op"], obj["dtype"], obj["shape"], obj["arg"], obj["src"], obj["tag"],
-                   obj.get("device", _ABSENT))
 
     def with_src(self, src: list[str]) -> Node:
         """The same node over other sources."""

@@ -6,8 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_FIELDS = frozenset(("rule", "match", "replacement", "time_ns", "added"))
-
 
 @dataclass(frozen=True, slots=True)  # slots: a large trace holds hundreds of thousands of steps
 class TraceStep:
@@ -23,9 +21,12 @@ class TraceStep:
     def from_mapping(cls, obj: Mapping[str, Any]) -> TraceStep | None:
         """The step of an object with a step's fields and a list `added`, else None, left to the format check to
         report (which checks the other fields' types)."""
-        if not _FIELDS <= obj.keys() or type(added := obj["added"]) is not list:
-            return None
-        return cls(obj["rule"], obj["match"], obj["replacement"], obj["time_ns"], tuple(added))
+        try:
+            if type(added := obj["added"]) is list:
+                return cls(obj["rule"], obj["match"], obj["replacement"], obj["time_ns"], tuple(added))
+        except KeyError:
+            pass
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "match": self.match, "replacement": self.replacement, "time_ns": self.time_ns,
