@@ -711,7 +711,7 @@ export class App {
         open: () => {
           if (open) this.expanded.delete(node.id);
           else this.expanded.add(node.id);
-          this.render();
+          this.render().then(() => this.selectNode(node.id, true)); // the Call, its kernel now above it, in view
         },
       };
     }
