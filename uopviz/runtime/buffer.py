@@ -1,6 +1,6 @@
 """Device memory behind Buffer UOps: a Buffer node names an allocation; this module holds its storage.
 
-Storage is keyed weakly by the Buffer UOp, so memory lives exactly as long as some graph (a Tensor) still
+Storage is kept in the Buffer UOp (its __dict__), so memory lives exactly as long as some graph (a Tensor) still
 refers to the buffer; then it goes back to the memory pool (uopviz.runtime.pool) for the next Buffer of the same
 device, size and dtype. Allocation is lazy: a scheduled intermediate costs nothing until a kernel writes it.
 """
@@ -8,7 +8,6 @@ device, size and dtype. Allocation is lazy: a scheduled intermediate costs nothi
 from __future__ import annotations
 
 import itertools
-import weakref
 from typing import Any
 
 from uopviz.dtype import DType, dtypes
@@ -17,7 +16,10 @@ from uopviz.runtime.pool import POOL, Memory
 from uopviz.uop.ops import AddrSpace, Ops, UOp
 
 _uids = itertools.count(1)
-_STORAGE: weakref.WeakKeyDictionary[UOp, Memory] = weakref.WeakKeyDictionary()
+_MEMORY = "_memory"
+"""Where a Buffer UOp keeps its device memory: in its __dict__, so the memory goes (back to the pool) when the node
+does, as a weak mapping would give, for a dictionary read (a WeakKeyDictionary's get made a weak reference each
+time: every buffer of every eager realize is looked up)."""
 
 
 def new_buffer(size: int, dtype: DType, device: str | tuple[str, ...] | None = None) -> UOp:
@@ -31,10 +33,10 @@ def new_buffer(size: int, dtype: DType, device: str | tuple[str, ...] | None = N
 
 def handle(buf: UOp) -> Any:
     """The device memory of a Buffer UOp, allocated on first use."""
-    if buf.op is not Ops.BUFFER:
-        raise TypeError(f"expected a Buffer UOp, got {buf.op.value}")
-    mem = _STORAGE.get(buf)
+    mem = buf.__dict__.get(_MEMORY)
     if mem is None:
+        if buf.op is not Ops.BUFFER:
+            raise TypeError(f"expected a Buffer UOp, got {buf.op.value}")
         a, runtime = buf.arg, devices.get(buf.arg.device)
         key = (runtime, a.size, a.dtype)  # the runtime, not its name: a restarted one shares no memory with the old
         h = POOL.take(key)
@@ -46,12 +48,12 @@ def handle(buf: UOp) -> Any:
                     raise
                 POOL.clear()
                 h = runtime.alloc(a.size, a.dtype)
-        mem = _STORAGE[buf] = Memory(key, h, a.size * a.dtype.itemsize)
+        mem = buf.__dict__[_MEMORY] = Memory(key, h, a.size * a.dtype.itemsize)
     return mem.handle
 
 
 def is_allocated(buf: UOp) -> bool:
-    return buf in _STORAGE
+    return _MEMORY in buf.__dict__
 
 
 def from_numpy(arr: Any, device: str | None = None) -> UOp:

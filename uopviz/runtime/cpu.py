@@ -337,9 +337,9 @@ def _memory_class() -> type:
     imported."""
     import numpy as np
 
-    class Memory(np.ndarray):  # type: ignore[type-arg]
+    class AddressedArray(np.ndarray):
         address: int
-    return Memory
+    return AddressedArray
 
 
 _HELPER = re.compile(r"^static inline (?:__attribute__\(\(\w+\)\) )?[^(]*?(\w+)\(", re.M)
