@@ -33,9 +33,10 @@ def test_parsed_entries_are_nodes_that_read_and_write_as_the_document() -> None:
     assert with_device and without  # both kinds, so the optional field is checked both ways
     for k in with_device[:3] + without[:3]:
         e = back.nodes[k]
-        assert dict(e) == doc["nodes"][k] == back.node(k) and len(e) == len(doc["nodes"][k])
+        assert e.to_dict() == doc["nodes"][k] == back.node(k) and len(e) == len(doc["nodes"][k])
+        assert dict(e) == {**doc["nodes"][k], "src": tuple(doc["nodes"][k]["src"])}
         assert ("device" in e) == ("device" in doc["nodes"][k]) and e.get("device") == doc["nodes"][k].get("device")
-        assert e["src"] == doc["nodes"][k]["src"] and type(back.node(k)) is dict
+        assert type(back.node(k)) is dict and type(back.node(k)["src"]) is list
     with pytest.raises(KeyError):
         back.nodes[without[0]]["device"]
 

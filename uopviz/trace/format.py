@@ -222,7 +222,7 @@ def _check_node(nodes: dict[str, Any], nid: str, entry: Any) -> None:
                                                            and all(isinstance(d, str) for d in device))):
         raise TraceFormatError(f"{where}.device: expected a device name or a list of them, got {_kind(device)}")
     _check_arg(Ops(op), node.arg, where)
-    for i, s in enumerate(_typed(node.src, "src", list, where)):
+    for i, s in enumerate(node.src if type(node.src) is tuple else _typed(node.src, "src", list, where)):
         _ref(nodes, s, f"{where}.src[{i}]")
 
 

@@ -33,11 +33,11 @@ class Node(Mapping[str, Any]):
     dtype: str | None
     shape: list[int | str] | None
     arg: Any
-    src: list[str]
+    src: tuple[str, ...]  # a tuple: a list's separate item array cost a loaded trace 3 MB per 100k nodes
     tag: Any
     device: str | list[str] | None
 
-    def __init__(self, op: str, dtype: str | None, shape: list[int | str] | None, arg: Any, src: list[str],
+    def __init__(self, op: str, dtype: str | None, shape: list[int | str] | None, arg: Any, src: tuple[str, ...],
                  tag: Any, device: str | list[str] | None = _ABSENT) -> None:
         self.op, self.dtype, self.shape, self.arg, self.src, self.tag, self.device = (
             op, dtype, shape, arg, src, tag, device)
@@ -47,17 +47,18 @@ class Node(Mapping[str, Any]):
         """The node of an object with an entry's fields (device optional; fields no version wrote are dropped),
         else None, left to the format check to report (which checks the values' types too)."""
         try:
-            return cls(obj["op"], obj["dtype"], obj["shape"], obj["arg"], obj["src"], obj["tag"],
-                       obj.get("device", _ABSENT))
+            src = obj["src"]
+            return cls(obj["op"], obj["dtype"], obj["shape"], obj["arg"], tuple(src) if type(src) is list else src,
+                       obj["tag"], obj.get("device", _ABSENT))
         except KeyError:
             return None
 
-    def with_src(self, src: list[str]) -> Node:
+    def with_src(self, src: tuple[str, ...]) -> Node:
         """The same node over other sources."""
         return Node(self.op, self.dtype, self.shape, self.arg, src, self.tag, self.device)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"op": self.op, "dtype": self.dtype, "shape": self.shape, "arg": self.arg, "src": self.src,
+        d = {"op": self.op, "dtype": self.dtype, "shape": self.shape, "arg": self.arg, "src": list(self.src),
              "tag": self.tag}
         if self.device is not _ABSENT:
             d["device"] = self.device
@@ -104,7 +105,7 @@ class NodeTable:
             e = base_entry(u, [ids[s] for s in u.src])
             nid = content_id(e)
             device = _device(u)
-            entry = Node(e["op"], e["dtype"], self._shape(u, new), e["arg"], e["src"], e["tag"],
+            entry = Node(e["op"], e["dtype"], self._shape(u, new), e["arg"], tuple(e["src"]), e["tag"],
                          _ABSENT if device is None else device)
             ids[u] = nid
             if nid not in self.entries:
@@ -213,7 +214,7 @@ class NodeTable:
                 active.discard(nid)
             elif phase == 2:
                 e = self.entry(nid)
-                src = [memo.get(s, s) for s in e.src]
+                src = tuple([memo.get(s, s) for s in e.src])
                 rid = nid if src == e.src else self._rebuilt(nid, e, src)
                 target = rewrites.get(rid) if rid != nid else None
                 if target is not None and target not in active:
@@ -228,12 +229,12 @@ class NodeTable:
         """A replay of rewrite steps over the graph under root, one step at a time (see Replay)."""
         return Replay(self, root)
 
-    def _rebuilt(self, nid: str, e: Entry, src: list[str]) -> str:
+    def _rebuilt(self, nid: str, e: Entry, src: tuple[str, ...]) -> str:
         """The id of node nid (entry e) over other sources, its entry kept as a derived one where it is new."""
         parts = self._parts.get(nid)
         if parts is None:
             parts = self._parts[nid] = id_parts(e)
-        rid = parted_id(parts, src)
+        rid = parted_id(parts, list(src))
         self._parts[rid] = parts  # the same op, dtype, arg and tag
         if rid not in self.entries and rid not in self._derived:
             self._derived[rid] = e.with_src(src)
