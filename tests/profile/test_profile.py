@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import uopviz
+from tests.lines import here
 from uopviz import Tensor
 from uopviz.profile import Profile
 from uopviz.profile.roofs import Roofs
@@ -17,13 +18,6 @@ from uopviz.realize import capture
 
 RNG = np.random.default_rng(11)
 A, B = RNG.random((9, 13), dtype=np.float32), RNG.random((13, 6), dtype=np.float32)
-
-
-def _line() -> int:
-    """The line of the caller."""
-    frame = inspect.currentframe()
-    assert frame is not None and frame.f_back is not None
-    return frame.f_back.f_lineno
 
 
 def _check_shares(p: Profile) -> None:
@@ -42,13 +36,13 @@ def test_every_launch_once_in_order_by_line(device: str) -> None:
     softmax's), and each also says the line that ran it (the realize, the numpy)."""
     a, b = Tensor(A, device=device), Tensor(B, device=device)
     with capture() as launches, uopviz.profile() as p:
-        made_c = _line() + 1
+        made_c = here() + 1
         c = (a @ b).relu().contiguous()
-        first = _line() + 1  # the line that runs its kernel: the next
+        first = here() + 1  # the line that runs its kernel: the next
         c.realize()
-        made_d = _line() + 1
+        made_d = here() + 1
         d = (c.softmax(-1) * 2).sum()
-        second = _line() + 1
+        second = here() + 1
         got = d.numpy()
     assert [r.kernel for r in p.runs] == [launch.kernel.name for launch in launches]
     assert {r.device for r in p.runs} == {device}
@@ -71,7 +65,7 @@ def test_a_gradient_kernel_is_filed_under_its_forward_line(device: str) -> None:
     a, b = RNG.random((64, 80), dtype=np.float32), RNG.random((80, 30), dtype=np.float32)
     x, w = Tensor(a, requires_grad=True, device=device), Tensor(b, requires_grad=True, device=device)
     with uopviz.profile() as p:
-        made = _line() + 1
+        made = here() + 1
         y = (x @ w).relu()
         loss = y.sum()
         loss.backward()  # realizes the gradients
@@ -146,10 +140,10 @@ def test_rates_roof_and_bound(fixed_roofs: Roofs) -> None:
 def test_table_shows_lines_and_kernels() -> None:
     a = Tensor(A)
     with uopviz.profile() as p:
-        here = _line() + 1
+        made = here() + 1
         ((a @ Tensor(B)).exp() + 1).sum().realize()
     text = str(p)
-    assert f"test_profile.py:{here} in test_table_shows_lines_and_kernels" in text
+    assert f"test_profile.py:{made} in test_table_shows_lines_and_kernels" in text
     assert all(r.kernel in text for r in p.runs)
     assert "launches of" in text and "GFLOP/s" in text and "in kernels as the devices time them" in text
     n = len(p.by_kernel())
@@ -167,7 +161,7 @@ def test_jit_replays_are_filed_under_the_lines_that_made_them(device: str) -> No
     """A replayed launch is filed under the line that scheduled it while the step was captured: a realize inside the
     step's function, or (for what the step returns, realized after it) the line that called it for the capture."""
     w = Tensor(B, device=device).realize()
-    inside = _line() + 3
+    inside = here() + 3
 
     def fn(x: Tensor) -> Tensor:
         h = (x @ w).relu().realize()
@@ -175,7 +169,7 @@ def test_jit_replays_are_filed_under_the_lines_that_made_them(device: str) -> No
     step = uopviz.jit(fn)
     x = Tensor(A, device=device).realize()
     step(x)
-    captured = _line() + 1
+    captured = here() + 1
     step(x)
     with uopviz.profile() as p:
         out = step(x)

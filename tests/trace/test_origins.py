@@ -4,13 +4,13 @@ from it says the same, through every pass down to the rendered kernel; saved and
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import numpy as np
 import pytest
 
 import uopviz
+from tests.lines import here
 from uopviz import Tensor
 from uopviz.trace import TraceFormatError, node_id, origins
 from uopviz.uop import ops
@@ -20,23 +20,17 @@ RNG = np.random.default_rng(5)
 X, W = RNG.random((5, 7), dtype=np.float32), RNG.random((7, 3), dtype=np.float32)
 
 
-def _line() -> int:
-    frame = inspect.currentframe()
-    assert frame is not None and frame.f_back is not None
-    return frame.f_back.f_lineno
-
-
 @pytest.fixture(scope="module")
 def traced() -> Traced:
     x, w = Tensor(X, requires_grad=True, device="PYTHON"), Tensor(W, requires_grad=True, device="PYTHON")
     with uopviz.trace() as tr:
-        lines = {"matmul": _line() + 1}
+        lines = {"matmul": here() + 1}
         y = x @ w
-        lines["relu"] = _line() + 1
+        lines["relu"] = here() + 1
         z = y.relu()
-        lines["sum"] = _line() + 1
+        lines["sum"] = here() + 1
         loss = z.sum()
-        lines["backward"] = _line() + 1
+        lines["backward"] = here() + 1
         loss.backward()
     return tr, lines, z
 
@@ -128,11 +122,11 @@ def test_each_kernel_of_a_fused_program_is_filed_under_its_own_line(device: str)
     xs, ws = rng.random((64, 128), dtype=np.float32), rng.random((128, 96), dtype=np.float32)
     x, w = Tensor(xs, device=device), Tensor(ws, device=device)
     with uopviz.profile() as p:
-        lines = {"Tensor.layernorm": _line() + 1}
+        lines = {"Tensor.layernorm": here() + 1}
         h = x.layernorm()
-        lines["Tensor.__matmul__"] = lines["Tensor.softmax"] = _line() + 1
+        lines["Tensor.__matmul__"] = lines["Tensor.softmax"] = here() + 1
         y = (h @ w).softmax(-1)
-        lines["Tensor.sum"] = _line() + 1
+        lines["Tensor.sum"] = here() + 1
         out = y.sum()
         got = out.item()
     made = {(r.origin["op"], r.origin["line"]) for r in p.runs if r.origin is not None}
