@@ -39,15 +39,16 @@ class Origin:
 Origins = MutableMapping[UOp, Origin]
 """Nodes' origins: a trace's dict (it holds its nodes anyway), a profile's weak map (it holds none)."""
 
-_maps: list[Origins] = []  # one per recording trace or profile (innermost last); the hook writes into each
-_later: dict[int, Callable[[Carried], None]] = {}  # id of a map -> where its `same` calls are filed (noting)
-
-
 class Carried(NamedTuple):
     """A `same(old, new)` a trace carries in its order of events."""
 
     old: UOp
     new: UOp
+
+
+_maps: list[tuple[Origins, Callable[[Carried], None] | None]] = []
+"""One per recording trace or profile (innermost last), each with where its `same` calls go (noting's `later`); the
+node hook writes into each map."""
 _grad_of: Origin | None = None  # the forward node's origin while its gradient rule runs
 
 
@@ -70,7 +71,7 @@ def _note(u: UOp) -> None:
     if recorder.lowering():  # a schedule or kernel context is open: no walk needed to know
         return
     if (o := made_here()) is not None:
-        for m in _maps:
+        for m, _ in _maps:
             m[u] = o
 
 
@@ -107,16 +108,13 @@ def noting(m: Origins, later: Callable[[Carried], None] | None = None) -> Iterat
     """Note the origin of every node built in the block into `m` (as well as into the maps of recordings around
     it). `later`: where a `same` for m goes instead of being carried at once (a trace files it among its events,
     and carries it after the steps recorded before it, which know better)."""
-    _maps.append(m)
-    if later is not None:
-        _later[id(m)] = later
-    prev = on_new_node(_note)
+    _maps.append((m, later))
+    on_new_node(_note)
     try:
         yield m
     finally:
-        del _maps[next(i for i, x in enumerate(_maps) if x is m)]  # by identity: two maps may hold the same
-        _later.pop(id(m), None)
-        on_new_node(prev if _maps else None)
+        del _maps[next(i for i, (x, _) in enumerate(_maps) if x is m)]  # by identity: two maps may hold the same
+        on_new_node(_note if _maps else None)
 
 
 def active() -> bool:
@@ -128,7 +126,7 @@ def gradient_of(u: UOp | None) -> None:
     """Mark the nodes built from now on as part of the gradient of forward node `u` (by its origin, where noted;
     None: forward nodes again). A gradient pass calls it per node it differentiates, then with None."""
     global _grad_of
-    _grad_of = None if u is None else next((m[u] for m in reversed(_maps) if u in m), None)
+    _grad_of = None if u is None else next((m[u] for m, _ in reversed(_maps) if u in m), None)
 
 
 def carry(old: UOp, new: UOp, m: Origins) -> None:
@@ -204,8 +202,8 @@ def same(old: UOp, new: UOp) -> None:
     """Say that `new` computes what `old` did (a pass's output, Callify's Function over the program, the kernel
     split's kernel per value): `carry` old's origins to new, at once for a profile's map (so they reach a kernel
     while no trace records), in its order of events for a trace's."""
-    for m in _maps:
-        if (later := _later.get(id(m))) is not None:
+    for m, later in _maps:
+        if later is not None:
             later(Carried(old, new))
         else:
             carry(old, new, m)
