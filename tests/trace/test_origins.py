@@ -98,10 +98,10 @@ def test_a_trace_without_origins_loads_and_knows_none(traced: Traced) -> None:
 
 
 def test_nothing_is_noted_outside_a_recording() -> None:
-    assert ops._on_new is None and not origins.active()
+    assert ops._on_built is None and not origins.active()
     with uopviz.trace():
-        assert ops._on_new is not None and origins.active()
-    assert ops._on_new is None and not origins.active()
+        assert ops._on_built is not None and origins.active()
+    assert ops._on_built is None and not origins.active()
 
 
 def test_a_damaged_chain_of_gradients_ends(traced: Traced) -> None:
@@ -145,7 +145,7 @@ def test_recordings_inside_each_other_each_note_and_end() -> None:
         pass
     with uopviz.trace() as outer, uopviz.trace() as inner:
         (Tensor([1.0, 2.0], device="PYTHON") * 3).realize()
-    assert not origins.active() and ops._on_new is None
+    assert not origins.active() and ops._on_built is None
     assert inner._made and set(inner._made) <= set(outer._made)
 
 
@@ -164,3 +164,18 @@ def test_a_gradient_survives_to_the_kernels_reductions(traced: Traced) -> None:
             if tr.node(n)["op"] == "Reduce" and o is not None and o["grad_of"] is not None:
                 found.add((o["grad_of"]["op"], o["grad_of"]["line"]))
     assert ("Tensor.__matmul__", lines["matmul"]) in found
+
+
+def test_a_node_built_before_the_recording_is_noted_where_the_recording_builds_it() -> None:
+    """Nodes are shared: a gradient's expanded constant some earlier code built is the same node when the recorded
+    code builds it again, and it is that code's work (a CI run failed where another test in the same process had
+    taken the gradient of a sum of the same shape first)."""
+    x = Tensor(np.ones((5, 3), np.float32), requires_grad=True, device="PYTHON")
+    x.sum().backward()
+    y = Tensor(np.ones((5, 3), np.float32), requires_grad=True, device="PYTHON")
+    with uopviz.trace() as tr:
+        line = here() + 1
+        y.sum().backward()
+    made = [o for o in map(tr.origin, tr.nodes) if o is not None]
+    assert {o["line"] for o in made} == {line}
+    assert any(o["grad_of"] is not None and o["grad_of"]["op"] == "Tensor.sum" for o in made), made

@@ -4,7 +4,7 @@ While a trace records, every node the front-end builds is noted with an `Origin`
 code called (`Tensor.softmax`, `Linear.__call__`) and the user's line that called it; a node built while a
 gradient is taken is also marked as the gradient of the forward node being differentiated. Lowering builds nodes
 too, but those are not the user's work: they inherit an origin from the node they replace (`carry`), so a Mul deep
-in a kernel's last pass still says which Tensor line it computes. Noting costs a walk of the frames per new node,
+in a kernel's last pass still says which Tensor line it computes. Noting costs a walk of the frames per node built,
 and nothing while no trace records (the node hook is unset).
 """
 
@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any, NamedTuple
 
 from uopviz.trace import recorder
-from uopviz.uop.ops import GroupOp, Ops, UOp, on_new_node
+from uopviz.uop.ops import GroupOp, Ops, UOp, on_node_built
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +67,13 @@ def _lowers(filename: str) -> bool:
 
 
 def _note(u: UOp) -> None:
-    """The node hook: note what made `u`, unless the compiler built it (see _COMPILER) or no user code did."""
-    if recorder.lowering():  # a schedule or kernel context is open: no walk needed to know
+    """The node hook: note what made `u`, unless the compiler built it (see _COMPILER) or no user code did, or
+    every map has it already (a node rebuilt keeps the origin of the op that first built it)."""
+    if recorder.lowering() or all(u in m for m, _ in _maps):  # lowering: no walk needed to know
         return
     if (o := made_here()) is not None:
         for m, _ in _maps:
-            m[u] = o
+            m.setdefault(u, o)
 
 
 def made_here() -> Origin | None:
@@ -109,12 +110,12 @@ def noting(m: Origins, later: Callable[[Carried], None] | None = None) -> Iterat
     it). `later`: where a `same` for m goes instead of being carried at once (a trace files it among its events,
     and carries it after the steps recorded before it, which know better)."""
     _maps.append((m, later))
-    on_new_node(_note)
+    on_node_built(_note)
     try:
         yield m
     finally:
         del _maps[next(i for i, (x, _) in enumerate(_maps) if x is m)]  # by identity: two maps may hold the same
-        on_new_node(_note if _maps else None)
+        on_node_built(_note if _maps else None)
 
 
 def active() -> bool:

@@ -304,15 +304,16 @@ def _forget(ref: _Entry) -> None:
     _remove_dead_weakref(_nodes, ref.key)
 
 
-_on_new: Callable[[UOp], None] | None = None
-"""Called with every node built that did not exist (None: nothing to call; uopviz.trace.origins sets it while a
-trace or profile records, to note which Tensor op and user line made the node)."""
+_on_built: Callable[[UOp], None] | None = None
+"""Called with every node built, new or found in the table (None: nothing to call; uopviz.trace.origins sets it
+while a trace or profile records, to note which Tensor op and user line made the node: a node some earlier code
+built, such as a gradient's expanded constant, is still this line's work)."""
 
 
-def on_new_node(fn: Callable[[UOp], None] | None) -> Callable[[UOp], None] | None:
-    """Install the hook called with each newly built node (None: none); returns the previous one."""
-    global _on_new
-    prev, _on_new = _on_new, fn
+def on_node_built(fn: Callable[[UOp], None] | None) -> Callable[[UOp], None] | None:
+    """Install the hook called with each node built (None: none); returns the previous one."""
+    global _on_built
+    prev, _on_built = _on_built, fn
     return prev
 
 
@@ -356,6 +357,8 @@ class UOp:
     def __new__(cls, op: Ops, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
         key = (op, src, _const_key(arg) if op is _CONST else arg, tag)
         if (ref := _nodes.get(key)) is not None and (hit := ref()) is not None:
+            if _on_built is not None:
+                _on_built(hit)
             return hit
         self = _new_object(cls)
         _set_op(self, op)  # the slots' own setters: __setattr__ refuses, and object.__setattr__ looks each name up
@@ -366,8 +369,8 @@ class UOp:
         entry.key = key
         if op in _NAMES_DEVICES and not Built.several_devices and _names_several_devices(op, arg):
             Built.several_devices = True
-        if _on_new is not None:
-            _on_new(self)
+        if _on_built is not None:
+            _on_built(self)
         return self
 
     def __setattr__(self, name: str, value: Any) -> None:
