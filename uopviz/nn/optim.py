@@ -10,12 +10,24 @@ tensors on the device, not Python numbers baked into the kernels, so a @jit-capt
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from uopviz.dtype import DType
+from uopviz.realize import Structure, assign, schedule_cache
 from uopviz.tensor import Tensor, assign_all
+from uopviz.tensor.function import tracing
+from uopviz.tensor.tensor import _later
+from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.pattern import recording
+
+_steps: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[int, ...], int]] = OrderedDict()
+"""A step's plan key (Optimizer._plan) -> how it ran: its assign's structure key, each of that realize's Buffers as a
+number into the plan's sources, and its node count."""
+MAX_STEPS = 64
 
 
 class Optimizer(ABC):
@@ -43,8 +55,74 @@ class Optimizer(ABC):
             p.grad = None
 
     def step(self) -> None:
-        targets, values = self._updates([(k, p) for k, p in enumerate(self.params) if p.grad is not None])
-        assign_all(targets, values)
+        """Update the parameters that have gradients. A step of the structure of an earlier one (`_plan`) runs that
+        one's schedule on this one's buffers, without building the update's graph."""
+        live = [(k, p) for k, p in enumerate(self.params) if p.grad is not None]
+        plan = self._plan(live)
+        if plan is not None and (kept := _steps.get(plan[0])) is not None:
+            key, refs, nodes = kept
+            if schedule_cache.run(Structure(key, [plan[1][i] for i in refs], {}, nodes)) is not None:
+                _steps.move_to_end(plan[0])
+                return
+        targets, values = self._updates(live)
+        device = self.params[0].device
+        if plan is None or not all(
+                v.device == device and v.shape == t.shape and v.dtype == t.dtype and v.uop is not t.uop
+                for t, v in zip(targets, values, strict=True)):
+            assign_all(targets, values)
+            return
+        # assign_all of realized targets on one device, values of their shapes and dtypes and nothing pending is
+        # this one assign (the plan found every target realized and on the device)
+        found = assign([t.uop for t in targets], [v.uop for v in values])
+        number = {b: i for i, b in enumerate(plan[1])}
+        if found is not None and not found.values and all(b in number for b in found.buffers):
+            _steps[plan[0]] = (found.key, tuple(number[b] for b in found.buffers), found.nodes)
+            while len(_steps) > MAX_STEPS:
+                _steps.popitem(last=False)
+
+    def _plan(self, live: list[tuple[int, Tensor]]) -> tuple[tuple[Any, ...], list[UOp]] | None:
+        """A step's structure, found without building its graph: the optimizer's class (its update rule), its
+        settings (every attribute that is a Python value, spelled exactly: -0.0 is not 0.0), which parameters have
+        gradients, and every tensor it reads (its attributes' tensors, then the gradients) as its shape and its
+        buffer's description, or the number of the tensor whose buffer it shares; with those buffers (`sources`).
+        The update's graph is a function of that, so a kept step's schedule (`_steps`) runs on another step's
+        sources. None (built as always) for a class defined elsewhere (its rule may read anything), an attribute of
+        another kind, a tensor not realized, on another device or of size 0, a pending assign_later, a trace
+        recording, a function trace or a schedule cache that is off."""
+        if type(self).__module__ != __name__ or _later or recording() or tracing() is not None or \
+                not schedule_cache.enabled:
+            return None
+        device = self.params[0].device
+        if not isinstance(device, str):
+            return None
+        parts: list[Any] = [type(self), tuple(k for k, _ in live)]
+        tensors: list[Tensor] = []
+        for name, value in vars(self).items():
+            if isinstance(value, Tensor):
+                tensors.append(value)
+            elif isinstance(value, list) and all(isinstance(t, Tensor) for t in value):
+                tensors += value
+                parts.append((name, len(value)))
+            elif value is None or isinstance(value, (bool, int, float, str, tuple)):
+                parts.append((name, repr(value)))
+            else:
+                return None
+        tensors += [p.grad for _, p in live]  # type: ignore[misc]
+        number: dict[UOp, int] = {}
+        sources: list[UOp] = []
+        for t in tensors:
+            u = t.uop
+            if u.op is not Ops.RESHAPE or u.src[0].op is not Ops.BUFFER or t.device != device or not t._size():
+                return None
+            b = u.src[0]
+            if (k := number.get(b)) is None:
+                number[b] = k = len(sources)
+                sources.append(b)
+                a = b.arg
+                parts.append((u.shape, a.size, a.dtype, a.device, a.addrspace))
+            else:
+                parts.append((u.shape, k))
+        return tuple(parts), sources
 
     @abstractmethod
     def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
