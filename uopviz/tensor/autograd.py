@@ -26,16 +26,36 @@ if TYPE_CHECKING:
 
 # id -> tensor, held weakly (a WeakSet would compare Tensors with their elementwise ==)
 _requiring: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+_reads: OrderedDict[tuple[Any, ...], tuple[bool, ...]] = OrderedDict()  # cut_from_gradients' answers by structure
+MAX_REPLAYS = 64  # at most this many of _reads' and of _replays' entries, the least recently used dropped first
 
 
-def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
+def cut_from_gradients(tensors: list[Tensor], found: Structure | None = None) -> list[Tensor]:
     """The tensors (about to be realized) whose graphs read a tensor that requires gradients: realizing one replaces
     its graph by its buffer, so a gradient taken through it afterwards would silently be zeros (gradient) or find
-    no leaf (backward); they are marked, and both refuse them by name instead."""
+    no leaf (backward); they are marked, and both refuse them by name instead. `found`: the structure of the
+    realize of these tensors, where the caller has it: which of them read a leaf is a function of it and of which
+    of its Buffers are leaves, so it is kept per both (`_reads`) and not walked again."""
     if not _requiring:
         return []
     leaves = {_key(t) for t in _requiring.values()}
     buffers_only = all(u.op is Ops.BUFFER for u in leaves)  # realized leaves: a node with no Buffer below reads none
+    if found is None or not buffers_only:
+        read = _reading(tensors, leaves, buffers_only)
+    else:
+        key = (found.key, tuple(i for i, b in enumerate(found.buffers) if b in leaves))
+        read = _reads.get(key)
+        if read is None:
+            read = _reads[key] = _reading(tensors, leaves, buffers_only)
+            while len(_reads) > MAX_REPLAYS:
+                _reads.popitem(last=False)
+        else:
+            _reads.move_to_end(key)
+    return [t for t, r in zip(tensors, read, strict=True) if r and id(t) not in _requiring]
+
+
+def _reading(tensors: list[Tensor], leaves: set[UOp], buffers_only: bool) -> tuple[bool, ...]:
+    """Whether each tensor's graph reads any of leaves (buffers_only: they are all Buffers)."""
     reads: dict[UOp, bool] = {}  # one walk for all the tensors (a backward realizes the loss and every gradient)
     read = reads.__getitem__
     for root in (t.uop for t in tensors):
@@ -54,7 +74,7 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
             else:
                 stack.pop()
                 reads[node] = node in leaves or any(map(read, node.src))
-    return [t for t in tensors if id(t) not in _requiring and reads[t.uop]]
+    return tuple(reads[t.uop] for t in tensors)
 
 
 def _not_cut(t: Tensor) -> None:
@@ -178,7 +198,8 @@ class _Replay(NamedTuple):
 
 
 _replays: OrderedDict[tuple[Any, ...], _Replay] = OrderedDict()  # a backward's _Plan.key -> how it ran
-MAX_REPLAYS = 64
+
+
 
 
 class _Plan:
