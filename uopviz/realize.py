@@ -275,7 +275,8 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its number in the key
     named = ref.__getitem__
     pinned = list((pins or {}).items())
-    BUFFER, BIND, pure, own = Ops.BUFFER, Ops.BIND, PURE, OWN_GRADIENT  # locals: the loop runs once per node of every eager realize
+    # locals: the loop runs once per node of every eager realize
+    BUFFER, BIND, pure, own = Ops.BUFFER, Ops.BIND, PURE, OWN_GRADIENT
     count = 0
     for root in (*roots, *(b for _, b in pinned)):
         if root in ref:

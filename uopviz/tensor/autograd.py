@@ -16,9 +16,9 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from uopviz.realize import PURE, Structure, schedule_cache
-from uopviz.trace import origins
 from uopviz.tensor.gradient import GradientError, backprop
 from uopviz.tensor.util import ShapeError, fmt
+from uopviz.trace import origins
 from uopviz.uop.ops import Ops, UOp, toposort
 
 if TYPE_CHECKING:
@@ -44,13 +44,13 @@ def cut_from_gradients(tensors: list[Tensor], found: Structure | None = None) ->
         read = _reading(tensors, leaves, buffers_only)
     else:
         key = (found.key, tuple(i for i, b in enumerate(found.buffers) if b in leaves))
-        read = _reads.get(key)
-        if read is None:
+        if (kept := _reads.get(key)) is not None:
+            _reads.move_to_end(key)
+            read = kept
+        else:
             read = _reads[key] = _reading(tensors, leaves, buffers_only)
             while len(_reads) > MAX_REPLAYS:
                 _reads.popitem(last=False)
-        else:
-            _reads.move_to_end(key)
     return [t for t, r in zip(tensors, read, strict=True) if r and id(t) not in _requiring]
 
 
@@ -172,9 +172,10 @@ class AutogradMixin:
             raise GradientError("backward: no tensor this output depends on requires a gradient "
                                 "(set requires_grad=True on the parameters)")
         grads = self._gradient(tuple(leaves), gradient, order)
+        roots = [self]
         for t, g in zip(leaves, grads):
-            t.grad = g if t.grad is None else t.grad.add(g)
-        roots = [self, *(t.grad for t in leaves)]
+            t.grad = total = g if t.grad is None else t.grad.add(g)
+            roots.append(total)
         found = plan.realized(roots) if plan is not None and _same(plan.leaves, leaves) else None
         self.realize(*roots[1:])
         if found is not None and plan is not None:
