@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from uopviz import pipeline
 from uopviz.compiler import compile_kernel, kept
@@ -488,6 +488,41 @@ class ScheduleCache:
             self._nodes += entry.nodes
             while self._entries and (len(self._entries) > self.max_entries or self._nodes > self.max_nodes):
                 self._nodes -= self._entries.popitem(last=False)[1].nodes
+
+
+V = TypeVar("V")
+
+
+class Recent(Generic[V]):
+    """At most `size` values by key, the least recently used dropped first, under a lock (eager realizes may run on
+    several threads): the front-end's answers kept per structure (backward's and the optimizers' replays,
+    cut_from_gradients)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._kept: OrderedDict[Any, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, key: Any) -> V | None:
+        with self._lock:
+            value = self._kept.get(key)
+            if value is not None:
+                self._kept.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: V) -> None:
+        with self._lock:
+            self._kept[key] = value
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
 
 
 schedule_cache = ScheduleCache()

@@ -10,14 +10,13 @@ tensors on the device, not Python numbers baked into the kernels, so a @jit-capt
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from uopviz.dtype import DType
-from uopviz.realize import Structure, assign, schedule_cache
+from uopviz.realize import Recent, Structure, assign, schedule_cache
 from uopviz.tensor import Tensor, assign_all
 from uopviz.tensor.function import tracing
 from uopviz.tensor.tensor import _later
@@ -25,10 +24,9 @@ from uopviz.tensor.util import concrete
 from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import recording
 
-_steps: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[int, ...], int]] = OrderedDict()
+_steps: Recent[tuple[tuple[Any, ...], tuple[int, ...], int]] = Recent()
 """A step's plan key (Optimizer._plan) -> how it ran: its assign's structure key, each of that realize's Buffers as a
 number into the plan's sources, and its node count."""
-MAX_STEPS = 64
 
 
 class Optimizer(ABC):
@@ -63,7 +61,6 @@ class Optimizer(ABC):
         if plan is not None and (kept := _steps.get(plan[0])) is not None:
             key, refs, nodes = kept
             if schedule_cache.run(Structure(key, [plan[1][i] for i in refs], {}, nodes)) is not None:
-                _steps.move_to_end(plan[0])
                 return
         targets, values = self._updates(live)
         device = self.params[0].device
@@ -77,9 +74,7 @@ class Optimizer(ABC):
         found = assign([t.uop for t in targets], [v.uop for v in values])
         number = {b: i for i, b in enumerate(plan[1])}
         if found is not None and not found.values and all(b in number for b in found.buffers):
-            _steps[plan[0]] = (found.key, tuple(number[b] for b in found.buffers), found.nodes)
-            while len(_steps) > MAX_STEPS:
-                _steps.popitem(last=False)
+            _steps.put(plan[0], (found.key, tuple(number[b] for b in found.buffers), found.nodes))
 
     def _plan(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[tuple[Any, ...], list[UOp]] | None:
         """A step's structure, found without building its graph: the optimizer's class (its update rule), its
@@ -104,7 +99,8 @@ class Optimizer(ABC):
             elif isinstance(value, list) and all(isinstance(t, Tensor) for t in value):
                 tensors += value
                 parts.append((name, len(value)))
-            elif value is None or isinstance(value, (bool, int, float, str, tuple)):
+            elif value is None or isinstance(value, (bool, int, float, str)) or (
+                    isinstance(value, tuple) and all(isinstance(x, (bool, int, float, str)) for x in value)):
                 parts.append((name, repr(value)))
             else:
                 return None

@@ -12,10 +12,9 @@ A realized tensor is known to the graph by its buffer, so a gradient reaches it 
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from uopviz.realize import PURE, Structure, schedule_cache
+from uopviz.realize import PURE, Recent, Structure, schedule_cache
 from uopviz.tensor.gradient import GradientError, backprop
 from uopviz.tensor.util import ShapeError, fmt
 from uopviz.trace import origins
@@ -26,8 +25,7 @@ if TYPE_CHECKING:
 
 # id -> tensor, held weakly (a WeakSet would compare Tensors with their elementwise ==)
 _requiring: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
-_reads: OrderedDict[tuple[Any, ...], tuple[bool, ...]] = OrderedDict()  # cut_from_gradients' answers by structure
-MAX_REPLAYS = 64  # at most this many of _reads' and of _replays' entries, the least recently used dropped first
+_reads: Recent[tuple[bool, ...]] = Recent()  # cut_from_gradients' answers by structure
 
 
 def cut_from_gradients(tensors: list[Tensor], found: Structure | None = None) -> list[Tensor]:
@@ -45,12 +43,10 @@ def cut_from_gradients(tensors: list[Tensor], found: Structure | None = None) ->
     else:
         key = (found.key, tuple(i for i, b in enumerate(found.buffers) if b in leaves))
         if (kept := _reads.get(key)) is not None:
-            _reads.move_to_end(key)
             read = kept
         else:
-            read = _reads[key] = _reading(tensors, leaves, buffers_only)
-            while len(_reads) > MAX_REPLAYS:
-                _reads.popitem(last=False)
+            read = _reading(tensors, leaves, buffers_only)
+            _reads.put(key, read)
     return [t for t, r in zip(tensors, read, strict=True) if r and id(t) not in _requiring]
 
 
@@ -198,7 +194,7 @@ class _Replay(NamedTuple):
     cut: tuple[bool, ...]
 
 
-_replays: OrderedDict[tuple[Any, ...], _Replay] = OrderedDict()  # a backward's _Plan.key -> how it ran
+_replays: Recent[_Replay] = Recent()  # a backward's _Plan.key -> how it ran
 
 
 
@@ -273,7 +269,6 @@ class _Plan:
         written = schedule_cache.run(Structure(kept.key, [src[i] for i in kept.buffers], self.values, kept.nodes))
         if written is None:
             return False
-        _replays.move_to_end(self.key)
         loss._uop = written[0].reshape(loss.shape)  # type: ignore[union-attr]
         roots = [loss]
         for t, b in zip(self.leaves, written[1:], strict=True):
@@ -298,8 +293,5 @@ class _Plan:
     def keep(self, found: Structure, roots: list[Tensor]) -> None:
         """Note how the backward of this plan ran: its realize's structure (`realized`) and the roots it cut."""
         number = {b: i for i, b in enumerate(self.sources)}
-        _replays[self.key] = _Replay(found.key, tuple(number[b] for b in found.buffers), found.nodes,
-                                     tuple(getattr(r, "_cut", False) for r in roots))
-        _replays.move_to_end(self.key)
-        while len(_replays) > MAX_REPLAYS:
-            _replays.popitem(last=False)
+        _replays.put(self.key, _Replay(found.key, tuple(number[b] for b in found.buffers), found.nodes,
+                                       tuple(getattr(r, "_cut", False) for r in roots)))
