@@ -31,6 +31,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """Empty caches, and how many times backward built gradients and an Adam step built its update."""
     schedule_cache.clear()
     autograd._replays.clear()
+    autograd._reads.clear()
     optim._steps.clear()
     monkeypatch.setattr(schedule_cache, "enabled", True)
     counts = {"backprop": 0, "updates": 0}
@@ -195,3 +196,21 @@ def test_a_training_loop_is_bit_identical_with_the_caches_off(monkeypatch: pytes
     (on_losses, on_params), (off_losses, off_params) = train(True), train(False)
     assert on_losses == off_losses
     assert all(a.tobytes() == b.tobytes() for a, b in zip(on_params, off_params, strict=True))
+
+
+def test_cut_from_gradients_is_answered_per_structure_and_leaves(built: dict[str, int]) -> None:
+    """A realize of a graph that reads a leaf cuts it from gradients (backward from it is refused by name), for every
+    realize of its structure; the same structure whose buffer no longer requires gradients is not cut."""
+    w = Tensor(data(3), device=DEVICE, requires_grad=True)
+    for _ in range(2):
+        y = (w * 2.0).exp2().sum()
+        expected = np.exp2(w.numpy() * 2.0).sum()
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)  # realized: cut
+        with pytest.raises(autograd.GradientError, match="realized"):
+            y.backward()
+    w.requires_grad = False
+    other = Tensor(data(3), device=DEVICE, requires_grad=True)  # a leaf elsewhere: _requiring is not empty
+    y = (w * 2.0).exp2().sum()
+    y.realize()
+    assert not getattr(y, "_cut", False)
+    assert other.requires_grad and len(autograd._reads) == 2  # one answer per (structure, leaves among its buffers)
