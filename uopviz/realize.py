@@ -264,9 +264,10 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     The key is one flat tuple: per node its op, then for a Buffer its size, dtype, device and address space, for a
     Bind its variable's reference, else its arg, tag, whether it has a gradient rule of its own (OWN_GRADIENT: what
     backward builds from it, which the front-end's gradient cache keys on this structure), source count and
-    sources' references (a pure node itself, or the number of a node met before). The op and the count say where each node's part ends, so two graphs have
-    equal keys only if they are the same; and a tuple per node would be thousands of objects that live through the
-    realize, each one more for the garbage collector's young generation to scan."""
+    sources' references (a pure node itself, or the number of a node met before). The op and the count say where
+    each node's part ends, so two graphs have equal keys only if they are the same; and a tuple per node would be
+    thousands of objects that live through the realize, each one more for the garbage collector's young generation
+    to scan."""
     flat: list[Any] = []
     add = flat.extend
     bufs: list[UOp] = []
