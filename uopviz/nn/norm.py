@@ -4,13 +4,15 @@ RMSNorm (by the root mean square of the trailing axes), each with a learned affi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from uopviz.dtype import dtypes
 from uopviz.nn.layers import parameter
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor, assign_later
-from uopviz.tensor.util import int_dim
+from uopviz.tensor.util import int_dims
 
 
 class BatchNorm(Module):
@@ -34,7 +36,8 @@ class BatchNorm(Module):
             mean = x.mean(axes, keepdim=True)
             var = (x - mean).square().mean(axes, keepdim=True)
             if self.training and self.track_running_stats:
-                n = int_dim(x.numel() // x.shape[1], "BatchNorm's running variance")
+                dims = int_dims(x.shape, "BatchNorm's running statistics")
+                n = math.prod(dims) // dims[1]
                 m = self.momentum
                 unbiased = var.reshape(-1).detach() * (n / max(n - 1, 1))
                 assign_later([self.running_mean, self.running_var],  # with the step's realize: one forward

@@ -74,7 +74,7 @@ class LossMixin:
             if target.shape != self.shape:
                 raise ShapeError(f"probability targets must have the logits' shape {fmt(self.shape)}, got "
                                  f"{fmt(target.shape)}")
-            share = label_smoothing / int_dim(c, "cross_entropy's class count, with probability targets")
+            share = label_smoothing / int_dim(c, "cross_entropy with probability targets")
             q = target.mul(1 - label_smoothing).add(share)
             return _reduce(q.mul(logp).sum(axis).neg(), reduction)
         nll = logp.nll_loss(target, weight, ignore_index, reduction)
