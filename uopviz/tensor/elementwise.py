@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
 from uopviz.tensor import special
-from uopviz.tensor.util import ArgumentError, broadcast_shapes, const_uop, expand_to, normalize_axes, to_dtype
+from uopviz.tensor.util import (
+    ArgumentError,
+    Shape,
+    broadcast_shapes,
+    const_uop,
+    expand_to,
+    normalize_axes,
+    to_dtype,
+)
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -127,7 +135,7 @@ class ElementwiseMixin:
         a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
         return (b, a) if reverse else (a, b)
 
-    def _broadcast_uop(self: Tensor, shape: tuple[int, ...]) -> Tensor:
+    def _broadcast_uop(self: Tensor, shape: Shape) -> Tensor:
         return self if self.shape == shape else self._new(expand_to(self.uop, shape))
 
     def _float(self: Tensor) -> Tensor:
