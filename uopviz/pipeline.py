@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
+from uopviz.codegen.blocked_sums import block_sums
 from uopviz.codegen.decompositions import decompose, fused_multiply_add, no_rules
 from uopviz.codegen.devectorize import devectorize
 from uopviz.codegen.expand import expander, lane_axes
@@ -159,6 +160,7 @@ KERNEL: tuple[Pass, ...] = (
     Transform("tensor cores", "Expand", lambda u, c: tensor_cores(u, c.sched.tc if c.sched else None),
               origin=tensor_cores),
     Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axes(u)),
+    Transform("blocked sums", "Instruction Selection", lambda u, c: block_sums(u), origin=block_sums),
     Rules("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, c: Accumulators(c.target.device)),
     Transform("merge loops", "Instruction Selection", lambda u, c: merge_loops(u), origin=merge_loops),
     Transform("cache row values", "Instruction Selection", lambda u, c: cache_row_values(u, c.target),
