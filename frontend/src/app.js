@@ -73,8 +73,6 @@ export class App {
     // the graph's views: null follows the stage (on late), a boolean is the person's choice
     /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, calls: boolean | null, hidden: Set<string>}} */
     this.views = { index: null, lanes: null, listing: null, calls: null, hidden: new Set() };
-    /** @type {Set<string>} the Calls whose kernel is drawn while the others are boxes (by node id) */
-    this.expanded = new Set();
     this.query = "";
     /** @type {number[]} */
     this.hits = [];
@@ -405,7 +403,8 @@ export class App {
    * @param {boolean} [push] a new history entry
    */
   go(patch, push = false) {
-    this.state = { ...this.state, ...patch };
+    const other = (patch.tid !== undefined && patch.tid !== this.state.tid) || (patch.ci !== undefined && patch.ci !== this.state.ci);
+    this.state = { ...this.state, ...(other ? { calls: [] } : {}), ...patch }; // opened Calls are a context's
     this.render(push);
   }
 
@@ -547,7 +546,7 @@ export class App {
         index: this.effective("index"),
         lanes: this.effective("lanes"),
         calls: this.effective("calls"),
-        expanded: this.expanded,
+        expanded: new Set(s.calls),
         hidden: this.views.hidden,
         commutative: new Set(this.meta.commutative ?? []),
       });
@@ -705,12 +704,13 @@ export class App {
   openerOf(node) {
     const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
     if (node.op === "Call" && fn?.op !== "Function" && node.src.length > 1 && this.effective("calls")) {
-      const open = this.expanded.has(node.id);
+      const calls = this.state.calls;
+      const open = calls.includes(node.id);
       return {
         label: open ? "fold its kernel" : "draw its kernel here",
         open: () => {
-          if (open) this.expanded.delete(node.id);
-          else this.expanded.add(node.id);
+          // in the URL, so a link (or a reload) opens the same Calls
+          this.state.calls = open ? calls.filter((id) => id !== node.id) : [...calls, node.id];
           this.render().then(() => this.selectNode(node.id, true)); // the Call, its kernel now above it, in view
         },
       };

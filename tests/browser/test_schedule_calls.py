@@ -55,7 +55,21 @@ def test_one_call_at_a_time_draws_its_kernel_from_the_inspector(page: Page, serv
                            "'.uv-node')].filter(n => n.textContent.includes('kernel of')).length === 1")
     assert grouped < drawn(page) and page.locator(".uv-node", has_text="Store").count() >= 1
     page.screenshot(path=shots / "gemm-schedule-one-call.png")
+    reopens_with_its_call_opened(page, f"gemm/0/{pi}/0", grouped)
     page.click(".uv-inspector .uv-open:text('fold its kernel')")
     page.wait_for_function("() => [...document.querySelectorAll('.uv-node')].filter(n => n.textContent.includes("
                            "'kernel of')).length === 2")
-    assert drawn(page) == grouped
+    assert drawn(page) == grouped and "/e/" not in page.url
+
+
+def reopens_with_its_call_opened(page: Page, view: str, grouped: int) -> None:
+    """The opened Call is in the URL (the Call selected is the one opened), and a reload draws it opened again."""
+    call = page.url.split("/n/")[1].split("/")[0]
+    assert page.url.endswith(f"/e/{call}"), page.url
+    opened = drawn(page)
+    page.reload()
+    wait_drawn(page, view)
+    assert drawn(page) == opened > grouped
+    assert page.locator(".uv-node", has_text="kernel of").count() == 1
+    assert page.locator(f".uv-node[data-ref='{call}']").count() == 1  # the Call, selected (the link's n part)
+    page.wait_for_selector(".uv-inspector .uv-open:text('fold its kernel')")
