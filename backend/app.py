@@ -144,17 +144,18 @@ def _document_token(app: FastAPI) -> None:
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = build()  # FastAPI's, which it keeps in app.openapi_schema
-            schema.setdefault("components", {})["securitySchemes"] = {"token": {
-                "type": "http", "scheme": "bearer",
-                "description": "the token at the end of the URL `uopviz serve` prints (?token=X), sent as "
-                               "`Authorization: Bearer X`"}}
-            for path, operations in schema["paths"].items():
-                if is_api(path):
-                    for operation in operations.values():
-                        operation["security"] = [{"token": []}]
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()  # FastAPI's, which it keeps in app.openapi_schema
+        schema.setdefault("components", {})["securitySchemes"] = {"token": {
+            "type": "http", "scheme": "bearer",
+            "description": "the token at the end of the URL `uopviz serve` prints (?token=X), sent as "
+                           "`Authorization: Bearer X`"}}
+        for path, operations in schema["paths"].items():
+            if is_api(path):
+                for operation in operations.values():
+                    operation["security"] = [{"token": []}]
+        return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 

@@ -150,7 +150,7 @@ def graph_axes(tr: Trace, root: str) -> list[Axis]:
         e = tr.node(nid)
         t = display.axis_type_of(e)
         idx = e["arg"]["RangeArg"].get("idx") if t is not None else None
-        if t not in AxisType.__members__ or not isinstance(idx, int) or idx in ranges:
+        if t is None or t not in AxisType.__members__ or not isinstance(idx, int) or idx in ranges:
             continue
         bound = tr.node(e["src"][0]) if e["src"] else None
         value = display.const_value(bound) if bound is not None else None
@@ -221,7 +221,7 @@ def _kernel_hash(tr: Trace, c: TraceContext) -> str | None:
     first = _first_pass(c) if c.kind == "kernel" else None
     if first is None:
         return None
-    named = {_param_device(tr.node(n)) for n in tr.nodes_of(first.input)} - {None}
+    named = {d for n in tr.nodes_of(first.input) if (d := _param_device(tr.node(n))) is not None}
     return kernel_hash(tr.uop(first.input)) if any(shard_free(d) != d for d in named) else first.input
 
 
