@@ -7,7 +7,7 @@
 // trace's passes in place of the kernel's, so the graph follows the opts, and lists such variants under the kernel.
 import { columnWidths } from "./columns.js";
 import { fill, h, icon, typing } from "./dom.js";
-import { DEFAULT_OPTIONS, displayGraph, searchText } from "./graph/display.js";
+import { DEFAULT_OPTIONS, displayGraph, kernelsByBody, searchText } from "./graph/display.js";
 import { renderInspector } from "./graph/inspector.js";
 import { LayoutEngine } from "./graph/layout.js";
 import { legend } from "./graph/legend.js";
@@ -74,6 +74,8 @@ export class App {
     /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, calls: boolean | null, hidden: Set<string>}} */
     this.views = { index: null, lanes: null, listing: null, calls: null, hidden: new Set() };
     this.query = "";
+    /** @type {{trace: TraceDetail, names: Map<string, string>} | null} */
+    this.kernelsOf = null;
     /** @type {number[]} */
     this.hits = [];
     this.hit = -1;
@@ -547,6 +549,7 @@ export class App {
         lanes: this.effective("lanes"),
         calls: this.effective("calls"),
         expanded: new Set(s.calls),
+        kernels: this.kernelNames(shown.trace),
         hidden: this.views.hidden,
         commutative: new Set(this.meta.commutative ?? []),
       });
@@ -693,6 +696,15 @@ export class App {
     } catch (err) {
       this.status(err.message, true);
     }
+  }
+
+  // The kernels of the trace shown, by their body's node id (its schedule's Calls are titled with them), kept per trace.
+  /** @param {TraceDetail} trace */
+  kernelNames(trace) {
+    if (this.kernelsOf?.trace === trace) return this.kernelsOf.names;
+    const names = kernelsByBody(trace.contexts);
+    this.kernelsOf = { trace, names };
+    return names;
   }
 
   // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in;

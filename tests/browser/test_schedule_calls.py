@@ -1,5 +1,6 @@
 """Issue 31 item 2: a schedule's graph is drawn by kernel. After "kernel split" each Call of the zoo gemm's schedule is
-one box over its buffers, saying how big its kernel is; `k` draws the kernels' bodies whole again."""
+one box over its buffers, titled with its kernel's name and saying how big its kernel is; `k` draws the kernels'
+bodies whole again."""
 
 from __future__ import annotations
 
@@ -30,7 +31,10 @@ def test_each_call_is_a_box_and_k_draws_the_kernels(page: Page, server: str, sho
     wait_drawn(page, f"gemm/0/{pi}/0")
     boxes = page.locator(".uv-node", has_text="kernel of")
     assert boxes.count() == len(calls)
-    assert all(t.startswith("Call") for t in boxes.all_text_contents())
+    kernels = [c["label"] for c in api(page, server, "traces/gemm")["contexts"] if c["kind"] == "kernel"]
+    titles = page.eval_on_selector_all(".uv-node:has(.uv-node-expr)", "els => els.map(e => e.querySelector("
+                                       "'.uv-node-title').textContent).filter(t => t.startsWith('Call'))")
+    assert sorted(titles) == sorted(f"Call {k}" for k in kernels), titles  # each box names the kernel it runs
     assert page.locator(".uv-node", has_text="Store").count() == 0  # the kernels' bodies are folded into their Calls
     grouped = drawn(page)
     page.screenshot(path=shots / "gemm-schedule-calls.png")
