@@ -74,7 +74,7 @@ export class App {
     /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, calls: boolean | null, hidden: Set<string>}} */
     this.views = { index: null, lanes: null, listing: null, calls: null, hidden: new Set() };
     this.query = "";
-    /** @type {{trace: TraceDetail, names: Map<string, string>} | null} */
+    /** @type {{trace: TraceDetail, names: Map<string, ContextInfo>} | null} */
     this.kernelsOf = null;
     /** @type {number[]} */
     this.hits = [];
@@ -681,7 +681,7 @@ export class App {
       drawn,
       table: this.table,
       select: (id) => this.selectNode(id, true),
-      opener: (n) => this.openerOf(n),
+      openers: (n) => this.openersOf(n),
       python: this.readOnly ? null : (id) => this.showPython(id),
     });
   }
@@ -708,29 +708,37 @@ export class App {
   }
 
   // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in;
-  // a kernel's Call drawn as a box draws its kernel in place (and folds it again), one Call at a time.
+  // a kernel's Call drawn as a box draws its kernel in place (and folds it again), one Call at a time, and opens the
+  // kernel's own context where the trace lowered it.
   /**
    * @param {GraphNode} node
-   * @returns {{label: string, open: () => void} | null}
+   * @returns {{label: string, open: () => void}[]}
    */
-  openerOf(node) {
+  openersOf(node) {
     const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
-    if (node.op === "Call" && fn?.op !== "Function" && node.src.length > 1 && this.effective("calls")) {
+    if (node.op === "Call" && fn?.op !== "Function" && node.src.length > 1) {
+      const kernel = this.shown && this.kernelsOf?.trace.id === this.shown.tid ? this.kernelsOf.names.get(node.src[0]) : undefined;
+      const out = kernel ? [{ label: `open kernel ${kernel.label}`, open: () => this.go({ ci: kernel.index, pi: 0, k: 0, opts: null }, true) }] : [];
+      if (!this.effective("calls")) return out;
       const calls = this.state.calls;
       const open = calls.includes(node.id);
-      return {
-        label: open ? "fold its kernel" : "draw its kernel here",
-        open: () => {
-          // in the URL, so a link (or a reload) opens the same Calls
-          this.state.calls = open ? calls.filter((id) => id !== node.id) : [...calls, node.id];
-          this.render().then(() => this.selectNode(node.id, true)); // the Call, its kernel now above it, in view
+      return [
+        {
+          label: open ? "fold its kernel" : "draw its kernel here",
+          open: () => {
+            // in the URL, so a link (or a reload) opens the same Calls
+            this.state.calls = open ? calls.filter((id) => id !== node.id) : [...calls, node.id];
+            this.render().then(() => this.selectNode(node.id, true)); // the Call, its kernel now above it, in view
+          },
         },
-      };
+        ...out,
+      ];
     }
-    if (fn?.op !== "Function" || !fn.arg) return null;
+    if (fn?.op !== "Function" || !fn.arg) return [];
     const ci = (this.contexts ?? []).findIndex((c) => c.kind === "function" && c.name === `function ${fn.arg}`);
-    return ci < 0 ? null : { label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0, opts: null }, true) };
+    return ci < 0 ? [] : [{ label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0, opts: null }, true) }];
   }
+
 
   // The search box: every drawn node whose op, title, index text or id holds the text is marked; the first (or
   // the next, with Enter) is brought into view.

@@ -77,3 +77,18 @@ def reopens_with_its_call_opened(page: Page, view: str, grouped: int) -> None:
     assert page.locator(".uv-node", has_text="kernel of").count() == 1
     assert page.locator(f".uv-node[data-ref='{call}']").count() == 1  # the Call, selected (the link's n part)
     page.wait_for_selector(".uv-inspector .uv-open:text('fold its kernel')")
+
+
+def test_a_calls_inspector_opens_its_kernel(page: Page, server: str) -> None:
+    """A Call box named by its kernel opens that kernel's context from its inspector."""
+    contexts = api(page, server, "traces/gemm")["contexts"]
+    pi = next(p["index"] for p in contexts[0]["passes"] if p["name"] == "memory plan")
+    page.goto(f"{server}#/t/gemm/c/0/p/{pi}/s/0")
+    wait_drawn(page, f"gemm/0/{pi}/0")
+    box = page.locator(".uv-node", has_text="kernel of").first
+    label = (box.locator(".uv-node-title").text_content() or "").removeprefix("Call ")
+    box.click()
+    page.click(f".uv-inspector .uv-open:text('open kernel {label}')")
+    ci = next(c["index"] for c in contexts if c["label"] == label)
+    wait_drawn(page, f"gemm/{ci}/0/0")
+    assert page.url.endswith(f"#/t/gemm/c/{ci}/p/0/s/0"), page.url  # the opened Calls and node belong to the schedule

@@ -21,7 +21,7 @@ import { textOn } from "../dom.js";
 /** @import { GraphNode, StepView } from "../../types/api" */
 /** @import { DisplayEdge, DisplayGraph, DisplayNode } from "../../types/ui" */
 /** @typedef {Map<string, GraphNode>} Table the step's nodes by id */
-/** @typedef {{index: boolean, lanes: boolean, calls: boolean, expanded: Set<string>, kernels: Map<string, string>, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
+/** @typedef {{index: boolean, lanes: boolean, calls: boolean, expanded: Set<string>, kernels: Map<string, import("../../types/api").ContextInfo>, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
 /** @typedef {{text: string, buffer: string | null}} Address an Index's text, and its buffer to draw (not a Param) */
 /** @typedef {{text: Map<string, string>, absorbed: Set<string>, address: Map<string, Address>, math: Map<string, boolean>}} Folding */
 /** @typedef {{key: string, members: string[], srcs: Map<string, [string, Set<number>]>}} Group nodes drawn as one */
@@ -66,15 +66,15 @@ const LEAF = 9;
 /** @type {DisplayOptions} */
 export const DEFAULT_OPTIONS = { index: false, lanes: false, calls: false, expanded: new Set(), kernels: new Map(), hidden: new Set(), commutative: new Set() };
 
-// The kernels a schedule's Calls run, by their body's node id: a kernel context's first graph is the body its Call
-// holds (its kernel_hash; a shard's kernel, keyed otherwise, is left out). The first context of a body names it.
+// The kernel contexts of a schedule's Calls, by their body's node id: a kernel context's first graph is the body its
+// Call holds (its kernel_hash; a shard's kernel, keyed otherwise, is left out). The first context of a body is it.
 /**
  * @param {import("../../types/api").ContextInfo[]} contexts
- * @returns {Map<string, string>}
+ * @returns {Map<string, import("../../types/api").ContextInfo>}
  */
 export function kernelsByBody(contexts) {
   const out = new Map();
-  for (const c of contexts) if (c.kind === "kernel" && c.kernel_hash && !out.has(c.kernel_hash)) out.set(c.kernel_hash, c.label);
+  for (const c of contexts) if (c.kind === "kernel" && c.kernel_hash && !out.has(c.kernel_hash)) out.set(c.kernel_hash, c);
   return out;
 }
 
@@ -126,8 +126,8 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
       if (!table.has(s)) return;
       if (options.calls && i === 0 && node.op === "Call" && node.src.length > 1 && !options.expanded.has(id)) {
         exprs.set(id, `kernel of ${reachable(s, table)} nodes`); // its body: drawn only for another user
-        const name = options.kernels.get(s);
-        if (name) titles.set(id, `Call ${name}`);
+        const kernel = options.kernels.get(s);
+        if (kernel) titles.set(id, `Call ${kernel.label}`);
         return;
       }
       const through = folding?.absorbed.has(s) && i === 0 ? folding.address.get(s) : null; // a Load/Store's Index
