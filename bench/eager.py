@@ -7,12 +7,13 @@ Every variant runs in the same process, in interleaved rounds (off, on, @jit, of
 on a loaded machine; the figures are medians. "off" is realize as it was before the cache (every realize schedules
 and looks up its kernels' opts and programs). Each variant's losses/outputs are checked to agree first.
 
-    python bench/eager.py [--device CPU] [--rounds 5] [--skip-gpt]
+    python bench/eager.py [--device CPU] [--rounds 5] [--skip-gpt] [--phases]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import statistics
 import sys
@@ -194,7 +195,7 @@ def _kernels_alone(xs: list[Tensor], w: Tensor, make: Callable[[Tensor, Tensor],
     return [turns[k % len(turns)] for k in range(count)]
 
 
-def gpt(device: str, rounds: int) -> None:
+def gpt(device: str, rounds: int, phases: bool = False) -> None:
     g = example("gpt")
     cfg = g.GPTConfig()
     rng = np.random.default_rng(2)
@@ -233,11 +234,47 @@ def gpt(device: str, rounds: int) -> None:
         "eager, cache on": lambda: eager_on(*batches[next(k) % 4]).item(),
         "@jit": lambda: jitted(*batches[next(k) % 4]).item(),
     }, rounds, 2)
+    if phases:
+        step_phases(g, device, batches, rounds)
     collections_per_call("GPT AdamW step, GC", {
         "eager, cache on": lambda: eager_on(*batches[next(k) % 4]).item(),
         "@jit": lambda: jitted(*batches[next(k) % 4]).item(),
     }, 60)
     decode(g, model, device, rng)
+
+
+def step_phases(g: Any, device: str, batches: list[tuple[Tensor, ...]], rounds: int) -> None:
+    """Where an eager GPT step's own time goes: per phase (building the loss's graph, backward, the optimizer's
+    step, reading the loss) its wall time less its launches' (every launch waits inside `profiling`, so a launch's
+    wall time is its kernel's), medians over rounds x 4 steps: the Python of each phase. What is left of eager's
+    cost over @jit is roughly their sum, less @jit's own launch loop."""
+    from uopviz.realize import profiling
+    model = g.GPT(g.GPTConfig(), device, seed=0)
+    opt = nn.optim.AdamW(model.parameters(), lr=3e-3)
+    launched = [0.0]
+
+    def note(launch: Any, vals: tuple[int, ...], t: float, wall: float) -> None:
+        launched[0] += wall
+
+    def phase(name: str, fn: Callable[[], Any]) -> Any:
+        launched[0], t0 = 0.0, time.perf_counter()
+        out = fn()
+        own[name].append(time.perf_counter() - t0 - launched[0])
+        return out
+    own: dict[str, list[float]] = {n: [] for n in ("graph of the loss", "backward", "optimizer step", "item")}
+    with profiling(note):
+        for k in range(rounds * 4 + 2):
+            opt.zero_grad()
+            x, y = batches[k % 4]
+            loss = phase("graph of the loss", functools.partial(model.loss, x, y))
+            phase("backward", loss.backward)
+            phase("optimizer step", opt.step)
+            phase("item", loss.item)
+            if k < 2:  # the first steps build and schedule: left out
+                for v in own.values():
+                    v.pop()
+    print(f"{'GPT AdamW step, phases':28s} wall time less its launches': " +
+          ", ".join(f"{n} {_fmt(statistics.median(v))}" for n, v in own.items()), flush=True)
 
 
 def decode(g: Any, model: Any, device: str, rng: np.random.Generator) -> None:
@@ -284,12 +321,13 @@ def main() -> int:
     ap.add_argument("--device", default="CPU")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--skip-gpt", action="store_true")
+    ap.add_argument("--phases", action="store_true", help="also where an eager GPT step's own time goes, by phase")
     args = ap.parse_args()
     print(f"device {args.device}; medians of interleaved rounds; x: the time over @jit's", flush=True)
     one_realize(args.device, args.rounds)
     mlp_step(args.device, args.rounds)
     if not args.skip_gpt:
-        gpt(args.device, args.rounds)
+        gpt(args.device, args.rounds, args.phases)
     return 0
 
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from uopviz import pipeline
 from uopviz.compiler import compile_kernel, kept
@@ -179,7 +179,7 @@ def _device_worker(device: str) -> ThreadPoolExecutor:
 
 
 def realize(roots: Sequence[UOp], outputs: Mapping[int, UOp] | None = None, device: str | None = None, *,
-            known: _Structure | None = None) -> list[UOp]:
+            known: Structure | None = None) -> list[UOp]:
     """Each root as Reshape(Buffer, shape), computing what is not in memory yet (values made from constants
     alone on `device`, default: the device of the buffers they are used with). A graph of the structure of one
     realized before runs that one's kernels again without scheduling (`schedule_cache`). `known`: this realize's
@@ -212,12 +212,17 @@ PURE = "_schedule_cache_pure"
 it: the node itself, hash-consed, is its structure, so a walk takes it as it is and does not go below it again (nor
 do other walks that look for buffers: reads_any, the front-end's cut_from_gradients)."""
 
+OWN_GRADIENT = "_own_gradient"
+"""Marks (in a UOp's __dict__) a node differentiated by a rule of its own (uopviz.tensor.gradient.own_gradient): the
+rule is the op's that built the node, so it is a function of the node's structure, but a node of the same structure
+built from plain ops has none; the structure key says which."""
+
 
 class _Uncached(Exception):
     """A graph the schedule cache leaves to the scheduler (two values bound to one variable: its error)."""
 
 
-class _Structure(NamedTuple):
+class Structure(NamedTuple):
     """A graph as the schedule cache sees it: `key` (its structure: every node but a Buffer or a Bind's value, each
     Buffer as its size, dtype and device, numbered where it is first met), its Buffers in that order (the pins
     among them), the values its variables are bound to and how many nodes the key names."""
@@ -249,7 +254,7 @@ def _settings() -> tuple[Any, ...]:
             pack.ALIASED_SETS, pack.REUSE, pads.REUSE, policy.tuning_state())
 
 
-def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, device: str | None = None) -> _Structure:
+def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, device: str | None = None) -> Structure:
     """The schedule cache's view of a realize of roots (pins: root index -> the Buffer it is written into): one
     walk of the graph, stopping at nodes known to hold no Buffer or Bind. Two realizes with the same key have the
     same schedule up to which buffers they read and write and the values their variables take: the same Buffer
@@ -257,10 +262,12 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     kernels take variables, buffers are made for their largest values). _Uncached for a graph left to schedule().
 
     The key is one flat tuple: per node its op, then for a Buffer its size, dtype, device and address space, for a
-    Bind its variable's reference, else its arg, tag, source count and sources' references (a pure node itself, or
-    the number of a node met before). The op and the count say where each node's part ends, so two graphs have
-    equal keys only if they are the same; and a tuple per node would be thousands of objects that live through the
-    realize, each one more for the garbage collector's young generation to scan."""
+    Bind its variable's reference, else its arg, tag, whether it has a gradient rule of its own (OWN_GRADIENT: what
+    backward builds from it, which the front-end's gradient cache keys on this structure), source count and
+    sources' references (a pure node itself, or the number of a node met before). The op and the count say where
+    each node's part ends, so two graphs have equal keys only if they are the same; and a tuple per node would be
+    thousands of objects that live through the realize, each one more for the garbage collector's young generation
+    to scan."""
     flat: list[Any] = []
     add = flat.extend
     bufs: list[UOp] = []
@@ -268,7 +275,8 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
     ref: dict[UOp, Any] = {}  # a node done -> how its users name it: itself if pure, else its number in the key
     named = ref.__getitem__
     pinned = list((pins or {}).items())
-    BUFFER, BIND, pure = Ops.BUFFER, Ops.BIND, PURE  # locals: the loop runs once per node of every eager realize
+    # locals: the loop runs once per node of every eager realize
+    BUFFER, BIND, pure, own = Ops.BUFFER, Ops.BIND, PURE, OWN_GRADIENT
     count = 0
     for root in (*roots, *(b for _, b in pinned)):
         if root in ref:
@@ -307,13 +315,13 @@ def structure(roots: Sequence[UOp], pins: Mapping[int, UOp] | None = None, devic
                     if int in map(type, srcs):  # a source that is not pure: numbered
                         ref[node] = count
                         count += 1
-                        add((op, node.arg, node.tag, len(srcs)))
+                        add((op, node.arg, node.tag, own in node.__dict__, len(srcs)))
                         add(srcs)
                     else:
                         node.__dict__[pure] = True
                         ref[node] = node
     key = _Hashed((tuple(flat), tuple(ref[r] for r in roots), tuple((k, ref[b]) for k, b in pinned), device))
-    return _Structure(key, bufs, values, count)
+    return Structure(key, bufs, values, count)
 
 
 class _Hashed(tuple):
@@ -371,7 +379,7 @@ class ScheduleCache:
             self._nodes = self.hits = self.misses = 0
 
     def lookup(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None,
-               known: _Structure | None = None) -> list[UOp | None] | _Structure | None:
+               known: Structure | None = None) -> list[UOp | None] | Structure | None:
         """Run a kept schedule of this realize and return the roots' buffers (None for a root of size 0); else the
         realize's structure, to `add` its schedule under once it has run (None: not to be kept). `known`: the
         realize's structure, where the caller has it (`structure_of`)."""
@@ -380,19 +388,28 @@ class ScheduleCache:
             return None
         if device is None and not found.buffers:
             return None  # computed on the default device: not part of the key
+        written = self.run(found)
+        if written is None:
+            self.misses += 1
+            return found
+        return written
+
+    def run(self, found: Structure) -> list[UOp | None] | None:
+        """Run the kept schedule of found's structure on its buffers and bound values and return the roots' buffers
+        (None for a root of size 0), counted as a hit; None where no schedule of it is kept or the kept one is stale
+        (nothing run or counted). The front-end's caches of gradient and optimizer graphs call it with a structure
+        they know without building its graph (uopviz.tensor.autograd, uopviz.nn.optim)."""
         with self._lock:
             entry = self._entries.get(found.key)
             if entry is not None:
                 self._entries.move_to_end(found.key)
         if entry is None or entry.made_under != _settings():
-            self.misses += 1
-            return found
+            return None
         progs = []
         for key, copy, _, _, _ in entry.launches:
             kp = kept(key) if key is not None else copy
             if kp is None:  # compile_kernel dropped it: schedule again
-                self.misses += 1
-                return found
+                return None
             progs.append(kp)
         self.hits += 1
         table = found.buffers + [buffers.new_buffer(*f) for f in entry.fresh]
@@ -413,7 +430,7 @@ class ScheduleCache:
                 launches.append(launch)
         return [table[i] if i >= 0 else None for i in entry.outputs]
 
-    def structure_of(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None) -> _Structure | None:
+    def structure_of(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None) -> Structure | None:
         """The structure a realize of roots (pins: root index -> the Buffer it is written into) is kept under; None
         where the cache leaves it to the scheduler (off, recording, a variable bound to two values)."""
         if not self.enabled or recording():
@@ -423,7 +440,7 @@ class ScheduleCache:
         except _Uncached:
             return None
 
-    def in_place(self, found: _Structure | None, decide: Callable[[], bool]) -> bool:
+    def in_place(self, found: Structure | None, decide: Callable[[], bool]) -> bool:
         """Whether an assign of found's structure writes its values straight into its targets: decide() once per
         structure (the answer is a function of it: which values read which targets, through what), kept as long as
         the structure's schedule could be (at most max_entries, least recently used dropped first)."""
@@ -441,7 +458,7 @@ class ScheduleCache:
                 self._in_place.popitem(last=False)
         return answer
 
-    def add(self, found: _Structure, launches: Sequence[Launch], written: Sequence[UOp | None]) -> None:
+    def add(self, found: Structure, launches: Sequence[Launch], written: Sequence[UOp | None]) -> None:
         """Keep the schedule that ran as `launches` (writing the roots' buffers `written`) under found's key; a
         schedule over several devices is not kept."""
         if len({launch.buffers[0].arg.device for launch in launches}) > 1:
@@ -473,13 +490,49 @@ class ScheduleCache:
                 self._nodes -= self._entries.popitem(last=False)[1].nodes
 
 
+V = TypeVar("V")
+
+
+class Recent(Generic[V]):
+    """At most `size` values by key, the least recently used dropped first, under a lock (eager realizes may run on
+    several threads): the front-end's answers kept per structure (backward's and the optimizers' replays,
+    cut_from_gradients)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._kept: OrderedDict[Any, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, key: Any) -> V | None:
+        with self._lock:
+            value = self._kept.get(key)
+            if value is not None:
+                self._kept.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: V) -> None:
+        with self._lock:
+            self._kept[key] = value
+            self._kept.move_to_end(key)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._kept.clear()
+
+
 schedule_cache = ScheduleCache()
 """realize()'s schedule cache (uopviz.realize.ScheduleCache): `schedule_cache.hits`, `.misses`, `.clear()`."""
 
 
-def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
+def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> Structure | None:
     """Compute each value into its target's buffer (a target: Reshape(Buffer, shape) of its value's shape and dtype,
-    all on one device), in one schedule."""
+    all on one device), in one schedule. Returns the structure of that one realize where it wrote in place and the
+    schedule cache keeps it (`schedule_cache.run` of it does this assign again), else None."""
     for target, value in zip(targets, values, strict=True):
         if not is_realized(target):
             raise ValueError("assign needs a realized target (Reshape of a Buffer)")
@@ -496,6 +549,7 @@ def assign(targets: Sequence[UOp], values: Sequence[UOp]) -> None:
                  enumerate(zip(targets, values, strict=True)) if v.op is Ops.RESHAPE and v.src[0] in bufs}
         values, found = realize(values, outputs=fresh, device=device), None
     realize(values, outputs=pins, device=device, known=found)
+    return found
 
 
 def reads_any(roots: Sequence[UOp], bufs: set[UOp]) -> bool:

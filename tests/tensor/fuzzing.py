@@ -155,6 +155,27 @@ OPS: dict[str, OpDef] = {
     "chunk": _same(lambda a, chunks, dim: a.chunk(chunks, dim)),
     "split": _same(lambda a, size, dim: a.split(size, dim)),
     "reshape": _same(lambda a, shape: a.reshape(tuple(shape))),
+    # what real models are made of
+    "gelu": OpDef(lambda a, approximate: a.gelu(approximate),
+                  lambda a, approximate: F.gelu(a, approximate=approximate)),
+    "log1sq": _same(lambda a: (a * a + 1).log()), "sqrt_sq": _same(lambda a: (a * a + 0.25).sqrt()),
+    "div_sq": _same(lambda a, b: a / (b * b + 0.5)),
+    "cumsum": OpDef(lambda a, axis: a.cumsum(axis).cast(a.dtype), lambda a, axis: a.cumsum(axis).to(a.dtype)),
+    "triu": _same(lambda a, k: a.triu(k)), "tril": _same(lambda a, k: a.tril(k)),
+    "take": OpDef(lambda a, index, axis: a[(slice(None),) * axis + (Tensor(np.array(index, np.int64),
+                                                                            device=a.device),)],
+                  lambda a, index, axis: a[(slice(None),) * axis + (torch.tensor(index),)]),
+    "conv2d": OpDef(lambda x, w, stride, padding, groups: x.conv2d(w, stride=stride, padding=padding, groups=groups),
+                    lambda x, w, stride, padding, groups: F.conv2d(x, w, stride=stride, padding=padding,
+                                                                   groups=groups)),
+    "max_pool2d": OpDef(lambda a, k, stride, padding: a.max_pool2d(k, stride, padding),
+                        lambda a, k, stride, padding: F.max_pool2d(a, k, stride, padding)),
+    "avg_pool2d": OpDef(lambda a, k, stride, padding: a.avg_pool2d(k, stride, padding),
+                        lambda a, k, stride, padding: F.avg_pool2d(a, k, stride, padding)),
+    "cross_entropy": OpDef(lambda a, target, smoothing: a.cross_entropy(
+                               Tensor(np.array(target, np.int64), device=a.device), label_smoothing=smoothing),
+                           lambda a, target, smoothing: F.cross_entropy(a, torch.tensor(target),
+                                                                        label_smoothing=smoothing)),
 }
 
 
@@ -477,8 +498,8 @@ class _Gen:
     # ---- op families
     def step(self) -> None:
         fam = self.rng.choice(["unary", "binary", "scalar", "reduce", "softmax", "matmul", "move", "cat", "chunk",
-                               "where", "cast", "pattern"],
-                              p=[0.1, 0.14, 0.05, 0.11, 0.06, 0.08, 0.16, 0.05, 0.05, 0.05, 0.03, 0.12])
+                               "where", "cast", "pattern", "model"],
+                              p=[0.09, 0.12, 0.05, 0.1, 0.05, 0.07, 0.15, 0.05, 0.05, 0.05, 0.03, 0.1, 0.09])
         x = self.pick()
         s, nd = self.shape(x), self.env[x].ndim
         if fam == "unary":
@@ -525,6 +546,8 @@ class _Gen:
             self.emit("cast", [x], to=str(self.rng.choice(to)))
         elif fam == "pattern" and not self.is_int:
             (self.attention if self.chance(0.6) else self.mlp)()
+        elif fam == "model":
+            self.model_op(x)
 
     def scalar(self, x: str) -> None:
         if self.is_int:
@@ -625,6 +648,56 @@ class _Gen:
             self.emit("where_c", [c, x], v=v)
         else:
             self.emit("where", [c, x, self.partner(x)])
+
+    def model_op(self, x: str) -> None:
+        """An op real models lean on: an embedding-style take of rows (indices repeated, negative ones), GELU,
+        log/sqrt/div of values kept in their domain, a running sum, a causal mask, a convolution, a pooling, a
+        cross-entropy against class targets."""
+        s, nd = self.shape(x), len(self.shape(x))
+        kinds = ["take", "cumsum", "triu"] + ([] if self.is_int else
+                                              ["gelu", "log1sq", "sqrt_sq", "div_sq", "conv2d", "pool", "xent"])
+        kind = str(self.rng.choice(kinds))
+        if kind == "take" and nd:
+            axis = int(self.rng.integers(nd))
+            shape = (self.dim(),) if self.chance(0.6) else (self.dim(), self.dim())
+            index = self.rng.integers(-s[axis], s[axis], shape).tolist()
+            self.emit("take", [x], index=index, axis=axis)
+        elif kind == "cumsum" and nd:
+            self.emit("cumsum", [x], axis=int(self.rng.integers(-nd, nd)))
+        elif kind == "triu" and nd >= 2:
+            self.emit(str(self.rng.choice(["triu", "tril"])), [x], k=int(self.rng.integers(-1, 2)))
+        elif kind == "gelu":
+            self.emit("gelu", [x], approximate=str(self.rng.choice(["none", "tanh"])))
+        elif kind in ("log1sq", "sqrt_sq"):
+            self.emit(kind, [x])
+        elif kind == "div_sq":
+            self.emit("div_sq", [x, self.partner(x)])
+        elif kind == "conv2d":
+            self.conv()
+        elif kind == "pool":
+            # a new input: values computed from others tie (relu's zeros), where max's subgradient is a convention
+            a = self.input((self.dim(), self.dim(), self.dim() + 2, self.dim() + 2), "normal")
+            k = int(self.rng.choice([2, 3]))
+            self.emit(str(self.rng.choice(["max_pool2d", "avg_pool2d"])), [a], k=k,
+                      stride=int(self.rng.choice([1, 2, k])), padding=int(self.rng.integers(0, k // 2 + 1)))
+        elif kind == "xent":
+            logits = x if nd == 2 and self.chance(0.7) else self.input((self.dim(), self.dim() + 1), "normal")
+            n, c = self.shape(logits)
+            target = self.rng.integers(0, c, n).tolist()
+            self.emit("cross_entropy", [logits], target=target, smoothing=float(self.rng.choice([0.0, 0.0, 0.1])))
+
+    def conv(self) -> None:
+        """(N, Cin, H, W) * (Cout, Cin/groups, kH, kW), strided, padded, grouped, maybe on a previous value."""
+        fits = [n for n, d in self.dtypes.items() if d != "bool" and len(self.shape(n)) == 4]
+        x = str(self.rng.choice(fits)) if fits and self.chance(0.4) else \
+            self.input((int(self.rng.choice([1, 2, 3])), self.dim(), self.dim() + 2, self.dim() + 2), "normal")
+        cin = self.shape(x)[1]
+        groups = int(self.rng.choice([g for g in (1, 2, 3) if cin % g == 0]))
+        cout = groups * int(self.rng.choice([1, 2, 3]))
+        k = (int(self.rng.choice([1, 2, 3])), int(self.rng.choice([1, 3])))
+        w = self.input((cout, cin // groups, *k), "normal")
+        self.emit("conv2d", [x, w], stride=int(self.rng.choice([1, 1, 2])), padding=int(self.rng.integers(0, 2)),
+                  groups=groups)
 
     def attention(self) -> None:
         """softmax(q·kᵀ [·scale] [masked])·v [·Wp] [·w], q, k, v from one fused projection split in three or from

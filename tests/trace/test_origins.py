@@ -69,6 +69,17 @@ def test_every_node_of_every_kernel_pass_has_an_origin(traced: Traced) -> None:
             assert not missing, (c.name, p.name, [tr.node(n)["op"] for n in missing])
 
 
+def test_every_gradient_kernel_names_the_forward_op_it_differentiates(traced: Traced) -> None:
+    """backward's own nodes over a gradient (the reshape of a leaf's gradient to its shape, the sum of two
+    contributions) continue that gradient: the matmul's dW and dx kernels say whose gradient they are, not just
+    "backward()"."""
+    tr, lines, _ = traced
+    roots = [tr.origin(c.passes[0].input) for c in tr.contexts if c.kind == "kernel"]
+    backward = [o for o in roots if o is not None and o["line"] == lines["backward"]]
+    assert len(backward) >= 2 and all(o["grad_of"] is not None for o in backward), backward
+    assert "Tensor.__matmul__" in {o["grad_of"]["op"] for o in backward}
+
+
 def test_origins_survive_save_and_load(traced: Traced) -> None:
     tr, _, _ = traced
     back = uopviz.trace.Trace.from_json(tr.to_json())

@@ -4,12 +4,15 @@ RMSNorm (by the root mean square of the trailing axes), each with a learned affi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from uopviz.dtype import dtypes
 from uopviz.nn.layers import parameter
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor, assign_later
+from uopviz.tensor.util import int_dims
 
 
 class BatchNorm(Module):
@@ -33,7 +36,8 @@ class BatchNorm(Module):
             mean = x.mean(axes, keepdim=True)
             var = (x - mean).square().mean(axes, keepdim=True)
             if self.training and self.track_running_stats:
-                n = x.numel() // x.shape[1]
+                dims = int_dims(x.shape, "BatchNorm's running statistics")
+                n = math.prod(dims) // dims[1]
                 m = self.momentum
                 unbiased = var.reshape(-1).detach() * (n / max(n - 1, 1))
                 assign_later([self.running_mean, self.running_var],  # with the step's realize: one forward
@@ -43,6 +47,7 @@ class BatchNorm(Module):
             mean, var = self.running_mean.reshape(shape), self.running_var.reshape(shape)
         y = (x - mean) * (var + self.eps).rsqrt()
         if self.weight is not None:
+            assert self.bias is not None  # affine: weight and bias, or neither
             y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
         return y
 
@@ -81,6 +86,7 @@ class GroupNorm(Module):
         y = x.reshape(n, self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
         if self.weight is None:
             return y
+        assert self.bias is not None  # affine: weight and bias, or neither
         shape = (1, c) + (1,) * (x.ndim - 2)
         return y * self.weight.reshape(shape) + self.bias.reshape(shape)
 

@@ -11,11 +11,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from uopviz.dtype import DType
+from uopviz.realize import Recent, Structure, assign, schedule_cache
 from uopviz.tensor import Tensor, assign_all
+from uopviz.tensor.function import tracing
+from uopviz.tensor.tensor import _later
+from uopviz.tensor.util import concrete
+from uopviz.uop.ops import Ops, UOp
+from uopviz.uop.pattern import recording
+
+_steps: Recent[tuple[tuple[Any, ...], tuple[int, ...], int]] = Recent()
+"""A step's plan key (Optimizer._plan) -> how it ran: its assign's structure key, each of that realize's Buffers as a
+number into the plan's sources, and its node count."""
 
 
 class Optimizer(ABC):
@@ -43,12 +54,77 @@ class Optimizer(ABC):
             p.grad = None
 
     def step(self) -> None:
-        targets, values = self._updates([(k, p) for k, p in enumerate(self.params) if p.grad is not None])
-        assign_all(targets, values)
+        """Update the parameters that have gradients. A step of the structure of an earlier one (`_plan`) runs that
+        one's schedule on this one's buffers, without building the update's graph."""
+        live = [(k, p, p.grad) for k, p in enumerate(self.params) if p.grad is not None]
+        plan = self._plan(live)
+        if plan is not None and (kept := _steps.get(plan[0])) is not None:
+            key, refs, nodes = kept
+            if schedule_cache.run(Structure(key, [plan[1][i] for i in refs], {}, nodes)) is not None:
+                return
+        targets, values = self._updates(live)
+        device = self.params[0].device
+        if plan is None or not all(
+                v.device == device and v.shape == t.shape and v.dtype == t.dtype and v.uop is not t.uop
+                for t, v in zip(targets, values, strict=True)):
+            assign_all(targets, values)
+            return
+        # assign_all of realized targets on one device, values of their shapes and dtypes and nothing pending is
+        # this one assign (the plan found every target realized and on the device)
+        found = assign([t.uop for t in targets], [v.uop for v in values])
+        number = {b: i for i, b in enumerate(plan[1])}
+        if found is not None and not found.values and all(b in number for b in found.buffers):
+            _steps.put(plan[0], (found.key, tuple(number[b] for b in found.buffers), found.nodes))
+
+    def _plan(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[tuple[Any, ...], list[UOp]] | None:
+        """A step's structure, found without building its graph: the optimizer's class (its update rule), its
+        settings (every attribute that is a Python value, spelled exactly: -0.0 is not 0.0), which parameters have
+        gradients, and every tensor it reads (its attributes' tensors, then the gradients) as its shape and its
+        buffer's description, or the number of the tensor whose buffer it shares; with those buffers (`sources`).
+        The update's graph is a function of that, so a kept step's schedule (`_steps`) runs on another step's
+        sources. None (built as always) for a class defined elsewhere (its rule may read anything), an attribute of
+        another kind, a tensor not realized, on another device or of size 0, a pending assign_later, a trace
+        recording, a function trace or a schedule cache that is off."""
+        if type(self).__module__ != __name__ or _later or recording() or tracing() is not None or \
+                not schedule_cache.enabled:
+            return None
+        device = self.params[0].device
+        if not isinstance(device, str):
+            return None
+        parts: list[Any] = [type(self), tuple(k for k, _, _ in live)]
+        tensors: list[Tensor] = []
+        for name, value in vars(self).items():
+            if isinstance(value, Tensor):
+                tensors.append(value)
+            elif isinstance(value, list) and all(isinstance(t, Tensor) for t in value):
+                tensors += value
+                parts.append((name, len(value)))
+            elif value is None or isinstance(value, (bool, int, float, str)) or (
+                    isinstance(value, tuple) and all(isinstance(x, (bool, int, float, str)) for x in value)):
+                parts.append((name, repr(value)))
+            else:
+                return None
+        tensors += [g for _, _, g in live]
+        number: dict[UOp, int] = {}
+        sources: list[UOp] = []
+        for t in tensors:
+            u = t.uop
+            if u.op is not Ops.RESHAPE or u.src[0].op is not Ops.BUFFER or t.device != device or not t._size():
+                return None
+            b = u.src[0]
+            if (k := number.get(b)) is None:
+                number[b] = k = len(sources)
+                sources.append(b)
+                a = b.arg
+                parts.append((u.shape, a.size, a.dtype, a.device, a.addrspace))
+            else:
+                parts.append((u.shape, k))
+        return tuple(parts), sources
 
     @abstractmethod
-    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
-        """The tensors to write and their new values, for the parameters (index, tensor) that have gradients."""
+    def _updates(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+        """The tensors to write and their new values, for the parameters (index, tensor, gradient) that have
+        gradients."""
 
 
 class SGD(Optimizer):
@@ -63,10 +139,11 @@ class SGD(Optimizer):
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
         self.buffers = self._state() if momentum else []
 
-    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+    def _updates(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         targets, values = [], []
-        for k, p in live:
-            g = p.grad.add(p.mul(self.weight_decay)) if self.weight_decay else p.grad
+        for k, p, g in live:
+            if self.weight_decay:
+                g = g.add(p.mul(self.weight_decay))
             if self.momentum:
                 b = self.buffers[k].mul(self.momentum).add(g)
                 targets.append(self.buffers[k])
@@ -91,13 +168,12 @@ class Adam(Optimizer):
         self.m, self.v = self._state(), self._state()
         self.b1_t, self.b2_t = self._scalar(1.0), self._scalar(1.0)  # β1^t and β2^t after t steps
 
-    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+    def _updates(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         b1_t, b2_t = self.b1_t.mul(self.b1), self.b2_t.mul(self.b2)
         targets, values = [self.b1_t, self.b2_t], [b1_t, b2_t]
         corrections = b1_t.sub(1, reverse=True), b2_t.sub(1, reverse=True), self.lr
         scalars: dict[DType, list[Tensor]] = {}  # cast once per dtype, not once per parameter
-        for k, p in live:
-            g = p.grad
+        for k, p, g in live:
             if self.weight_decay and not self.decoupled:
                 g = g.add(p.mul(self.weight_decay))
             if p.dtype not in scalars:
@@ -133,13 +209,13 @@ class LAMB(Adam):
         super().__init__(params, lr, (b1, b2), eps, weight_decay)
         self.adam = adam
 
-    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+    def _updates(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         b1_t, b2_t = self.b1_t.mul(self.b1), self.b2_t.mul(self.b2)
         targets, values = [self.b1_t, self.b2_t], [b1_t, b2_t]
-        for k, p in live:
+        for k, p, g in live:
             c1, c2, lr = (t.cast(p.dtype) for t in (b1_t.sub(1, reverse=True), b2_t.sub(1, reverse=True), self.lr))
-            m = self.m[k].mul(self.b1).add(p.grad.mul(1 - self.b1))
-            v = self.v[k].mul(self.b2).add(p.grad.square().mul(1 - self.b2))
+            m = self.m[k].mul(self.b1).add(g.mul(1 - self.b1))
+            v = self.v[k].mul(self.b2).add(g.square().mul(1 - self.b2))
             up = m.div(c1).div(v.div(c2).sqrt().add(self.eps)).add(p.mul(self.weight_decay))
             if not self.adam:
                 r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
@@ -175,13 +251,14 @@ class Muon(Optimizer):
             x = x.mul(a).add(gram.mul(b).add(gram.matmul(gram).mul(c)).matmul(x))
         return x.T if tall else x
 
-    def _updates(self, live: list[tuple[int, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
+    def _updates(self, live: list[tuple[int, Tensor, Tensor]]) -> tuple[list[Tensor], list[Tensor]]:
         targets, values = [], []
-        for k, p in live:
-            buf = self.buffers[k].mul(self.momentum).add(p.grad.mul(1 - self.momentum))
-            step = p.grad.add(buf.sub(p.grad).mul(self.momentum)) if self.nesterov else buf
+        for k, p, g in live:
+            buf = self.buffers[k].mul(self.momentum).add(g.mul(1 - self.momentum))
+            step = g.add(buf.sub(g).mul(self.momentum)) if self.nesterov else buf
             lr = self.lr.cast(p.dtype)
-            scale = max(1.0, p.shape[0] / p.shape[1]) ** 0.5
+            rows, cols = concrete(p.shape)
+            scale = max(1.0, rows / cols) ** 0.5
             new = p.mul(lr.mul(self.weight_decay).sub(1, reverse=True)).sub(self._orthogonal(step).mul(lr.mul(scale)))
             targets += [self.buffers[k], p]
             values += [buf, new]

@@ -38,7 +38,7 @@ def save(state: Mapping[str, Tensor | Any], path: str | Path) -> None:
     arrays = {k: np.ascontiguousarray(v.numpy() if isinstance(v, Tensor) else np.asarray(v)) for k, v in state.items()}
     p = Path(path)
     if p.suffix == ".npz":
-        np.savez(p, **arrays)
+        np.savez(p, allow_pickle=True, **arrays)  # given, so an entry of that name is refused, not taken for it
     elif p.suffix == ".safetensors":
         header: dict[str, Any] = {}
         offset = 0
@@ -180,6 +180,7 @@ def _load_npz(p: Path, max_ratio: float) -> dict[str, np.ndarray]:
 def _npz_member(z: zipfile.ZipFile, m: zipfile.ZipInfo, bad: Callable[[str], StateError]) -> np.ndarray:
     """One member's array, read into a buffer of exactly the size its header and its declared size agree on."""
     with z.open(m) as f:
+        assert isinstance(f, zipfile.ZipExtFile)  # a member opened to read: it has readinto
         try:
             version = npformat.read_magic(f)
             if version not in ((1, 0), (2, 0)):

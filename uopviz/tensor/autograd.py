@@ -12,11 +12,12 @@ A realized tensor is known to the graph by its buffer, so a gradient reaches it 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from uopviz.realize import PURE
+from uopviz.realize import PURE, Recent, Structure, schedule_cache
 from uopviz.tensor.gradient import GradientError, backprop
 from uopviz.tensor.util import ShapeError, fmt
+from uopviz.trace import origins
 from uopviz.uop.ops import Ops, UOp, toposort
 
 if TYPE_CHECKING:
@@ -24,16 +25,33 @@ if TYPE_CHECKING:
 
 # id -> tensor, held weakly (a WeakSet would compare Tensors with their elementwise ==)
 _requiring: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+_reads: Recent[tuple[bool, ...]] = Recent()  # cut_from_gradients' answers by structure
 
 
-def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
+def cut_from_gradients(tensors: list[Tensor], found: Structure | None = None) -> list[Tensor]:
     """The tensors (about to be realized) whose graphs read a tensor that requires gradients: realizing one replaces
     its graph by its buffer, so a gradient taken through it afterwards would silently be zeros (gradient) or find
-    no leaf (backward); they are marked, and both refuse them by name instead."""
+    no leaf (backward); they are marked, and both refuse them by name instead. `found`: the structure of the
+    realize of these tensors, where the caller has it: which of them read a leaf is a function of it and of which
+    of its Buffers are leaves, so it is kept per both (`_reads`) and not walked again."""
     if not _requiring:
         return []
     leaves = {_key(t) for t in _requiring.values()}
     buffers_only = all(u.op is Ops.BUFFER for u in leaves)  # realized leaves: a node with no Buffer below reads none
+    if found is None or not buffers_only:
+        read = _reading(tensors, leaves, buffers_only)
+    else:
+        key = (found.key, tuple(i for i, b in enumerate(found.buffers) if b in leaves))
+        if (kept := _reads.get(key)) is not None:
+            read = kept
+        else:
+            read = _reading(tensors, leaves, buffers_only)
+            _reads.put(key, read)
+    return [t for t, r in zip(tensors, read, strict=True) if r and id(t) not in _requiring]
+
+
+def _reading(tensors: list[Tensor], leaves: set[UOp], buffers_only: bool) -> tuple[bool, ...]:
+    """Whether each tensor's graph reads any of leaves (buffers_only: they are all Buffers)."""
     reads: dict[UOp, bool] = {}  # one walk for all the tensors (a backward realizes the loss and every gradient)
     read = reads.__getitem__
     for root in (t.uop for t in tensors):
@@ -52,7 +70,7 @@ def cut_from_gradients(tensors: list[Tensor]) -> list[Tensor]:
             else:
                 stack.pop()
                 reads[node] = node in leaves or any(map(read, node.src))
-    return [t for t in tensors if id(t) not in _requiring and reads[t.uop]]
+    return tuple(reads[t.uop] for t in tensors)
 
 
 def _not_cut(t: Tensor) -> None:
@@ -137,8 +155,12 @@ class AutogradMixin:
 
     def backward(self: Tensor, gradient: Any = None) -> Tensor:
         """Add d self / d t to t.grad for every tensor t with requires_grad that self depends on, and realize the
-        gradients together with self. Returns self."""
+        gradients together with self. Returns self. A backward of the structure of an earlier one runs that one's
+        schedule on this one's buffers without building the gradients' graphs (`_Plan`)."""
         _not_cut(self)
+        plan = _Plan.of(self) if gradient is None else None
+        if plan is not None and plan.replay(self):
+            return self
         order = toposort([self.uop])
         nodes = set(order)
         leaves = [t for t in list(_requiring.values()) if _key(t) in nodes]
@@ -146,7 +168,130 @@ class AutogradMixin:
             raise GradientError("backward: no tensor this output depends on requires a gradient "
                                 "(set requires_grad=True on the parameters)")
         grads = self._gradient(tuple(leaves), gradient, order)
+        roots = [self]
         for t, g in zip(leaves, grads):
-            t.grad = g if t.grad is None else t.grad.add(g)
-        self.realize(*(t.grad for t in leaves))
+            t.grad = total = g if t.grad is None else t.grad.add(g)
+            roots.append(total)
+        found = plan.realized(roots) if plan is not None and _same(plan.leaves, leaves) else None
+        self.realize(*roots[1:])
+        if found is not None and plan is not None:
+            plan.keep(found, roots)
         return self
+
+
+def _same(a: list[Tensor], b: list[Tensor]) -> bool:
+    """Whether two lists hold the same tensors in the same order (== on Tensors compares their elements)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+class _Replay(NamedTuple):
+    """How a backward ran: the structure key of its realize (the loss and the leaves' gradients), each of that
+    realize's Buffers as a number into the plan's sources, its node count, and which of the roots it cut."""
+
+    key: tuple[Any, ...]
+    buffers: tuple[int, ...]
+    nodes: int
+    cut: tuple[bool, ...]
+
+
+_replays: Recent[_Replay] = Recent()  # a backward's _Plan.key -> how it ran
+
+
+
+
+class _Plan:
+    """A backward's structure, found without building its gradients: the structure of the loss's graph (ops,
+    shapes, dtypes, devices, which reads are of one buffer: the schedule cache's key), which of its Buffers are the
+    leaves that require gradients, in the order backward takes them, with their shapes and dtypes, and each leaf's
+    gradient so far (none, or a realized one: its buffer's description and which other buffer it is). Gradients
+    are a function of that (the rules read ops, args and shapes, never buffers' contents), so two backwards of one
+    plan key differ only in their buffers and bound values: a kept _Replay runs the first one's schedule on the
+    second's (the loss's Buffers, then the gradients' own, as `sources`).
+
+    Only the plain case is planned (else backward builds as it always does): backward() with no output gradient,
+    one device, every tensor that requires gradients realized, no trace recording or origins noting, no function
+    trace and no pending assign_later, and a schedule cache that is on."""
+
+    __slots__ = ("device", "key", "leaves", "sources", "values")
+
+    def __init__(self, key: tuple[Any, ...], leaves: list[Tensor], sources: list[UOp], values: dict[str, int],
+                 device: str) -> None:
+        self.key, self.leaves, self.sources, self.values, self.device = key, leaves, sources, values, device
+
+    @staticmethod
+    def of(loss: Tensor) -> _Plan | None:
+        from uopviz.tensor.function import tracing
+        from uopviz.tensor.multi import needs_lowering
+        from uopviz.tensor.tensor import _later
+        device = loss._device
+        if not isinstance(device, str) or _later or tracing() is not None or origins.active() or \
+                needs_lowering([loss._uop]):
+            return None
+        found = schedule_cache.structure_of([loss._uop], {}, device)
+        if found is None:
+            return None
+        number = {b: i for i, b in enumerate(found.buffers)}
+        sources = list(found.buffers)
+        grads: dict[UOp, int] = {}  # a gradient's buffer -> its number in sources
+        leaves, parts = [], []
+        for t in list(_requiring.values()):
+            u = t._uop
+            if u.op is not Ops.RESHAPE or u.src[0].op is not Ops.BUFFER:
+                return None  # a tensor not realized may be a node of the graph: backward finds it by walking it
+            k = number.get(u.src[0])
+            if k is None:
+                continue
+            if t._device != device:
+                return None
+            g, part = t.grad, None
+            if g is not None:
+                gu = g._uop
+                if gu.op is not Ops.RESHAPE or gu.src[0].op is not Ops.BUFFER or g._device != device:
+                    return None
+                b = gu.src[0]
+                if (j := grads.get(b, number.get(b))) is None:
+                    grads[b] = j = len(sources)
+                    sources.append(b)
+                part = (j, gu.shape, b.arg.size, b.arg.dtype, b.arg.device, b.arg.addrspace)
+            leaves.append(t)
+            parts.append((k, u.shape, u.dtype, part))
+        if not leaves:
+            return None
+        return _Plan((found.key, tuple(parts)), leaves, sources, found.values, device)
+
+    def replay(self, loss: Tensor) -> bool:
+        """Run the schedule kept for this plan's key, set the loss's buffer and the leaves' gradients; False where
+        none is kept or the schedule cache no longer keeps its schedule (nothing done)."""
+        kept = _replays.get(self.key)
+        if kept is None:
+            return False
+        src = self.sources
+        written = schedule_cache.run(Structure(kept.key, [src[i] for i in kept.buffers], self.values, kept.nodes))
+        if written is None:
+            return False
+        loss._uop = written[0].reshape(loss.shape)  # type: ignore[union-attr]
+        roots = [loss]
+        for t, b in zip(self.leaves, written[1:], strict=True):
+            t.grad = g = t._new(b.reshape(t.shape))  # type: ignore[union-attr]
+            roots.append(g)
+        for r, cut in zip(roots, kept.cut, strict=True):
+            if cut:
+                r._cut = True
+        return True
+
+    def realized(self, roots: list[Tensor]) -> Structure | None:
+        """The structure of the realize backward is about to run on roots (the loss and the gradients), where it is
+        one realize of all of them on this device: what a replay runs."""
+        if any(r.is_realized or r._device != self.device or r._size() == 0 for r in roots):
+            return None
+        found = schedule_cache.structure_of([r._uop for r in roots], {}, self.device)
+        number = {b: i for i, b in enumerate(self.sources)}
+        if found is None or found.values != self.values or any(b not in number for b in found.buffers):
+            return None
+        return found
+
+    def keep(self, found: Structure, roots: list[Tensor]) -> None:
+        """Note how the backward of this plan ran: its realize's structure (`realized`) and the roots it cut."""
+        number = {b: i for i, b in enumerate(self.sources)}
+        _replays.put(self.key, _Replay(found.key, tuple(number[b] for b in found.buffers), found.nodes,
+                                       tuple(getattr(r, "_cut", False) for r in roots)))

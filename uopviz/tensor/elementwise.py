@@ -13,7 +13,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
-from uopviz.tensor.util import ArgumentError, broadcast_shapes, const_uop, expand_to, normalize_axes, to_dtype
+from uopviz.tensor import special
+from uopviz.tensor.util import (
+    ArgumentError,
+    Shape,
+    broadcast_shapes,
+    const_uop,
+    expand_to,
+    normalize_axes,
+    to_dtype,
+)
 from uopviz.uop.ops import Ops, UOp
 
 if TYPE_CHECKING:
@@ -46,12 +55,11 @@ def _weak_dtype(dt: DType, v: Scalar) -> DType:
     return out
 
 
-def _odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
-    """The odd function that is f for x >= 0: f(|x|) given x's sign by where, so that its derivative at 0 is
-    f'(0) (sign(x)·f(|x|) has 0 there: sign is flat and |x| kinked). NaN stays NaN."""
-    neg = x.lt(0)
-    y = f(neg.where(x.neg(), x))
-    return neg.where(y.neg(), y)
+def _exponential_linear(x: Tensor, alpha: float, scale: float) -> Tensor:
+    """x for x > 0, else alpha·expm1(scale·x): elu and celu. The negative side computes on min(x, 0) by where, so a
+    large x's overflowing exponential cannot turn its zero gradient into NaN."""
+    pos = x.gt(0)
+    return pos.where(x, special.expm1(pos.where(0, x).mul(scale)).mul(alpha))
 
 
 def _bounded(x: Tensor, lo: float, hi: float) -> Tensor:
@@ -127,7 +135,7 @@ class ElementwiseMixin:
         a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
         return (b, a) if reverse else (a, b)
 
-    def _broadcast_uop(self: Tensor, shape: tuple[int, ...]) -> Tensor:
+    def _broadcast_uop(self: Tensor, shape: Shape) -> Tensor:
         return self if self.shape == shape else self._new(expand_to(self.uop, shape))
 
     def _float(self: Tensor) -> Tensor:
@@ -458,14 +466,14 @@ class ElementwiseMixin:
         return self._math(lambda x: x.neg()._exp_of_shifted().add(1).reciprocal())
 
     def tanh(self: Tensor) -> Tensor:
-        """2·sigmoid(2x) − 1."""
-        return self._math(lambda x: x.mul(2).sigmoid().mul(2).sub(1))
+        """Accurate near 0 and exactly ±1 far out (uopviz.tensor.special)."""
+        return self._math(special.tanh)
 
     def gelu(self: Tensor, approximate: str = "none") -> Tensor:
         """PyTorch's GELU: x·Φ(x) = 0.5·x·(1 + erf(x/√2)); approximate="tanh" gives the tanh approximation
         0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
         if approximate == "none":
-            return self._math(lambda x: x.mul(0.5).mul(x.mul(math.sqrt(0.5)).erf().add(1)))
+            return self._math(special.gelu)
         if approximate != "tanh":
             raise ValueError(f"gelu approximate must be 'none' or 'tanh', got {approximate!r}")
 
@@ -498,7 +506,7 @@ class ElementwiseMixin:
 
     def elu(self: Tensor, alpha: float = 1.0) -> Tensor:
         """x for x > 0, else alpha·(e^x − 1)."""
-        return self._math(lambda x: x.gt(0).where(x, x.exp().sub(1).mul(alpha)))
+        return self._math(lambda x: _exponential_linear(x, alpha, 1.0))
 
     def selu(self: Tensor) -> Tensor:
         """scale·elu(x, alpha) with the self-normalising constants of Klambauer et al."""
@@ -506,7 +514,7 @@ class ElementwiseMixin:
 
     def celu(self: Tensor, alpha: float = 1.0) -> Tensor:
         """x for x > 0, else alpha·(e^(x/alpha) − 1)."""
-        return self._math(lambda x: x.gt(0).where(x, x.div(alpha).exp().sub(1).mul(alpha)))
+        return self._math(lambda x: _exponential_linear(x, alpha, 1 / alpha))
 
     def relu6(self: Tensor) -> Tensor:
         return _bounded(self, 0, 6)
@@ -526,11 +534,11 @@ class ElementwiseMixin:
         return _bounded(self._float(), min_val, max_val)
 
     def softplus(self: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-        """log(1 + e^(βx))/β, computed as max(βx, 0) + log(1 + e^(−|βx|)) so it cannot overflow; x itself where
-        βx > threshold (PyTorch's switch to the linear function)."""
+        """log(1 + e^(βx))/β, computed as max(βx, 0) + log1p(e^(−|βx|)) so it cannot overflow nor round a far
+        negative tail to 0; x itself where βx > threshold (PyTorch's switch to the linear function)."""
         def f(x: Tensor) -> Tensor:
             bx = x.mul(beta)
-            soft = bx.maximum(0).add(bx.abs().neg().exp().add(1).log()).div(beta)  # the kinks at 0 sum to 1/2
+            soft = bx.maximum(0).add(special.log1p(bx.abs().neg().exp())).div(beta)  # the kinks at 0 sum to 1/2
             return bx.gt(threshold).where(x, soft)
         return self._math(f)
 
@@ -623,15 +631,20 @@ class ElementwiseMixin:
         return m.isinf().where(m, out)
 
     def erf(self: Tensor) -> Tensor:
-        """The error function, by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7): odd, so computed
-        for |x| and given x's sign."""
-        def f(ax: Tensor) -> Tensor:
-            t = ax.mul(0.3275911).add(1).reciprocal()
-            poly = t._const_like(1.061405429)
-            for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-                poly = poly.mul(t).add(c)
-            return poly.mul(t).mul(ax.square().neg().exp()).sub(1, reverse=True)
-        return self._math(lambda x: _odd(x, f))
+        """The error function, within 1.3 ulp (uopviz.tensor.special)."""
+        return self._math(special.erf)
+
+    def erfc(self: Tensor) -> Tensor:
+        """1 − erf(x), accurate relative to itself in the tail where 1 − erf cancels to 0."""
+        return self._math(special.erfc)
+
+    def expm1(self: Tensor) -> Tensor:
+        """eˣ − 1, accurate near 0 where exp(x) − 1 cancels."""
+        return self._math(special.expm1)
+
+    def log1p(self: Tensor) -> Tensor:
+        """log(1 + x), accurate near 0 where 1 + x rounds x's digits away."""
+        return self._math(special.log1p)
 
     def atan(self: Tensor) -> Tensor:
         """Arc tangent: |x| > 1 reflected by atan(x) = π/2 − atan(1/x), then halved twice with atan(x) =
@@ -648,7 +661,7 @@ class ElementwiseMixin:
                 series = series.mul(y2).add((-1) ** k / (2 * k + 1))
             r = series.mul(y).mul(4)
             return big.where(r.sub(math.pi / 2, reverse=True), r)
-        return self._math(lambda x: _odd(x, f))
+        return self._math(lambda x: special.odd(x, f))
 
     def asin(self: Tensor) -> Tensor:
         """atan(x / √((1 − x)(1 + x))); ±π/2 at ±1, nan outside [−1, 1]."""
@@ -659,22 +672,22 @@ class ElementwiseMixin:
         return self._math(lambda x: x.asin().sub(math.pi / 2, reverse=True))
 
     def sinh(self: Tensor) -> Tensor:
-        return self._math(lambda x: x.exp().sub(x.neg().exp()).mul(0.5))
+        return self._math(special.sinh)
 
     def cosh(self: Tensor) -> Tensor:
         return self._math(lambda x: x.exp().add(x.neg().exp()).mul(0.5))
 
     def asinh(self: Tensor) -> Tensor:
-        """log(|x| + √(x² + 1)) given x's sign (odd, so no cancellation for negative x)."""
-        return self._math(lambda x: _odd(x, lambda ax: ax.add(ax.square().add(1).sqrt()).log()))
+        """Inverse hyperbolic sine, accurate near 0 and for any |x| (uopviz.tensor.special)."""
+        return self._math(special.asinh)
 
     def acosh(self: Tensor) -> Tensor:
         """log(x + √((x − 1)(x + 1))); nan below 1."""
         return self._math(lambda x: x.add(x.sub(1).mul(x.add(1)).sqrt()).log())
 
     def atanh(self: Tensor) -> Tensor:
-        """0.5·log((1 + x) / (1 − x))."""
-        return self._math(lambda x: x.add(1).div(x.sub(1, reverse=True)).log().mul(0.5))
+        """0.5·log((1 + x) / (1 − x)), accurate near 0 (uopviz.tensor.special)."""
+        return self._math(special.atanh)
 
     def isclose(self: Tensor, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
         """a == b, or a finite |a − b| <= atol + rtol·|b| (NumPy's and PyTorch's test): an infinity is close only

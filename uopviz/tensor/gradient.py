@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from uopviz.realize import OWN_GRADIENT
 from uopviz.tensor.function import outside_calls, read_only
 from uopviz.trace import origins
 from uopviz.uop.ops import Ops, UOp, toposort
@@ -44,7 +45,7 @@ OwnRule = Callable[["Tensor", tuple["Tensor", ...], tuple[bool, ...]], Grads]
 """(gradient of the output, the inputs, whether each needs a gradient) -> the inputs' gradients (None where not
 needed)."""
 
-_OWN = "_own_gradient"
+_OWN = OWN_GRADIENT
 """Where an output node keeps (its inputs' nodes, its rule): in its __dict__, so it goes with its graph, and backprop
 reads it with a dict lookup for every node it visits (a WeakKeyDictionary made a weak reference per lookup). Not in
 the node's arg, which is hashable data the spec checks; hash-consing makes the same composition of the same inputs

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DTypeError
-from uopviz.tensor.util import ShapeError, fmt
+from uopviz.tensor.util import ShapeError, fmt, int_dim
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -74,7 +74,8 @@ class LossMixin:
             if target.shape != self.shape:
                 raise ShapeError(f"probability targets must have the logits' shape {fmt(self.shape)}, got "
                                  f"{fmt(target.shape)}")
-            q = target.mul(1 - label_smoothing).add(label_smoothing / c)
+            share = label_smoothing / int_dim(c, "cross_entropy with probability targets")
+            q = target.mul(1 - label_smoothing).add(share)
             return _reduce(q.mul(logp).sum(axis).neg(), reduction)
         nll = logp.nll_loss(target, weight, ignore_index, reduction)
         if label_smoothing == 0:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from uopviz.dtype import DTypeError, dtypes, least_upper_dtype
 from uopviz.tensor.util import (
@@ -25,6 +25,7 @@ from uopviz.tensor.util import (
     expand_to,
     fmt,
     int_args,
+    int_dim,
     is_symbolic,
     normalize_axes,
     normalize_axis,
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from uopviz.tensor.tensor import Tensor
+
+    Tensors: TypeAlias = Tensor | list[Tensor] | tuple[Tensor, ...]
+    """cat, stack and meshgrid's first argument: a tensor (the others follow it) or a list or tuple of them."""
 
 
 def _symbolic_slice(it: Any, d: Dim) -> bool:
@@ -76,9 +80,10 @@ def _is_scalar_value(x: Any) -> bool:
     return type(x) in (bool, int, float)
 
 
-def _unpack(first: Any, others: tuple[Any, ...], dim: int) -> tuple[Any, tuple[Any, ...], int]:
+def _unpack(first: Tensors, others: tuple[Tensor | int, ...], dim: int) -> tuple[Tensor, tuple[Tensor, ...], int]:
     """cat/stack's tensors and dim, given as `Tensor.cat((a, b), 1)` (a sequence, then torch's positional dim) or
-    as `a.cat(b, dim=1)`. Anything after a sequence but one int dim is refused, as torch does."""
+    as `a.cat(b, dim=1)`. Anything after a sequence but one int dim is refused, as torch does, and so is an int
+    among tensors given one by one."""
     if isinstance(first, (list, tuple)):
         if not first:
             raise ShapeError("cat/stack need at least one tensor")
@@ -88,7 +93,16 @@ def _unpack(first: Any, others: tuple[Any, ...], dim: int) -> tuple[Any, tuple[A
             raise TypeError(f"cat/stack take a sequence of tensors and a dim, or tensors one by one; after the "
                             f"sequence came {', '.join(type(o).__name__ for o in others)}")
         return first[0], tuple(first[1:]), dim
-    return first, others, dim
+    ts = tuple(o for o in others if not isinstance(o, int))
+    if len(ts) != len(others):
+        raise TypeError(f"cat/stack of tensors given one by one take the dim as a keyword (dim=...), got "
+                        f"{', '.join(type(o).__name__ for o in others)} after the first")
+    return first, ts, dim
+
+
+def _fmt_pairs(pairs: Sequence[Sequence[Dim]]) -> str:
+    """(start, stop) pairs as a tuple of them prints, symbolic sizes rendered (fmt's form)."""
+    return "(" + ", ".join(map(fmt, pairs)) + (",)" if len(pairs) == 1 else ")")
 
 
 def _count(n: Dim) -> str:
@@ -102,6 +116,7 @@ def _int_reshape(old: tuple[Dim, ...], args: tuple[Any, ...]) -> tuple[int, ...]
     if not all_ints(dims) or not all_ints(old):
         return None
     n = math.prod(old)
+    assert isinstance(n, int)  # every size of old is an int (all_ints)
     if -1 in dims:
         rest = -math.prod(dims)
         if dims.count(-1) > 1 or rest <= 0 or n % rest or any(d < -1 for d in dims):
@@ -223,7 +238,7 @@ class MovementMixin:
         for k, (b, a) in enumerate(pairs):
             if not b and not a:
                 continue
-            n = x.shape[k]
+            n = int_dim(x.shape[k], f"{mode} padding of axis {k}")
             limit = n - 1 if mode == "reflect" else n if mode == "circular" else None
             if limit is not None and (b > limit or a > limit):
                 raise ShapeError(f"{mode} padding of ({b}, {a}) on axis {k} of size {n} must be at most {limit}")
@@ -276,7 +291,7 @@ class MovementMixin:
         rng = [(0, d) if p is None else tuple(sym(x) for x in p) for p, d in zip(pairs, self.shape)]
         for (s, e), d in zip(rng, self.shape):  # symbolic bounds: in range for every value of their variables
             if not (at_most(0, s) and at_most(s, e) and at_most(e, d)):
-                raise ShapeError(f"shrink {fmt(rng)} of {fmt(self.shape)}: need 0 <= start <= stop <= size"
+                raise ShapeError(f"shrink {_fmt_pairs(rng)} of {fmt(self.shape)}: need 0 <= start <= stop <= size"
                                  + ("" if all(isinstance(x, int) for x in (s, e, d)) else
                                     " for every value the variables may take (their ranges), not only this one"))
         if all(s == 0 and e is d for (s, e), d in zip(rng, self.shape)):
@@ -332,7 +347,12 @@ class MovementMixin:
         tiled = tuple(v for r, d in zip(reps, x.shape) for v in (r, d))
         return x.reshape(inter).expand(tiled).reshape(tuple(r * d for r, d in zip(reps, x.shape)))
 
-    def cat(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
+    @overload
+    def cat(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor: ...
+    @overload
+    def cat(self: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor: ...
+
+    def cat(self: Tensors, *others: Tensor | int, dim: int = 0) -> Tensor:
         """Join tensors along an existing axis (`Tensor.cat(a, b, dim=1)` or `a.cat(b, dim=1)`): each is padded
         into place with zeros and the pieces are added (or-ed for bools)."""
         self, others, dim = _unpack(self, others, dim)
@@ -348,15 +368,22 @@ class MovementMixin:
         dt = least_upper_dtype(*(t.dtype for t in ts))
         total = sum(t.shape[d] for t in ts)
         new = (*self.shape[:d], total, *self.shape[d + 1:])
-        out, off = None, 0
+        out: Tensor | None = None
+        off: Dim = 0
         for t in ts:
             c = t.cast(dt)
             piece = c._new(c.uop.pad((0,) * d + (off,) + (0,) * (self.ndim - d - 1), new))
             out = piece if out is None else out.add(piece)
             off += t.shape[d]
+        assert out is not None  # ts holds self at least
         return out
 
-    def stack(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor:
+    @overload
+    def stack(self: Tensor, *others: Tensor, dim: int = 0) -> Tensor: ...
+    @overload
+    def stack(self: list[Tensor] | tuple[Tensor, ...], dim: int = 0) -> Tensor: ...
+
+    def stack(self: Tensors, *others: Tensor | int, dim: int = 0) -> Tensor:
         """Join tensors of one shape along a new axis (`Tensor.stack((a, b), dim=1)` or `a.stack(b, dim=1)`)."""
         self, others, dim = _unpack(self, others, dim)
         for t in others:
@@ -450,7 +477,10 @@ class MovementMixin:
 
     def _basic_index(self: Tensor, items: list[Any]) -> Tensor:
         """Apply ints, slices and None (tensor items keep their axis whole), in one flip, shrink and reshape."""
-        flips, ranges, steps, out_shape = [], [], [], []
+        flips: list[bool] = []
+        ranges: list[tuple[Dim, Dim]] = []
+        steps: list[int] = []
+        out_shape: list[Dim] = []
         k = 0
         for it in items:
             if it is None:
@@ -468,6 +498,7 @@ class MovementMixin:
                 ranges.append((it, sym(it + 1)))
                 steps.append(1)
             elif isinstance(it, slice):
+                assert isinstance(d, int)  # a slice of a symbolic axis is a _symbolic_slice, taken above
                 start, stop, step = it.indices(d)
                 n = len(range(start, stop, step))
                 flips.append(step < 0)
@@ -512,12 +543,13 @@ class MovementMixin:
         nb, na = len(bshape), len(pos)
         # adjacent tensor indices keep their place among the other axes, else their axes go first
         lead = pos[0] if pos == list(range(pos[0], pos[0] + na)) else 0
-        mask = None
+        mask: Tensor | None = None
         for j, (t, d) in enumerate(zip(idx, dims)):
             t = _wrapped(t, d).expand(bshape).reshape(bshape + (1,) * na)
             ar = type(self).arange(d, dtype=t.dtype, device=self.device)
             hit = t.eq(ar.reshape((1,) * (nb + j) + (d,) + (1,) * (na - j - 1)))
             mask = hit if mask is None else mask.bitwise_and(hit)
+        assert mask is not None  # pos, the indexed axes, is not empty
         mask = mask.reshape((1,) * lead + bshape + dims + (1,) * (len(rest) - lead))
         before, after = [self.shape[k] for k in rest[:lead]], [self.shape[k] for k in rest[lead:]]
         x = self.permute(rest[:lead] + pos + rest[lead:]).reshape(tuple(before) + (1,) * nb + dims + tuple(after))
@@ -593,7 +625,7 @@ class MovementMixin:
     def split(self: Tensor, split_size_or_sections: int | list[int], dim: int = 0) -> tuple[Tensor, ...]:
         """Pieces along dim: of split_size each (the last smaller), or of the given sizes (which must add up)."""
         d = normalize_axis(dim, self.ndim)
-        n = self.shape[d]
+        n = int_dim(self.shape[d], f"split of axis {dim}")
         if isinstance(split_size_or_sections, int):
             if split_size_or_sections <= 0:
                 raise ValueError(f"split size must be positive, got {split_size_or_sections}")
@@ -610,7 +642,7 @@ class MovementMixin:
         """At most `chunks` pieces of ceil(size / chunks) along dim (PyTorch's chunk)."""
         if not isinstance(chunks, int) or chunks <= 0:
             raise ValueError(f"chunk needs a positive number of chunks, got {chunks!r}")
-        n = self.shape[normalize_axis(dim, self.ndim)]
+        n = int_dim(self.shape[normalize_axis(dim, self.ndim)], f"chunk of axis {dim}")
         return self.split(max(-(-n // chunks), 1), dim)
 
     def unflatten(self: Tensor, dim: int, sizes: tuple[int, ...]) -> Tensor:
@@ -643,7 +675,7 @@ class MovementMixin:
         x = self
         for s, d in zip(sh, ds):
             d = normalize_axis(d, self.ndim)
-            n = x.shape[d]
+            n = int_dim(x.shape[d], f"roll of axis {d}")
             s = s % n if n else 0
             if s:
                 lo, hi = x.split([n - s, s], d)
@@ -707,7 +739,7 @@ class MovementMixin:
         vals = self.pad(((max(-k, 0), max(k, 0)),)).reshape(m, 1) if k < 0 else self.pad(((0, k),)).reshape(m, 1)
         return cols.sub(rows).eq(k).where(vals, vals.zeros_like())
 
-    def meshgrid(self: Tensor | Sequence[Tensor], *tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    def meshgrid(self: Tensors, *tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
         """Coordinate grids of 1-D tensors: "ij" (matrix) indexing, or "xy" (the first two axes swapped). A method,
         not a staticmethod, so x.meshgrid(y) grids x too (as tinygrad's does), as Tensor.meshgrid(x, y) and
         Tensor.meshgrid([x, y]) do."""
@@ -760,7 +792,7 @@ class MovementMixin:
         flat = type(self).arange(max(self._size(), 1), dtype=dtypes.int64, device=self.device)
         flat = flat.shrink([(0, self._size())]).reshape(self.shape) if self.ndim else flat.reshape(())
         picked = flat.masked_select(mask, size, -1)
-        strides = [int(numel(self.shape[k + 1:])) for k in range(self.ndim)]
+        strides = [numel(self.shape[k + 1:]) for k in range(self.ndim)]
         coords = [picked.floordiv(s).mod(d) for s, d in zip(strides, self.shape)]
         if not coords:  # a 0-d tensor has no coordinates: a row of none per element picked
             return type(self).zeros(picked.shape[0], 0, dtype=dtypes.int64, device=self.device)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import dtypes, least_upper_dtype
 from uopviz.tensor.gradient import own_gradient
-from uopviz.tensor.util import ArgumentError, ShapeError, broadcast_shapes, concrete, fmt
+from uopviz.tensor.util import ArgumentError, ShapeError, broadcast_shapes, concrete, fmt, int_dim, int_dims
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -99,7 +99,7 @@ def _conv_grads(g: Tensor, inputs: tuple[Tensor, ...], need: tuple[bool, ...], p
     x, w = inputs
     nd = w.ndim - 2
     n, cout, *outs = g.shape
-    ks = w.shape[2:]
+    ks = int_dims(w.shape[2:], "conv's kernel")
     g = g.contiguous()  # both gradients read it, each many times: computed once, not in every read
     dx = dw = None
     if need[0]:
@@ -163,7 +163,7 @@ class NNMixin:
         out[..., a, b] = x[..., a·s + b·d]. Each axis is tiled, cut to k·(i+d) and reshaped to (k, i+d): row j
         then starts j·d later in x, so column a·s of row j holds x[a·s + j·d]."""
         nd = len(kernel)
-        lead, ins = self.shape[:-nd], self.shape[-nd:]
+        lead, ins = self.shape[:-nd], int_dims(self.shape[-nd:], "windows (conv, pooling, unfold)")
         outs = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(ins, kernel, stride, dilation)]
         if any(o <= 0 for o in outs):
             raise ShapeError(f"a window of {kernel} (dilation {dilation}) does not fit in {fmt(ins)}; "
@@ -196,13 +196,14 @@ class NNMixin:
         if self.ndim == nd + 1:
             return self.unsqueeze(0).conv(weight, bias, stride, padding, dilation, groups).squeeze(0)
         n, c = self.shape[:2]
-        cout, cin_g, *ks = weight.shape
+        cout, cin_g = weight.shape[:2]
+        ks = int_dims(weight.shape[2:], "conv's kernel")
         if not isinstance(groups, int) or groups < 1 or c % groups or cout % groups or c // groups != cin_g:
             raise ShapeError(f"conv: input channels {c}, weight {fmt(weight.shape)} and groups={groups} do not fit; "
                              "need Cin = groups · weight.shape[1] and Cout divisible by groups")
         st, dil = _tuple(stride, nd, "stride"), _tuple(dilation, nd, "dilation")
-        x, pads = _crop(self, _padding(conv_padding(padding, tuple(ks), st, dil), nd, negative=True))
-        win = x._conv_windows(pads, tuple(ks), st, dil, groups)                # (N, G, 1, Cin/G, *out, *ks)
+        x, pads = _crop(self, _padding(conv_padding(padding, ks, st, dil), nd, negative=True))
+        win = x._conv_windows(pads, ks, st, dil, groups)                       # (N, G, 1, Cin/G, *out, *ks)
         w = weight.reshape(1, groups, cout // groups, cin_g, *(1,) * nd, *ks)
         out = win.mul(w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *win.shape[4:4 + nd])
         out = own_gradient(out, (x, weight), functools.partial(_conv_grads, pads=pads, stride=st, dilation=dil,
@@ -336,7 +337,7 @@ class NNMixin:
         dil = _tuple(dilation, nd, "dilation")
         if any(2 * b > kk or 2 * a > kk for (b, a), kk in zip(pads, k)):
             raise ShapeError(f"pooling padding {pads} must be at most half the kernel {k}")
-        ins = self.shape[-nd:]
+        ins = int_dims(self.shape[-nd:], "pooling")
         outs = [_pool_out(i, kk, s, d, p, ceil_mode) for i, kk, s, d, p in zip(ins, k, st, dil, pads)]
         full = [(b, max((o - 1) * s + d * (kk - 1) + 1 - i - b, a))
                 for (b, a), o, s, d, kk, i in zip(pads, outs, st, dil, k, ins)]
@@ -466,10 +467,11 @@ class NNMixin:
         if attn_mask is not None and is_causal:
             raise ArgumentError("scaled_dot_product_attention takes attn_mask or is_causal, not both")
         if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
-            key = key.repeat_interleave(self.shape[-3] // key.shape[-3], -3)
-            value = value.repeat_interleave(self.shape[-3] // value.shape[-3], -3)
+            key = key.repeat_interleave(int_dim(self.shape[-3] // key.shape[-3], "grouped query heads"), -3)
+            value = value.repeat_interleave(int_dim(self.shape[-3] // value.shape[-3], "grouped query heads"), -3)
         q = self._float()
-        scores = q.matmul(key.transpose(-2, -1)).mul(scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        scores = q.matmul(key.transpose(-2, -1))
+        scores = scores.mul(scale if scale is not None else 1 / math.sqrt(int_dim(q.shape[-1], "attention's scale")))
         if is_causal:
             n, m = scores.shape[-2:]
             attn_mask = type(self).ones(n, m, dtype="bool", device=self.device).tril()

@@ -147,7 +147,7 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
 
     def realize(self, *others: Tensor) -> Tensor:
         """Compute self and others (one schedule per device); each then holds a buffer. Returns self."""
-        from uopviz.realize import realize
+        from uopviz.realize import realize, schedule_cache
         if (name := tracing()) is not None and any(_reads_inputs(t._uop) for t in (self, *others)):
             raise FunctionTraceError(f"cannot trace {name}: it reads a value (numpy, item, tolist, realize) that "
                                      "depends on its inputs, which are not known until it runs; return the Tensor "
@@ -157,16 +157,21 @@ class Tensor(CreationMixin, MovementMixin, ElementwiseMixin, ReduceMixin, NNMixi
         todo = [t for t in (self, *others) if not t.is_realized and t._size() > 0]
         if not todo:
             return self
-        for t in cut_from_gradients(todo):
+        lowering = needs_lowering([t._uop for t in todo])
+        devs = list(dict.fromkeys(t._device for t in todo))
+        # one realize on one device: its structure, found once for the schedule cache and cut_from_gradients
+        found = schedule_cache.structure_of([t._uop for t in todo], {}, devs[0]) \
+            if len(devs) == 1 and isinstance(devs[0], str) and not lowering else None
+        for t in cut_from_gradients(todo, found):
             t._cut = True
-        if todo and needs_lowering([t._uop for t in todo]):
+        if lowering:
             multi.realize(todo)
             return self
-        for dev in dict.fromkeys(t._device for t in todo):
+        for dev in devs:
             if isinstance(dev, tuple):  # its graph names several devices, so the shard pass above took it
                 raise multi.ShardError(f"a tensor on {dev} reached a one-device realize")
             group = [t for t in todo if t._device == dev]
-            for t, out in zip(group, realize([t._uop for t in group], device=dev)):
+            for t, out in zip(group, realize([t._uop for t in group], device=dev, known=found)):
                 t._uop = out
         return self
 

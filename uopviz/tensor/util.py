@@ -65,6 +65,7 @@ def sym(d: Dim) -> Dim:
     simplifies to a constant."""
     if isinstance(d, int):
         return d
+    s: UOp | None  # the cached simplification is read from the node's __dict__, which holds Any
     if recording():  # the simplification is recorded: do it
         s = d.simplify()
     elif (s := d.__dict__.get(_SYM)) is None:
@@ -221,6 +222,20 @@ def numel(shape: Iterable[Dim]) -> Dim:
 
 
 value_of = size_value  # a dim's size now (symbolic sizes at their variables' bound values)
+
+
+def int_dims(dims: Sequence[Dim], what: str) -> tuple[int, ...]:
+    """dims as ints, where an op needs them concrete (a Python loop, a window count, a float over them): a symbolic
+    size there is a ShapeError naming what needed it."""
+    ints = tuple(d for d in dims if isinstance(d, int))
+    if len(ints) != len(dims):
+        raise ShapeError(f"{what} needs concrete sizes, got {fmt(dims)}: symbolic sizes are not supported there")
+    return ints
+
+
+def int_dim(d: Dim, what: str) -> int:
+    """One size as an int, as int_dims."""
+    return int_dims((d,), what)[0]
 
 
 def concrete(shape: Iterable[Dim]) -> tuple[int, ...]:

@@ -73,7 +73,17 @@ def _note(u: UOp) -> None:
         return
     if (o := made_here()) is not None:
         for m, _ in _maps:
-            m.setdefault(u, o)
+            m.setdefault(u, o if o.grad_of is not None else _continued(o, u, m))
+
+
+def _continued(o: Origin, u: UOp, m: Origins) -> Origin:
+    """`o`, or where the same call builds `u` on a gradient's node (backward reshaping a leaf's gradient to its
+    shape, adding two contributions), that gradient's origin: what the call builds from a gradient is still it."""
+    for s in u.src:
+        if (so := m.get(s)) is not None and so.grad_of is not None and (so.op, so.file, so.line) == (
+                o.op, o.file, o.line):
+            return so
+    return o
 
 
 def made_here() -> Origin | None:

@@ -100,7 +100,11 @@ class UPat:
             store = {**store, self.name: u}
         if self.src is None:
             return [store]
-        options = self.src_options if self.src_options is not None else [(self.src,) * len(u.src)]
+        if self.src_options is not None:
+            options = self.src_options
+        else:  # src is one UPat, which every source must match
+            assert isinstance(self.src, UPat)
+            options = [(self.src,) * len(u.src)]
         out: list[dict[str, UOp]] = []
         for pats in options:
             if len(u.src) != len(pats) and not (self.allow_any_len and len(u.src) >= len(pats)):
