@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import cast
 
-from uopviz.backend import machine, recording, tuning, views
+from uopviz.backend import device_list, machine, recording, tuning, views
 from uopviz.backend.display import OTHER_COLOUR
 from uopviz.backend.machine import TimingError
 from uopviz.backend.models import (
@@ -103,16 +103,14 @@ def offered(choice: OptChoice, target: Target) -> bool:
 
 def meta(default_device: str) -> Meta:
     """What a view needs to draw: AxisTypes and op groups with their colours, the devices that start here, and the
-    opts each of them takes."""
-    from uopviz.runtime import device as devices
+    opts each of them takes (backend/device_list.py: listed in a child process in a server)."""
     groups = [OpGroupInfo(name=g, color=c, ops=[o.value for o in Ops if GroupOp.group_of(o) == g])
               for g, c in GroupOp.Colour.items()]  # by group_of, so each op is listed where its nodes are drawn
     axis_types = [AxisTypeInfo(name=t.name, letter=t.letter, color=t.colour)
                   for t in sorted(AxisType, key=lambda t: t.priority)]
-    choices, names = opt_choices(), devices.available()
-    device_opts = {d: [c.label for c in choices if offered(c, devices.get(d).target)] for d in names}
+    device_opts = device_list.device_opts()
     return Meta(version=uopviz.__version__, axis_types=axis_types, op_groups=groups, other_color=OTHER_COLOUR,
-                devices=names, default_device=default_device, opts=choices, device_opts=device_opts,
+                devices=list(device_opts), default_device=default_device, opts=opt_choices(), device_opts=device_opts,
                 commutative=sorted(o.value for o in GroupOp.Commutative))
 
 
@@ -125,7 +123,7 @@ class Answers:
         self.beams = BeamJobs(db)
 
     @cached_property
-    def _meta(self) -> Meta:  # probing devices starts their runtimes: do it once
+    def _meta(self) -> Meta:  # listing the devices starts their runtimes (here or in a child): do it once
         return meta(self.store.device)
 
     def meta(self) -> Meta:
@@ -136,6 +134,10 @@ class Answers:
 
     def trace(self, tid: str) -> TraceDetail:
         return views.detail(self.store.get(tid))
+
+    def trace_json(self, tid: str) -> bytes:
+        """`trace` as JSON, made one context at a time (what a server sends: views.detail_json)."""
+        return views.detail_json(self.store.get(tid))
 
     def step(self, tid: str, ci: int, pi: int, k: int) -> StepView:
         return views.step(self.store.get(tid), ci, pi, k)

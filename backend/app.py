@@ -21,12 +21,13 @@ from fastapi import Path as PathParam
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.gzip import GZipMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse
-from uopviz.backend import frontend, views
+from uopviz.backend import device_list, frontend, views
 from uopviz.backend.answers import STATUSES, Answers
+from uopviz.backend.heap import TrimAfter
 from uopviz.backend.models import BeamEvent, ErrorBody, NewTrace, TraceSummary
-from uopviz.backend.routes import BODY_ERRORS, ERRORS, GUARD_ERRORS, JOB, ROUTES, Responses, Route
+from uopviz.backend.routes import BODY_ERRORS, ERRORS, GUARD_ERRORS, JOB, ROUTES, Responses, Route, answer_json
 from uopviz.backend.security import Access, BadPath, Forbidden, Guard, confine, error, is_api
 from uopviz.backend.store import TraceStore
 from uopviz.backend.tuning import BeamJob
@@ -59,6 +60,7 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
     is what every request must satisfy (backend.security); `allow_dirs` (resolved) are the directories whose
     files and scripts requests may name (none: no such request is allowed)."""
     answers = Answers(store, db)
+    device_list.start()  # the devices are listed by a child process, so their runtimes stay out of the server
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -70,6 +72,7 @@ def create_app(store: TraceStore, db: Path | None = None, dist: Path = frontend.
                               "tuning database; BEAM searches and their live progress.", responses=GUARD_ERRORS)
     app.state.store, app.state.answers, app.state.beams = store, answers, answers.beams
     app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(TrimAfter)  # a big answer's garbage is not kept (backend/heap.py)
     app.add_middleware(Guard, access=access)  # added last, so it sees every request first
     _handlers(app)
 
@@ -125,10 +128,10 @@ def _endpoint(route: Route, answers: Answers) -> Callable[..., Any]:
     if route.body is not None:
         params.append(Parameter("body", Parameter.KEYWORD_ONLY, annotation=route.body))
 
-    def endpoint(**given: Any) -> Any:
+    def endpoint(**given: Any) -> Response:
         body = given.get("body")
-        return route.answer(answers, *(getattr(body, a.name) if a.where == "body" else given[a.name]
-                                       for a in route.args))
+        args = [getattr(body, a.name) if a.where == "body" else given[a.name] for a in route.args]
+        return Response(answer_json(route, answers, args), status_code=route.status, media_type="application/json")
 
     endpoint.__signature__ = Signature(params, return_annotation=route.response)  # type: ignore[attr-defined]
     endpoint.__name__ = route.name
@@ -141,17 +144,18 @@ def _document_token(app: FastAPI) -> None:
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            schema = build()  # FastAPI's, which it keeps in app.openapi_schema
-            schema.setdefault("components", {})["securitySchemes"] = {"token": {
-                "type": "http", "scheme": "bearer",
-                "description": "the token at the end of the URL `uopviz serve` prints (?token=X), sent as "
-                               "`Authorization: Bearer X`"}}
-            for path, operations in schema["paths"].items():
-                if is_api(path):
-                    for operation in operations.values():
-                        operation["security"] = [{"token": []}]
-        return app.openapi_schema
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()  # FastAPI's, which it keeps in app.openapi_schema
+        schema.setdefault("components", {})["securitySchemes"] = {"token": {
+            "type": "http", "scheme": "bearer",
+            "description": "the token at the end of the URL `uopviz serve` prints (?token=X), sent as "
+                           "`Authorization: Bearer X`"}}
+        for path, operations in schema["paths"].items():
+            if is_api(path):
+                for operation in operations.values():
+                    operation["security"] = [{"token": []}]
+        return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 

@@ -202,14 +202,17 @@ def check_sources(tr: Trace, what: str) -> None:
     whose device is not here can be neither rendered nor compiled here, so it is not checked)."""
     from uopviz.runtime.device import DeviceError
 
-    for c in tr.contexts:
-        if c.kind != "kernel":
-            continue
-        try:
-            made = rendered(tr, c)
-        except DeviceError:
-            continue
-        if made is not None and made.source != made.stored:
-            raise SourceMismatchError(f"{what}: kernel {c.name}: its stored Source is not what the renderer makes of "
-                                      "its Linear program (the trace was edited, or made by another renderer); "
-                                      "uopviz compiles only source it renders itself")
+    try:
+        for c in tr.contexts:
+            if c.kind != "kernel":
+                continue
+            try:
+                made = rendered(tr, c)
+            except DeviceError:
+                continue
+            if made is not None and made.source != made.stored:
+                raise SourceMismatchError(f"{what}: kernel {c.name}: its stored Source is not what the renderer makes "
+                                          "of its Linear program (the trace was edited, or made by another renderer); "
+                                          "uopviz compiles only source it renders itself")
+    finally:
+        tr.forget_uops()  # every kernel rebuilt to render it: kept, a sixth of a big trace's memory again

@@ -110,6 +110,7 @@ class Route:
     doc: str | None = None
     name: str = ""  # the Python name of the HTTP operation (its OpenAPI operationId starts with it)
     static: bool = False  # a static export holds its answers (a read-only view asks for them)
+    json: Callable[..., bytes] | None = None  # the answer as JSON, written a piece at a time (a big answer)
 
     def required(self) -> int:
         """How many leading arguments must be given (the rest have defaults)."""
@@ -135,7 +136,7 @@ ROUTES: tuple[Route, ...] = (
     Route("traces", "GET", "/api/traces", Answers.traces, list[TraceSummary], errors={}, name="list_traces",
           static=True),
     Route("trace", "GET", "/api/traces/{trace_id}", Answers.trace, TraceDetail, (TRACE,), name="get_trace",
-          static=True),
+          static=True, json=Answers.trace_json),
     Route("step", "GET", STEPS, Answers.step, StepView, (TRACE, CONTEXT, PASS, STEP), name="get_step", static=True,
           doc="The graph after the first k steps of pass pi (k=0: the pass's input) and what step k changed."),
     Route("python", "GET", STEPS + "/python", Answers.python, PythonSource,
@@ -201,6 +202,17 @@ class RequestError(ValueError):
 
 _ADAPTERS: dict[str, list[TypeAdapter[Any] | None]] = {
     r.method: [TypeAdapter(a.checked()) if a.where != "body" else None for a in r.args] for r in ROUTES}
+
+
+_ANSWERS: dict[str, TypeAdapter[Any]] = {r.method: TypeAdapter(r.response) for r in ROUTES}
+
+
+def answer_json(route: Route, answers: Answers, args: list[Any]) -> bytes:
+    """A route's answer as the JSON the HTTP route sends: its `json` where it has one, else written straight from
+    its model (FastAPI would check the model again and go through a dict of it first: copies of a big answer)."""
+    if route.json is not None:
+        return route.json(answers, *args)
+    return _ANSWERS[route.method].dump_json(route.answer(answers, *args))
 
 
 def checked_args(method: Any, args: Any) -> list[Any]:

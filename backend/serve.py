@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
+from uopviz.backend import device_list
 from uopviz.backend.app import create_app
 from uopviz.backend.recording import RecordError
 from uopviz.backend.security import TOKEN_PARAM, Access, new_token
@@ -183,6 +184,7 @@ def serve(files: Sequence[str], host: str = "127.0.0.1", port: int = 8000, db: s
     except NotADirectoryError as e:
         print(f"uopviz: {e}", file=sys.stderr)
         return 2
+    device_list.start()  # a child lists the devices while the traces load, not as the page first asks
     try:
         store = TraceStore(device)
         fill(store, files)

@@ -7,7 +7,7 @@
 // trace's passes in place of the kernel's, so the graph follows the opts, and lists such variants under the kernel.
 import { columnWidths } from "./columns.js";
 import { fill, h, icon, typing } from "./dom.js";
-import { DEFAULT_OPTIONS, displayGraph, searchText } from "./graph/display.js";
+import { DEFAULT_OPTIONS, displayGraph, kernelsByBody, searchText } from "./graph/display.js";
 import { renderInspector } from "./graph/inspector.js";
 import { LayoutEngine } from "./graph/layout.js";
 import { legend } from "./graph/legend.js";
@@ -73,9 +73,9 @@ export class App {
     // the graph's views: null follows the stage (on late), a boolean is the person's choice
     /** @type {{index: boolean | null, lanes: boolean | null, listing: boolean | null, calls: boolean | null, hidden: Set<string>}} */
     this.views = { index: null, lanes: null, listing: null, calls: null, hidden: new Set() };
-    /** @type {Set<string>} the Calls whose kernel is drawn while the others are boxes (by node id) */
-    this.expanded = new Set();
     this.query = "";
+    /** @type {{trace: TraceDetail, names: Map<string, ContextInfo>} | null} */
+    this.kernelsOf = null;
     /** @type {number[]} */
     this.hits = [];
     this.hit = -1;
@@ -405,7 +405,8 @@ export class App {
    * @param {boolean} [push] a new history entry
    */
   go(patch, push = false) {
-    this.state = { ...this.state, ...patch };
+    const other = (patch.tid !== undefined && patch.tid !== this.state.tid) || (patch.ci !== undefined && patch.ci !== this.state.ci);
+    this.state = { ...this.state, ...(other ? { calls: [] } : {}), ...patch }; // opened Calls are a context's
     this.render(push);
   }
 
@@ -547,7 +548,8 @@ export class App {
         index: this.effective("index"),
         lanes: this.effective("lanes"),
         calls: this.effective("calls"),
-        expanded: this.expanded,
+        expanded: new Set(s.calls),
+        kernels: this.kernelNames(shown.trace),
         hidden: this.views.hidden,
         commutative: new Set(this.meta.commutative ?? []),
       });
@@ -679,7 +681,7 @@ export class App {
       drawn,
       table: this.table,
       select: (id) => this.selectNode(id, true),
-      opener: (n) => this.openerOf(n),
+      openers: (n) => this.openersOf(n),
       python: this.readOnly ? null : (id) => this.showPython(id),
     });
   }
@@ -696,29 +698,47 @@ export class App {
     }
   }
 
+  // The kernels of the trace shown, by their body's node id (its schedule's Calls are titled with them), kept per trace.
+  /** @param {TraceDetail} trace */
+  kernelNames(trace) {
+    if (this.kernelsOf?.trace === trace) return this.kernelsOf.names;
+    const names = kernelsByBody(trace.contexts);
+    this.kernelsOf = { trace, names };
+    return names;
+  }
+
   // A called function (a Call of a Function, or the Function itself) opens the context its body was scheduled in;
-  // a kernel's Call drawn as a box draws its kernel in place (and folds it again), one Call at a time.
+  // a kernel's Call drawn as a box draws its kernel in place (and folds it again), one Call at a time, and opens the
+  // kernel's own context where the trace lowered it.
   /**
    * @param {GraphNode} node
-   * @returns {{label: string, open: () => void} | null}
+   * @returns {{label: string, open: () => void}[]}
    */
-  openerOf(node) {
+  openersOf(node) {
     const fn = node.op === "Call" ? this.table?.get(node.src[0]) : node;
-    if (node.op === "Call" && fn?.op !== "Function" && node.src.length > 1 && this.effective("calls")) {
-      const open = this.expanded.has(node.id);
-      return {
-        label: open ? "fold its kernel" : "draw its kernel here",
-        open: () => {
-          if (open) this.expanded.delete(node.id);
-          else this.expanded.add(node.id);
-          this.render().then(() => this.selectNode(node.id, true)); // the Call, its kernel now above it, in view
+    if (node.op === "Call" && fn?.op !== "Function" && node.src.length > 1) {
+      const kernel = this.shown && this.kernelsOf?.trace.id === this.shown.tid ? this.kernelsOf.names.get(node.src[0]) : undefined;
+      const out = kernel ? [{ label: `open kernel ${kernel.label}`, open: () => this.go({ ci: kernel.index, pi: 0, k: 0, opts: null }, true) }] : [];
+      if (!this.effective("calls")) return out;
+      const calls = this.state.calls;
+      const open = calls.includes(node.id);
+      return [
+        {
+          label: open ? "fold its kernel" : "draw its kernel here",
+          open: () => {
+            // in the URL, so a link (or a reload) opens the same Calls
+            this.state.calls = open ? calls.filter((id) => id !== node.id) : [...calls, node.id];
+            this.render().then(() => this.selectNode(node.id, true)); // the Call, its kernel now above it, in view
+          },
         },
-      };
+        ...out,
+      ];
     }
-    if (fn?.op !== "Function" || !fn.arg) return null;
+    if (fn?.op !== "Function" || !fn.arg) return [];
     const ci = (this.contexts ?? []).findIndex((c) => c.kind === "function" && c.name === `function ${fn.arg}`);
-    return ci < 0 ? null : { label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0, opts: null }, true) };
+    return ci < 0 ? [] : [{ label: `open function ${fn.arg}`, open: () => this.go({ ci, pi: 0, k: 0, opts: null }, true) }];
   }
+
 
   // The search box: every drawn node whose op, title, index text or id holds the text is marked; the first (or
   // the next, with Enter) is brought into view.

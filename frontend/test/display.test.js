@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { argText, DEFAULT_OPTIONS, displayGraph, searchText } from "../src/graph/display.js";
+import { argText, DEFAULT_OPTIONS, displayGraph, kernelsByBody, searchText } from "../src/graph/display.js";
 import { node, step } from "./fixtures.js";
 /** @import { DisplayGraph } from "../types/ui" */
 
@@ -206,6 +206,16 @@ test("calls: an expanded Call draws its kernel's body under it; the others stay 
   assert.ok(!ids(one).includes("b2") && !ids(one).includes("s2"));
   assert.equal(one.nodes.find((n) => n.id === "c1")?.expr, null);
   assert.equal(one.nodes.find((n) => n.id === "c2")?.expr, "kernel of 3 nodes");
+  const e4 = /** @type {import("../types/api").ContextInfo} */ ({ index: 3, kind: "kernel", kernel_hash: "b2", label: "E_4" });
+  const named = displayGraph(step(nodes), null, { ...DEFAULT_OPTIONS, calls: true, kernels: new Map([["b2", e4]]) });
+  assert.deepEqual(named.nodes.filter((n) => n.op === "Call").map((n) => n.lines[0].text).sort(), ["Call", "Call E_4"]);
+  assert.notEqual(named.key, folded.key); // a name widens its box
   assert.ok(one.edges.some((e) => e.v === "b1" && e.w === "c1" && e.operand === "0"));
   assert.notEqual(one.key, folded.key);
+});
+
+test("kernelsByBody: each kernel context's first graph names its kernel, the first context of a body wins", () => {
+  const ctx = (/** @type {number} */ index, /** @type {string} */ kind, /** @type {string | null} */ hash, /** @type {string} */ label) => /** @type {import("../types/api").ContextInfo} */ ({ index, kind, kernel_hash: hash, label });
+  const names = kernelsByBody([ctx(0, "schedule", null, "schedule"), ctx(1, "kernel", "aa", "E_4"), ctx(2, "kernel", "bb", "r_8 #1"), ctx(3, "kernel", "bb", "r_8 #2"), ctx(4, "kernel", null, "failed")]);
+  assert.deepEqual([...names].map(([body, c]) => [body, c.label, c.index]), [["aa", "E_4", 1], ["bb", "r_8 #1", 2]]);
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { byLine, byTime, timelineSpans } from "../src/panels/profile.js";
+import { byLine, byTime, launchColumns, timelineSpans } from "../src/panels/profile.js";
 /** @import { LaunchRow, NodeOrigin } from "../types/api" */
 
 /**
@@ -55,4 +55,10 @@ test("launches group under the Tensor line that made their kernels, a gradient's
     ],
   );
   assert.ok(Math.abs(groups[1].share - 0.3) < 1e-12);
+});
+
+test("the launch table has a made-by column only where some launch knows its maker", () => {
+  assert.ok(!launchColumns([launch(1), launch(2)]).includes("made by"));
+  const made = { ...launch(1), origin: /** @type {NodeOrigin} */ ({ op: "Tensor.relu", file: "m.py", line: 3, function: "f", code: "x.relu()", grad_of: null }) };
+  assert.deepEqual(launchColumns([launch(2), made]), ["kernel", "made by", "time", "share", "GFLOP/s", "GB/s", "roof"]);
 });

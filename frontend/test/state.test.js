@@ -13,8 +13,8 @@ test("no trace chosen: no hash, and an empty hash is the empty state", () => {
 
 test("formatHash writes the parts that differ from the defaults", () => {
   assert.equal(formatHash({ ...emptyState(), tid: "gemm", ci: 1, pi: 3, k: 5 }), "#/t/gemm/c/1/p/3/s/5");
-  const full = { tid: "a b/c", ci: 0, pi: 2, k: 0, opts: [{ op: "SPLIT", axis: 0, arg: [4, "UPCAST", false] }], tab: "beam", search: 12, node: "0123456789abcdef", query: "r0 / 4" };
-  assert.equal(formatHash(full), "#/t/a%20b%2Fc/c/0/p/2/s/0/o/SPLIT:0:4:UPCAST:0/v/beam/b/12/n/0123456789abcdef/q/r0%20%2F%204");
+  const full = { tid: "a b/c", ci: 0, pi: 2, k: 0, opts: [{ op: "SPLIT", axis: 0, arg: [4, "UPCAST", false] }], tab: "beam", search: 12, node: "0123456789abcdef", query: "r0 / 4", calls: ["00000000000000aa", "00000000000000bb"] };
+  assert.equal(formatHash(full), "#/t/a%20b%2Fc/c/0/p/2/s/0/o/SPLIT:0:4:UPCAST:0/v/beam/b/12/n/0123456789abcdef/q/r0%20%2F%204/e/00000000000000aa,00000000000000bb");
   assert.deepEqual(parseHash(formatHash(full), META, TABS), full);
 });
 
@@ -50,4 +50,10 @@ test("keys that name an Object.prototype member set nothing", () => {
 test("a node part that is no node id is left out", () => {
   assert.equal(parseHash("#/t/x/n/Add", META, TABS).node, null);
   assert.equal(parseHash("#/t/x/n/0123456789abcdef/q/", META, TABS).node, "0123456789abcdef");
+});
+
+test("the opened Calls part keeps node ids only, each once", () => {
+  assert.deepEqual(parseHash("#/t/x/e/00000000000000aa,Call,00000000000000aa,,00000000000000bb", META, TABS).calls, ["00000000000000aa", "00000000000000bb"]);
+  assert.deepEqual(parseHash("#/t/x/e/", META, TABS).calls, []);
+  assert.equal(formatHash({ ...emptyState(), tid: "x", ci: 0, calls: [] }), "#/t/x/c/0/p/0/s/0");
 });

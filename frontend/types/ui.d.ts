@@ -27,6 +27,8 @@ export interface ViewState {
   node: string | null;
   /** the graph's search text */
   query: string | null;
+  /** the Calls of a schedule drawn opened to their kernels, the others being boxes (their node ids) */
+  calls: string[];
 }
 
 /** The view state once the app has picked the trace and context shown. */

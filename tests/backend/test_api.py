@@ -560,7 +560,7 @@ def test_unexpected_errors_come_back_as_json(store: TraceStore, missing_dist: Pa
     def broken(*args: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(views, "detail", broken)
+    monkeypatch.setattr(views, "detail_json", broken)  # what the route answers with (views.detail in a widget)
     c = make_client(store, dist=missing_dist, raise_server_exceptions=False)
     r = c.get("/api/traces/gemm")
     assert r.status_code == 500 and r.json() == {"detail": "internal error: RuntimeError: a bug"}

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from devices_here import HAS_CL
 from test_api import GEMM_KERNEL
 from uopviz.backend.child import base_and_token
 
 from uopviz.cli import main
+from uopviz.runtime import device as devices
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import CacheKey, TargetInfo
 
@@ -45,6 +47,10 @@ def test_serve_records_the_zoo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Pat
         assert GEMM_KERNEL in [c["name"] for c in gemm["contexts"]]
         searches = httpx.get(url + "api/tuning/searches", headers=auth, timeout=10).json()["searches"]
         assert [(s["kernel_name"], s["width"], s["status"]) for s in searches] == [("r_L4", 3, "done")]
+        meta = httpx.get(url + "api/meta", headers=auth, timeout=60).json()
+        assert meta["devices"] == devices.available()  # listed by a child process (backend/device_list.py)...
+        if HAS_CL:  # ...so the OpenCL driver it started is not in the server
+            assert "opencl" not in Path(f"/proc/{proc.pid}/maps").read_text().lower()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -13,9 +13,12 @@ import pytest
 from uopviz.backend.store import TraceStore
 
 from tests.browser.support import wait_drawn
+from tests.browser.test_schedule_calls import drawn, reopens_with_its_call_opened
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser
+    from playwright.sync_api import Browser, Page
+
+    from uopviz.trace import Trace
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +60,25 @@ def test_the_exported_page_shows_the_trace_offline(browser: Browser, tmp_path: P
     assert "void r_" in page.inner_text(".uv-kernel-source")
     assert page.locator(".uv-opt-form").count() == 0  # read-only: no opts to apply
     page.screenshot(path=shots / "export-gemm.png")
+    page.click(".uv-tab[data-tab='rewrite']")
+    a_call_opened_stays_opened(page, memory_plan(recorded))
     assert all(u.startswith(("file:", "blob:", "data:")) for u in requests), requests
     assert not errors, errors
     context.close()
+
+
+def memory_plan(tr: Trace) -> int:
+    """The schedule's pass where each Call is a box of its own (context 0)."""
+    return next(i for i, p in enumerate(tr.contexts[0].passes) if p.name == "memory plan")
+
+
+def a_call_opened_stays_opened(page: Page, pi: int) -> None:
+    """In the export too, the Call opened from its inspector is in the URL, and a reload draws it opened."""
+    page.goto(page.url.split("#")[0] + f"#/t/gemm/c/0/p/{pi}/s/0")
+    wait_drawn(page, f"gemm/0/{pi}/0")
+    grouped = drawn(page)
+    page.locator(".uv-node", has_text="kernel of").first.click()
+    page.click(".uv-inspector .uv-open:text('draw its kernel here')")
+    page.wait_for_function("() => [...document.querySelectorAll('.uv-node')].filter(n => n.textContent.includes("
+                           "'kernel of')).length === 1")
+    reopens_with_its_call_opened(page, f"gemm/0/{pi}/0", grouped)

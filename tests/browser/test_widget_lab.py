@@ -9,7 +9,7 @@ import json
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from uopviz.backend.child import jupyterlab
@@ -56,6 +56,18 @@ def open_notebook(browser: Browser, base: str, name: str) -> Page:
     page.wait_for_selector(".jp-Notebook .jp-Cell .cm-content", timeout=60_000)
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)  # the kernel is up and connected
     return page
+
+
+def save_and_close(page: Page, base: str, path: Path) -> dict[str, Any]:
+    """Save the notebook open in the page (Ctrl+S), close the page and shut its kernel down: the saved notebook."""
+    page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()  # the notebook, not a widget, takes the keys
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')")
+    page.close()
+    with urllib.request.urlopen(f"{base}api/sessions") as r:
+        for s in json.load(r):
+            urllib.request.urlopen(urllib.request.Request(f"{base}api/sessions/{s['id']}", method="DELETE")).close()
+    return json.loads(path.read_text())
 
 
 def test_the_widget_draws_steps_and_applies_an_opt_in_jupyterlab(browser: Browser, lab: tuple[str, Path],
@@ -148,6 +160,23 @@ def test_two_widgets_side_by_side_each_draw_their_variant(browser: Browser, lab:
     page.screenshot(path=shots / "jupyterlab-compare-opts.png")
     assert not errors, errors
 
+    # saved and reopened without its kernel: each view of the HBox shows static, side by side, and no error
+    page.wait_for_selector(".uopviz-statics .uopviz-static", state="attached")
+    assert not page.is_visible(".uopviz-statics") and page.locator(".uopviz-static .uv-app").count() == 0
+    saved = save_and_close(page, base, root / "compare.ipynb")
+    assert [sorted(o["data"]) for o in saved["cells"][1]["outputs"]] == [
+        ["application/vnd.jupyter.widget-view+json", "text/plain"], ["text/html"]]
+    page = open_notebook(browser, base, "compare.ipynb")
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.wait_for_function("() => document.querySelectorAll('.uopviz-static .uv-app[data-drawn]').length === 2",
+                           timeout=60_000)
+    left, right = (page.locator(".uopviz-static .uv-app").nth(i).bounding_box() for i in range(2))
+    assert left and right and left["width"] > 300 and abs(left["y"] - right["y"]) < 2 < right["x"] - left["x"]
+    assert not page.get_by_text("Error displaying widget").is_visible()
+    page.screenshot(path=shots / "jupyterlab-compare-opts-reopened.png")
+    assert not errors, errors
+    page.close()
+
 
 def test_a_saved_notebook_reopened_shows_the_static_view(browser: Browser, lab: tuple[str, Path],
                                                          shots: Path) -> None:
@@ -163,17 +192,9 @@ def test_a_saved_notebook_reopened_shows_the_static_view(browser: Browser, lab: 
     page.wait_for_selector(f".uv-widget{DRAWN}", timeout=120_000)
     page.wait_for_selector(".uopviz-static", state="attached")
     assert not page.is_visible(".uopviz-static") and page.locator(".uopviz-static .uv-app").count() == 0
-    page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()  # the notebook, not the widget, takes the keys
-    page.keyboard.press("Control+s")
-    saved = root / "saved.ipynb"
-    page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')")
-    outputs = json.loads(saved.read_text())["cells"][0]["outputs"]
+    outputs = save_and_close(page, base, root / "saved.ipynb")["cells"][0]["outputs"]
     assert [sorted(o["data"]) for o in outputs] == [["application/vnd.jupyter.widget-view+json", "text/plain"],
                                                     ["text/html"]]
-    page.close()
-    with urllib.request.urlopen(f"{base}api/sessions") as r:
-        for s in json.load(r):
-            urllib.request.urlopen(urllib.request.Request(f"{base}api/sessions/{s['id']}", method="DELETE")).close()
 
     page = open_notebook(browser, base, "saved.ipynb")
     page.on("pageerror", lambda e: errors.append(str(e)))

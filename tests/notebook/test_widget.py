@@ -120,6 +120,36 @@ def test_a_widget_shows_as_two_outputs_the_widget_then_its_static_fallback(gemm:
     assert [list(o.data) for o in shown.outputs] == [["text/plain"]]  # closed: no view, no fallback
 
 
+def test_views_in_a_box_show_their_fallbacks_after_it_side_by_side(gemm: TraceView) -> None:
+    """04-compare-opts shows two views in an HBox, which ipywidgets displays alone: the box's output is followed by
+    one holding each view's fallback, in a row as the box lays them out (a box inside a box too); a box without
+    views displays as before."""
+    import ipywidgets
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    other = show(uopviz.Tensor(np.ones(5, np.float32)) + 1)
+    with capture_output() as shown:
+        display(ipywidgets.HBox([gemm, ipywidgets.VBox([ipywidgets.Label("x"), other])]))
+    box, fallback = (o.data for o in shown.outputs)
+    assert "application/vnd.jupyter.widget-view+json" in box and "text/html" not in box
+    html = fallback["text/html"]
+    assert html.startswith('<div class="uopviz-statics" style="display:flex;flex-direction:row')
+    assert html.index(f'data-widget="{gemm.fallback}"') < html.index("flex-direction:column") < html.index(
+        f'data-widget="{other.fallback}"')  # the VBox's view inside the HBox's row, after the first view
+    assert html.count('class="uopviz-static"') == 2
+    with capture_output() as shown:
+        display(ipywidgets.HBox([ipywidgets.Label("no view")]))
+    assert [sorted(o.data) for o in shown.outputs] == [["application/vnd.jupyter.widget-view+json", "text/plain"]]
+    alone = ipywidgets.HBox([other])
+    other.close()
+    with capture_output() as shown:
+        display(alone)
+    assert len(shown.outputs) == 1  # a closed view has no fallback
+
+
 def test_cli_export_names_a_missing_file(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, "-m", "uopviz.cli", "export", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=60)

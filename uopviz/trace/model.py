@@ -217,6 +217,11 @@ class Trace:
         self._entry(nid)
         return self._table.uop(nid)
 
+    def forget_uops(self) -> None:
+        """Drop the UOps `uop` rebuilt: a reader that rebuilt every kernel (a check of them all) need not keep them
+        for the trace's life."""
+        self._table.forget_uops()
+
     # ---- the document ----
     def to_dict(self) -> dict[str, Any]:
         self._sync()
@@ -278,7 +283,7 @@ class Trace:
         tr._profiles = list(doc.get("profiles", []))
         tr._origins, tr._node_origins = list(doc.get("origins", [])), dict(doc.get("node_origins", {}))
         check_kernels(tr._contexts, tr.uop)
-        tr._table.forget_uops()  # the check rebuilt every kernel; a reader rebuilds the few it opens again
+        tr.forget_uops()  # the check rebuilt every kernel; a reader rebuilds the few it opens again
         return tr
 
     # ---- turning recorded events into ids ----

@@ -82,7 +82,8 @@ class BeamView(anywidget.AnyWidget):
     meta = traitlets.Dict(help="the data source's meta (AxisType colours, the opts' descriptions)").tag(sync=True)
     label = traitlets.Unicode(help="what is searched").tag(sync=True)
     kernels = traitlets.List(traitlets.Unicode(), help="the kernels searched, in order").tag(sync=True)
-    events = traitlets.List(help="every event so far, each with its kernel's index").tag(sync=True)
+    events: traitlets.List[dict[str, Any]] = traitlets.List(
+        help="every event so far, each with its kernel's index").tag(sync=True)
     status = traitlets.Unicode("running", help="running, done, interrupted or failed").tag(sync=True)
     summary = traitlets.Dict(allow_none=True, default_value=None,
                              help="the results (uopviz beam --json's document) once done").tag(sync=True)
@@ -108,7 +109,7 @@ class BeamView(anywidget.AnyWidget):
 
     def end(self, status: str, summary: dict[str, Any] | None = None) -> None:
         self.events = list(self._events)
-        self.summary = summary
+        self.set_trait("summary", summary)  # None until done: the trait allows it, its type hints do not say so
         self.status = status
 
 

@@ -63,8 +63,8 @@ def answers_of(answers: Answers, tids: Sequence[str], only: tuple[str, int] | No
     out[key("results", None)] = [r for h in hashes for r in out[key("results", h)]]
     packed = {k: jsonable(v) for k, v in out.items()}
     table = packed["nodes"] = {}
-    for k, v in packed.items():
-        if k.startswith("step/"):
+    for request, v in packed.items():
+        if request.startswith("step/"):
             table.update((n["id"], n) for n in v["nodes"])
             v["nodes"] = [n["id"] for n in v["nodes"]]
     return packed

@@ -18,7 +18,8 @@ def stored(x: Any, store: TraceStore, device: str | None = None) -> StoredTrace:
     """Put what `x` records into the store: TypeError (naming what is accepted) for anything else."""
     from uopviz.tensor import Tensor
     if isinstance(x, Tensor):
-        return store.add_recorded(_realized(x), f"realize {x.dtype.name}{list(x.shape)}", x.device)
+        on = x.device if isinstance(x.device, str) else None  # a multi-device tensor's graph names its devices
+        return store.add_recorded(_realized(x), f"realize {x.dtype.name}{list(x.shape)}", on)
     if isinstance(x, Trace):
         return store.add_recorded(x, "trace", device)
     if isinstance(x, (str, os.PathLike)):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anywidget
+import ipywidgets
 import traitlets
 
 from uopviz.backend import bundle
@@ -55,6 +56,7 @@ class TraceView(anywidget.AnyWidget):
 
     def __init__(self, answers: Answers, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _display_boxes_with_fallbacks()
         self.answers = answers
         self.fallback = uuid.uuid4().hex
         self._follows: dict[int, _Follow] = {}  # follow id -> the job followed
@@ -103,6 +105,10 @@ class TraceView(anywidget.AnyWidget):
                 "tab": "beam" if self.tab == "beam" else "rewrite"}
         only = (self.trace, ci) if self.trace and ci is not None else None
         return export.fragment(self.answers, tids, view, height=f"{self.height}px", only=only, widget=self.fallback)
+
+    def static_in_box(self) -> str | None:
+        """The fallback this view gives a Box it is shown in (`_display_box`); None once closed."""
+        return self.static_html() if self.comm is not None else None
 
     def _shown_context(self) -> int | None:
         """The context the view shows: the one chosen, else the trace's first kernel (as the app opens), else
@@ -180,3 +186,36 @@ class TraceView(anywidget.AnyWidget):
             follower.join(FOLLOW_POLL_S * 10)
         self.answers.stop()
         super().close()
+
+
+def _box_fallback(box: ipywidgets.Box) -> str | None:
+    """The static fallbacks of the views inside a Box (at any depth), laid out as the box lays them out: an HBox's
+    side by side, other boxes' one above another; None where it holds no open view."""
+    parts = [f'<div style="flex:1 1 0;min-width:0">{part}</div>' for child in box.children
+             if (part := child.static_in_box() if isinstance(child, TraceView) else
+                 _box_fallback(child) if isinstance(child, ipywidgets.Box) else None) is not None]
+    row = isinstance(box, ipywidgets.HBox)
+    return (f'<div class="uopviz-statics" style="display:flex;flex-direction:{"row" if row else "column"};gap:4px">'
+            f'{"".join(parts)}</div>') if parts else None
+
+
+def _display_box(box: ipywidgets.Box) -> None:
+    """A Box displayed (04-compare-opts shows two views in an HBox): the box, then, where views are inside it, their
+    fallbacks as one output after it, which the stylesheet shows in the box's place only where the box failed to
+    show (a saved notebook reopened), as a TraceView's own fallback (`TraceView._ipython_display_`)."""
+    from IPython.display import display
+
+    data = box._repr_mimebundle_()
+    display(data if data is not None else {"text/plain": repr(box)}, raw=True)
+    if (fallback := _box_fallback(box)) is not None:
+        display({"text/html": fallback}, raw=True)
+
+
+def _display_boxes_with_fallbacks() -> None:
+    """Have IPython display every Box through `_display_box` (told again as each view is made in a shell): a Box
+    is displayed by ipywidgets alone, which knows nothing of the fallbacks of the views inside it."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.ipython_display_formatter.for_type(ipywidgets.Box, _display_box)

@@ -8,7 +8,9 @@
 //    of a devectorized value) are drawn once, with their count ("Store ×128").
 //  - calls: a schedule's Call drawn as one box over its inputs and outputs (its buffers and the values it waits on),
 //    its kernel's body (its first source) not drawn but counted on it, unless another node uses that body or the
-//    Call is one of `expanded` (the Calls opened one at a time: a schedule of hundreds of kernels stays readable).
+//    Call is one of `expanded` (the Calls opened one at a time: a schedule of hundreds of kernels stays readable);
+//    a Call whose body is a kernel of `kernels` (a kernel context's first graph: kernelsByBody) is titled with its
+//    kernel's name, so a schedule's boxes say which kernel each is.
 //  - hidden: op groups not drawn; their users are wired to their sources (dashed edges).
 //  - always: shared hub nodes (ranges, params, buffers, constants, variables) are drawn once per use, without their
 //    own sources, so a Range used by forty index expressions does not pull forty edges across the picture. A node
@@ -19,7 +21,7 @@ import { textOn } from "../dom.js";
 /** @import { GraphNode, StepView } from "../../types/api" */
 /** @import { DisplayEdge, DisplayGraph, DisplayNode } from "../../types/ui" */
 /** @typedef {Map<string, GraphNode>} Table the step's nodes by id */
-/** @typedef {{index: boolean, lanes: boolean, calls: boolean, expanded: Set<string>, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
+/** @typedef {{index: boolean, lanes: boolean, calls: boolean, expanded: Set<string>, kernels: Map<string, import("../../types/api").ContextInfo>, hidden: Set<string>, commutative: Set<string>}} DisplayOptions */
 /** @typedef {{text: string, buffer: string | null}} Address an Index's text, and its buffer to draw (not a Param) */
 /** @typedef {{text: Map<string, string>, absorbed: Set<string>, address: Map<string, Address>, math: Map<string, boolean>}} Folding */
 /** @typedef {{key: string, members: string[], srcs: Map<string, [string, Set<number>]>}} Group nodes drawn as one */
@@ -62,7 +64,19 @@ const LEAF = 9;
 
 // The views that make a big graph readable, as displayGraph takes them.
 /** @type {DisplayOptions} */
-export const DEFAULT_OPTIONS = { index: false, lanes: false, calls: false, expanded: new Set(), hidden: new Set(), commutative: new Set() };
+export const DEFAULT_OPTIONS = { index: false, lanes: false, calls: false, expanded: new Set(), kernels: new Map(), hidden: new Set(), commutative: new Set() };
+
+// The kernel contexts of a schedule's Calls, by their body's node id: a kernel context's first graph is the body its
+// Call holds (its kernel_hash; a shard's kernel, keyed otherwise, is left out). The first context of a body is it.
+/**
+ * @param {import("../../types/api").ContextInfo[]} contexts
+ * @returns {Map<string, import("../../types/api").ContextInfo>}
+ */
+export function kernelsByBody(contexts) {
+  const out = new Map();
+  for (const c of contexts) if (c.kind === "kernel" && c.kernel_hash && !out.has(c.kernel_hash)) out.set(c.kernel_hash, c);
+  return out;
+}
 
 // step: the /steps/{k} response; removedNodes: the nodes the step removed (by id), drawn beside the graph when given
 // (the step's own table may hold them too); options: as DEFAULT_OPTIONS.
@@ -91,6 +105,8 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
   const folding = options.index ? indexFolding(order, table, changed) : null;
   /** @type {Map<string, string>} */
   const exprs = folding?.text ?? new Map(); // drawn node id -> its index text
+  /** @type {Map<string, string>} */
+  const titles = new Map(); // drawn node id -> its title, where not its op and arg (a Call named by its kernel)
   const users = new Map(order.map((id) => [id, 0]));
   /** @type {Set<string>} */
   const weak = new Set();
@@ -110,6 +126,8 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
       if (!table.has(s)) return;
       if (options.calls && i === 0 && node.op === "Call" && node.src.length > 1 && !options.expanded.has(id)) {
         exprs.set(id, `kernel of ${reachable(s, table)} nodes`); // its body: drawn only for another user
+        const kernel = options.kernels.get(s);
+        if (kernel) titles.set(id, `Call ${kernel.label}`);
         return;
       }
       const through = folding?.absorbed.has(s) && i === 0 ? folding.address.get(s) : null; // a Load/Store's Index
@@ -184,12 +202,12 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
     if (HUB_OPS.has(first(key).op) && used.length > 1) {
       (shown.length ? shown : used.slice(0, 1)).forEach(([user, ops], n) => {
         const copy = `${key}~${n}`;
-        nodes.push(node(copy, /** @type {Group} */ (groups.get(key)).members, table, status, exprs, true));
+        nodes.push(node(copy, /** @type {Group} */ (groups.get(key)).members, table, status, exprs, true, titles));
         edges.push(edge(copy, [user, ops]));
       });
       continue;
     }
-    nodes.push(node(key, /** @type {Group} */ (groups.get(key)).members, table, status, exprs, false));
+    nodes.push(node(key, /** @type {Group} */ (groups.get(key)).members, table, status, exprs, false, titles));
     // an edge into a node of many sources is not drawn; it is laid out only where it is the node's one use (so a
     // Linear program sits below its last instructions without hundreds of long edges to route)
     for (const use of shown.length ? shown : used) edges.push(edge(key, use));
@@ -202,7 +220,7 @@ export function displayGraph(step, removedNodes = null, options = DEFAULT_OPTION
   }
   // what the drawn graph depends on (the layout cache's key): with the views on, also what the step marks
   const marks = options.index || options.lanes ? `|${step.match}|${step.replacement}|${[...changed].join(",")}` : "";
-  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${options.calls}${options.calls && options.expanded.size ? `:${[...options.expanded].sort().join(",")}` : ""}|${[...options.hidden].sort().join(",")}${marks}`;
+  const key = `${step.root}|${removed.join(",")}|${options.index}|${options.lanes}|${options.calls}${options.calls && options.expanded.size ? `:${[...options.expanded].sort().join(",")}` : ""}|${[...options.hidden].sort().join(",")}${marks}${titles.size ? `|${[...titles.values()].join(",")}` : ""}`;
   return { key, root: step.root, nodes, edges, match: step.match, replacement: step.replacement, total: order.length };
 }
 
@@ -435,12 +453,13 @@ function laneGroups(ids, table, sources, marked, exprs) {
  * @param {(id: string) => string | null} status
  * @param {Map<string, string>} exprs
  * @param {boolean} hub
+ * @param {Map<string, string>} titles
  * @returns {DisplayNode}
  */
-function node(id, members, table, status, exprs, hub) {
+function node(id, members, table, status, exprs, hub, titles) {
   const first = /** @type {GraphNode} */ (table.get(members[0]));
   const count = members.length;
-  const title = `${first.op}${mergedArg(members.map((m) => /** @type {GraphNode} */ (table.get(m))), table)}${count > 1 ? ` ×${count}` : ""}`;
+  const title = titles.get(members[0]) ?? `${first.op}${mergedArg(members.map((m) => /** @type {GraphNode} */ (table.get(m))), table)}${count > 1 ? ` ×${count}` : ""}`;
   const expr = exprs.get(members[0]);
   const shape = first.shape && first.shape.length ? `[${first.shape.map(dim).join(",")}]` : "";
   const many = first.src.length > FAN_IN_MAX ? `← ${first.src.length} src` : "";

@@ -1,6 +1,7 @@
 // The node inspector: the selected node's op, what made it (the Tensor op and user line), id, dtype, shape, arg, sources and users, over the graph; for a drawn
 // node that stands for more (copies alike, an Index with its index text) that too. A node that stands for more than
-// itself in another way (a call of a function) links to where that is shown (`opener(node)`: {label, open}), and
+// itself in another way (a call of a function, a kernel's Call) links to where that is shown (`openers(node)`: each
+// {label, open}), and
 // `python(id)` (when given) shows the graph under the node as Python.
 import { fill, h } from "../dom.js";
 import { argText } from "./display.js";
@@ -14,14 +15,14 @@ import { originText, originTitle } from "./origin.js";
  * @property {DisplayNode | null | undefined} drawn the drawn node that stands for it
  * @property {Map<string, GraphNode>} table
  * @property {(id: string | null) => void} select
- * @property {(node: GraphNode) => {label: string, open: () => void} | null} [opener]
+ * @property {(node: GraphNode) => {label: string, open: () => void}[]} [openers]
  * @property {((id: string) => void) | null} [python]
  */
 /**
  * @param {HTMLElement} el
  * @param {InspectorArgs} args
  */
-export function renderInspector(el, { node, drawn, table, select, opener = () => null, python = null }) {
+export function renderInspector(el, { node, drawn, table, select, openers = () => [], python = null }) {
   if (!node) {
     el.hidden = true;
     return;
@@ -33,7 +34,6 @@ export function renderInspector(el, { node, drawn, table, select, opener = () =>
     return h("button", { class: "uv-chip", title: id, onclick: () => select(id) }, n ? `${n.op}${argText(n, table)}` : id.slice(0, 8));
   };
   const users = [...table.values()].filter((n) => n.src.includes(node.id)).map((n) => n.id);
-  const target = opener(node);
   const copies = drawn && drawn.refs.length > 1 ? drawn.refs.length : 0;
   fill(
     el,
@@ -59,7 +59,7 @@ export function renderInspector(el, { node, drawn, table, select, opener = () =>
       h("dt", {}, "users"),
       h("dd", {}, users.length ? users.map(link) : "—"),
     ),
-    target && h("button", { class: "uv-open", onclick: target.open }, target.label),
+    openers(node).map((o) => h("button", { class: "uv-open", onclick: o.open }, o.label)),
     python && h("button", { class: "uv-button uv-python", title: "Python that rebuilds the graph under this node", onclick: () => python(node.id) }, "as Python"),
   );
 }

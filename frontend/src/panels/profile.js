@@ -43,6 +43,19 @@ export function timelineSpans(launches) {
   });
 }
 
+/** @type {Record<string, string>} a launch column's class (its width), where its name is no class name */
+const COLUMN_CLASS = { "made by": "maker", "GFLOP/s": "gflops", "GB/s": "gbs" };
+
+// The launch table's columns: "made by" only where some launch's kernel knows the Tensor op that made it (a @jit
+// step captured before its profile began knows none: an empty column would only narrow the others).
+/**
+ * @param {LaunchRow[]} launches
+ * @returns {string[]}
+ */
+export function launchColumns(launches) {
+  return ["kernel", ...(launches.some((l) => l.origin) ? ["made by"] : []), "time", "share", "GFLOP/s", "GB/s", "roof"];
+}
+
 // The launches' indices, most time first (launch order among equals).
 /** @param {LaunchRow[]} launches */
 export function byTime(launches) {
@@ -110,6 +123,8 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
   }
   const p = /** @type {ProfileView} */ (trace.profiles[Math.min(chosen, trace.profiles.length - 1)]);
   const spans = timelineSpans(p.launches);
+  const columns = launchColumns(p.launches);
+  const makers = columns.includes("made by");
   /** @type {(l: LaunchRow, i: number) => string} */
   const tip = (l, i) =>
     `#${i + 1} ${l.kernel}: ${formatSeconds(l.time_s)} (${(l.share * 100).toFixed(1)}%), ${formatRate(l.gflops)} GFLOP/s, ${formatRate(l.gbs)} GB/s, ${(l.roof * 100).toFixed(0)}% of its roofline, ${l.bound}-bound` +
@@ -172,7 +187,7 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
       h(
         "thead",
         {},
-        h("tr", {}, ["kernel", "made by", "time", "share", "GFLOP/s", "GB/s", "roof"].map((t) => h("th", {}, t))),
+        h("tr", {}, columns.map((t) => h("th", { class: `uv-col-${COLUMN_CLASS[t] ?? t}` }, t))),
       ),
       h(
         "tbody",
@@ -183,7 +198,7 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
             "tr",
             { class: `uv-launch-row ${marks(l)}${l.context == null ? " uv-unrecorded" : ""}`, title: tip(l, i), dataset: { launch: i, ci: l.context ?? "" }, onclick: open(l) },
             h("td", { class: "uv-launch-kernel" }, kernelName(l.kernel, ctx.axisColors)),
-            h("td", { class: "uv-launch-origin", title: originTitle(l.origin) }, originText(l.origin)),
+            makers && h("td", { class: "uv-launch-origin", title: originTitle(l.origin) }, originText(l.origin)),
             h("td", {}, formatSeconds(l.time_s)),
             h("td", {}, `${(l.share * 100).toFixed(1)}%`),
             h("td", {}, formatRate(l.gflops)),
