@@ -218,7 +218,7 @@ def _within_budget(a: CodeSize, b: CodeSize) -> bool:
 
 def _size(s: Scheduler) -> CodeSize:
     t = s.target
-    return code_size(s.ast, t.native, t.vector_functions, bool(t.vectors))
+    return code_size(s.ast, t.native, t.vector_functions, bool(t.vectors), t.private_memory)
 
 
 def _tile_shares_loads(s: Scheduler, out_axes: list[int]) -> bool:
