@@ -378,9 +378,9 @@ def _tensor_cores(s: Scheduler) -> Scheduler | None:
     for which, target, factors in ((-1, AxisType.UPCAST, (4, 2)), (-2, AxisType.UPCAST, (4, 2)),
                                    (-1, AxisType.LOCAL, (2,)), (-2, AxisType.LOCAL, (2,))):
         out_axes = [i for i, (t, n) in enumerate(tc.shape()) if t in OUTPUT and n and n > 1]
-        for want in _split(out_axes[which], target, factors) if len(out_axes) >= -which else ():
+        for alt in _split(out_axes[which], target, factors) if len(out_axes) >= -which else ():
             try:
-                tc = tc.apply_opt(want)
+                tc = _applied(tc, alt)
                 break
             except KernelOptError:
                 continue
