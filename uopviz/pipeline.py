@@ -19,6 +19,7 @@ from uopviz.codegen.accumulate import Accumulators, accumulate, merge_loops
 from uopviz.codegen.blocked_sums import block_sums
 from uopviz.codegen.decompositions import decompose, fused_multiply_add, no_rules
 from uopviz.codegen.devectorize import devectorize
+from uopviz.codegen.epilogue import loop_epilogues
 from uopviz.codegen.expand import expander, lane_axes
 from uopviz.codegen.gpudims import global_axes, launch_dims, threads, to_specials
 from uopviz.codegen.group_reduce import GroupContext, gate_blocks, group_reduce
@@ -159,9 +160,12 @@ KERNEL: tuple[Pass, ...] = (
     Rules("group reduce", "Optimize", group_reduce, ctx=lambda u, c: GroupContext(u, c.target.device)),
     Transform("tensor cores", "Expand", lambda u, c: tensor_cores(u, c.sched.tc if c.sched else None),
               origin=tensor_cores),
+    Transform("loop epilogues", "Expand", lambda u, c: loop_epilogues(u, lane_axes(u), c.target.private_memory),
+              origin=loop_epilogues),
     Rules("expand", "Expand", expander, ctx=lambda u, c: lane_axes(u)),
     Transform("blocked sums", "Instruction Selection", lambda u, c: block_sums(u), origin=block_sums),
-    Rules("reduce to accumulator", "Instruction Selection", accumulate, ctx=lambda u, c: Accumulators(c.target.device)),
+    Rules("reduce to accumulator", "Instruction Selection", accumulate,
+          ctx=lambda u, c: Accumulators(c.target.device, u)),
     Transform("merge loops", "Instruction Selection", lambda u, c: merge_loops(u), origin=merge_loops),
     Transform("cache row values", "Instruction Selection", lambda u, c: cache_row_values(u, c.target),
               origin=cache_row_values),

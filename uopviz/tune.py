@@ -7,7 +7,9 @@ so a kernel run eight times a step weighs eight times. Kernels are then searched
 of what is left of the budget in proportion to its time (`share_s`), on one executor (build workers, or a Ray
 cluster, shared by every search). Every result goes to the tuning database as BEAM stores it, so realize uses the
 tuned opts from then on, and a second run with the same database answers the kernels already searched at once and
-spends its budget on the rest: tuning resumes.
+spends its budget on the rest: tuning resumes. Where a search's pick, timed again on the step's own buffers, runs
+slower than the kernel the step had (its data and neighbours are not the search's random inputs), the step's opts
+are kept: the database's result becomes the search's candidate with them (`TuningDB.choose`, saying why).
 
     report = step.beam(x, y, width=2, budget_s=300)   # a @uopviz.jit function, on example inputs
     print(report)                                     # the step before and after, and each kernel's share
@@ -15,6 +17,7 @@ spends its budget on the rest: tuning resumes.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import statistics
@@ -74,10 +77,19 @@ class KernelTuning:
     result: BeamResult | None = None
     skipped: str | None = None
     """Why the kernel was not searched (the budget was spent), else None."""
+    step_opts: tuple[Opt, ...] = ()
+    """The opts the step ran the kernel with."""
+    kept: float | None = None
+    """Where the step's opts were kept: the search's pick's time over theirs on the step's buffers (above 1)."""
 
     @property
     def tuned_name(self) -> str:
-        return self.result.name if self.result is not None else self.name
+        return self.result.name if self.result is not None and self.kept is None else self.name
+
+    @property
+    def opts(self) -> tuple[Opt, ...]:
+        """The opts the kernel has after tuning."""
+        return self.result.opts if self.result is not None and self.kept is None else self.step_opts
 
 
 @dataclass
@@ -112,7 +124,8 @@ class Tuning:
                 "kernels_before_s": self.kernels_before_s, "kernels_after_s": self.kernels_after_s,
                 "kernels": [{"kernel": k.name, "name": k.tuned_name, "launches": k.launches, "before_s": k.before_s,
                              "after_s": k.after_s, "skipped": k.skipped,
-                             "opts": None if k.result is None else [str(o) for o in k.result.opts],
+                             "opts": None if k.result is None else [str(o) for o in k.opts],
+                             "kept_step_opts": k.kept,
                              "from_db": None if k.result is None else k.result.from_db,
                              "search_id": None if k.result is None else k.result.search_id}
                             for k in self.kernels]}
@@ -135,6 +148,8 @@ class Tuning:
         for k in shown:
             how = (k.skipped if k.skipped is not None else "from the database" if k.result and k.result.from_db
                    else f"searched, {k.result.compiled} compiled" if k.result else "")
+            if k.kept is not None:
+                how += f"; its pick ran {k.kept:.2f}x the step's time on the step's buffers: the step's opts kept"
             arrow = f" -> {k.tuned_name}" if k.tuned_name != k.name else ""
             lines.append(f"{format_seconds(k.before_s):>10s} {100 * k.before_s / total:5.1f}% "
                          f"{format_seconds(k.after_s):>10s} {_speedup(k.before_s, k.after_s):>8s}  {k.launches:3d}  "
@@ -186,7 +201,8 @@ def tune(runs: Sequence[Run], width: int = 2, *, budget_s: float | None = None,
             copies_s += n * r.time()
         else:
             by_kernel.setdefault(r.key[:2], []).append((r, n))
-    kernels = [KernelTuning(rs[0][0].name, ast, device, sum(n for _, n in rs), t, t)
+    kernels = [KernelTuning(rs[0][0].name, ast, device, sum(n for _, n in rs), t, t,
+                            step_opts=tuple(rs[0][0].key[2]) if rs[0][0].key is not None else ())
                for (ast, device), rs in by_kernel.items() for t in [sum(n * r.time() for r, n in rs)]]
     kernels.sort(key=lambda k: -k.before_s)
     devices_seen = sorted({k.device for k in kernels})
@@ -209,7 +225,10 @@ def tune(runs: Sequence[Run], width: int = 2, *, budget_s: float | None = None,
                                  + ("" if share is None else f", up to {share:.0f} s") + "\n")
             k.result = beam(k.ast, width, k.device, db=tdb, executor=executor, max_rounds=max_rounds, force=force,
                             progress=progress, budget_s=share)
-            k.after_s = k.before_s * _speedup_of(by_kernel[(k.ast, k.device)], k.ast, k.device, k.result.opts)
+            ratio = _speedup_of(by_kernel[(k.ast, k.device)], k.ast, k.device, k.result.opts)
+            if ratio > 1 and _keep_step_opts(tdb, k, ratio):
+                ratio = 1.0
+            k.after_s = k.before_s * ratio
     finally:
         if owned_db:
             tdb.close()
@@ -239,6 +258,23 @@ def _speedup_of(runs: list[tuple[Run, int]], ast: UOp, device: str, opts: tuple[
             news.append(r.time(prog, runs=1))
         old, new = old + n * statistics.median(olds), new + n * statistics.median(news)
     return new / old if old > 0 else 1.0
+
+
+def _keep_step_opts(db: TuningDB, k: KernelTuning, ratio: float) -> bool:
+    """Make the step's opts the kernel's result where its search timed them (as its heuristic's kernel, or a
+    candidate alike): whether it did, noted in k.kept."""
+    if k.result is None or k.result.search_id is None:
+        return False
+    want = json.loads(json.dumps([o.to_json() for o in k.step_opts]))
+    found = [c for c in db.candidates(k.result.search_id) if c.opts == want and c.error is None and c.median_s]
+    search = db.search(k.result.search_id)
+    if not found or search is None or search.status != "done":
+        return False
+    db.choose(k.result.search_id, found[-1].id,  # its latest timing: the final check's, where it took part
+              f"whole-model tuning: the search's pick ran {ratio:.2f}x the time of the step's opts on the step's "
+              "buffers")
+    k.kept = ratio
+    return True
 
 
 def parse_duration(text: str) -> float:

@@ -120,6 +120,66 @@ def test_the_latest_finished_search_gives_the_result(tmp_path: Path) -> None:
         assert db.lookup(KEY).opts == [] and len(db.results()) == 1
 
 
+def test_choose_makes_another_candidate_the_result_and_says_why(tmp_path: Path) -> None:
+    """A finished search's result set to another of its timed candidates (whole-model tuning keeping a step's
+    opts): the search's best, the key's result and the reason follow; the export carries the reason, and a search
+    of an export from before it has none."""
+    with TuningDB(tmp_path / "t.db") as db:
+        h = db.begin_search(KEY, "r_k", "AST", {"beam": 2})
+        base = db.add_candidate(h.id, None, 0, [], "p0", 10, 0.5, None, [3e-3])
+        failed = db.add_candidate(h.id, base, 1, [{"op": "UPCAST", "axis": 0, "arg": 3}], None, None, None, "x", [])
+        pick = db.add_candidate(h.id, base, 1, UPCAST4, "p1", 12, 0.25, None, [1e-3])
+        with pytest.raises(ValueError, match="not done"):
+            db.choose(h.id, base, "slower on the step's buffers")
+        db.finish_search(h.id, pick)
+        assert db.search(h.id).chosen is None  # type: ignore[union-attr]
+        for cid, why, message in ((failed, "why", "not a timed candidate"), (base, "", "needs a reason"),
+                                  (pick + 1, "why", "not a timed candidate")):
+            with pytest.raises(ValueError, match=message):
+                db.choose(h.id, cid, why)
+        res = db.choose(h.id, base, "slower on the step's buffers")
+        assert (res.opts, res.median_s, res.search_id) == ([], 3e-3, h.id) and db.lookup(KEY) == res
+        s = db.search(h.id)
+        assert s is not None and (s.best_candidate_id, s.best_median_s, s.leading_opts, s.chosen) == \
+            (base, 3e-3, [], "slower on the step's buffers")
+        doc = json.loads(json.dumps(db.export_doc()))
+    assert doc["searches"][0]["chosen"] == "slower on the step's buffers"
+    with TuningDB(tmp_path / "u.db") as other:
+        other.import_doc(doc)
+        assert other.searches()[0].chosen == "slower on the step's buffers" and other.lookup(KEY).opts == []
+    del doc["searches"][0]["chosen"]
+    with TuningDB(tmp_path / "v.db") as older:
+        older.import_doc(doc)
+        assert older.searches()[0].chosen is None
+
+
+def test_a_database_from_before_choose_is_migrated(tmp_path: Path) -> None:
+    """Schema 4 (no searches.chosen) gains the column: its searches are their own picks, and choose works."""
+    path = tmp_path / "t.db"
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        for statement in [s for m in dbmod.MIGRATIONS[:4] for s in m]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 4")
+        conn.execute("INSERT INTO kernels (hash, name, ast) VALUES (?, 'r_k', 'AST')", (KEY.kernel_hash,))
+        conn.execute("INSERT INTO targets (device, device_name, driver, compiler, compiler_version) "
+                     "VALUES (?, ?, ?, ?, ?)", dataclasses.astuple(KEY.target))
+        conn.execute("INSERT INTO searches (uid, kernel_id, target_id, action_space_version, uopviz_version, params, "
+                     "status, started_at, finished_at) VALUES ('u', 1, 1, ?, ?, '{}', 'done', 0, 1)",
+                     (KEY.action_space_version, KEY.uopviz_version))
+        for opts, t in (("[]", 3e-3), (json.dumps(UPCAST4), 1e-3)):
+            conn.execute("INSERT INTO candidates (search_id, round, opts, samples, median_s, created_at) "
+                         "VALUES (1, 0, ?, ?, ?, 0)", (opts, json.dumps([t]), t))
+        conn.execute("UPDATE searches SET best_candidate_id = 2")
+        conn.execute("INSERT INTO results VALUES (1, 1, ?, ?, ?, 1e-3, 1, 1)",
+                     (KEY.action_space_version, KEY.uopviz_version, json.dumps(UPCAST4)))
+    with TuningDB(path) as db:
+        [s] = db.searches()
+        assert (s.best_candidate_id, s.chosen) == (2, None) and db.lookup(KEY).opts == UPCAST4
+        assert db.choose(s.id, 1, "kept").opts == [] and db.searches()[0].chosen == "kept"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (len(dbmod.MIGRATIONS),) == (5,)
+
+
 def test_misuse_is_a_value_error(tmp_path: Path) -> None:
     with TuningDB(tmp_path / "t.db") as db:
         h = db.begin_search(KEY, "r_k", "AST", {})

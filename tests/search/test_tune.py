@@ -16,6 +16,8 @@ import pytest
 import uopviz
 from uopviz import Tensor
 from uopviz.cli import main
+from uopviz.search.db import TuningDB
+from uopviz.search.keys import cache_key
 from uopviz.tune import MIN_SHARE_S, parse_duration, share_s
 
 RNG = np.random.default_rng(7)
@@ -66,6 +68,32 @@ def test_jit_beam_tunes_every_kernel_once_then_answers_from_the_database(tmp_pat
     again = _step(Tensor(B)).beam(Tensor(A), width=1, max_rounds=1, db=db, progress=False, runs=2)
     assert all(k.result is not None and k.result.from_db and k.result.compiled == 0 for k in again.kernels)
     assert "answered from the tuning database" in str(again)
+
+
+def test_a_pick_slower_on_the_steps_buffers_keeps_the_steps_opts(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a search's pick, timed again on the step's buffers, is slower than the kernel the step ran, tuning
+    keeps the step's opts: the database's result becomes the search's candidate with them (saying why), the report
+    says so and counts no gain. The step runs unoptimized kernels here (a candidate every search times), and every
+    re-timing finds the pick 1.5x slower."""
+    monkeypatch.setattr("uopviz.realize.default_opts", lambda ast, device: ())
+    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, ast, device, opts: 1.5 if opts else 1.0)
+    w = RNG.standard_normal((64, 64)).astype(np.float32)
+    step = uopviz.jit(lambda x: (x @ Tensor(w)).sum(axis=1))
+    x = RNG.standard_normal((64, 64)).astype(np.float32)
+    tuning = step.beam(Tensor(x), width=1, max_rounds=1, db=tmp_path / "t.db", progress=False, runs=1)
+    kept = [k for k in tuning.kernels if k.kept is not None]
+    assert kept and all(k.result is not None and k.result.opts for k in kept)  # the searches picked opts
+    assert all(k.kept == 1.5 and k.opts == () and k.after_s == k.before_s and k.tuned_name == k.name for k in kept)
+    with TuningDB(tmp_path / "t.db") as db:
+        for k in kept:
+            hit = db.lookup(cache_key(k.ast, k.device))
+            search = db.search(hit.search_id) if hit is not None and hit.search_id is not None else None
+            assert hit is not None and hit.opts == [] and search is not None
+            assert search.chosen is not None and "1.50x the time of the step's opts" in search.chosen
+    assert "the step's opts kept" in str(tuning)
+    assert [k["kept_step_opts"] for k in tuning.to_json()["kernels"] if k["kept_step_opts"]] == [1.5] * len(kept)
+    np.testing.assert_allclose(step(Tensor(x)).numpy(), (x @ w).sum(axis=1), rtol=1e-4)
 
 
 def test_a_spent_budget_leaves_the_rest_unsearched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,10 +19,13 @@ from uopviz.uop.pattern import PatternMatcher, UPat
 
 
 class Accumulators:
-    """Numbers the REG buffers of one kernel (equal-looking buffers are different storage)."""
+    """Numbers the REG buffers of one kernel (equal-looking buffers are different storage), after those the kernel
+    has already (an epilogue's tile, codegen/epilogue.py)."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, kernel: UOp | None = None) -> None:
         self.device, self.count = device, 0
+        if kernel is not None:
+            self.count = max((u.arg.uid for u in kernel.toposort() if u.op is Ops.BUFFER), default=0)
 
     def new(self, dtype: DType, size: int = 1) -> UOp:
         self.count += 1

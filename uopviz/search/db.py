@@ -16,6 +16,7 @@ How a search uses it (opts are opaque JSON values here, e.g. [{"op": "SPLIT", "a
             cid = db.add_candidate(h.id, parent_id, round, opts, program_hash, uop_count, compile_s,
                                    error, samples)           # one transaction each
         db.finish_search(h.id, best_cid)                     # marks it done, writes `results` atomically
+        db.choose(h.id, other_cid, "why")                    # later: another of its candidates is the result
 
 - `begin_search` resumes the newest unfinished ("running") search with the same key and params: a search
   stopped by Ctrl-C or kill -9 loses at most the candidate being written and continues where it was.
@@ -134,6 +135,10 @@ MIGRATIONS: list[tuple[str, ...]] = [
        # rows from before stay NULL: unknown
         "ALTER TABLE candidates ADD COLUMN built_on TEXT",
         "ALTER TABLE candidates ADD COLUMN measured_on TEXT",
+    ),
+    (  # 4 -> 5: why a finished search's result is another candidate than its own pick (`choose`); rows from
+       # before stay NULL: the search's pick
+        "ALTER TABLE searches ADD COLUMN chosen TEXT",
     ),
 ]
 """MIGRATIONS[v] takes a database from schema version v to v + 1 (PRAGMA user_version); append, never edit."""
@@ -257,6 +262,8 @@ class SearchInfo:
     leading_s: float | None
     leading_opts: Any
     unoptimized_s: float | None
+    chosen: str | None = None
+    """Why its result is not the candidate it picked, but best_candidate_id (`TuningDB.choose`); None where it is."""
 
 
 @dataclass(frozen=True)
@@ -422,6 +429,29 @@ class TuningDB:
             return _result(c.execute(f"{_RESULTS_SELECT} WHERE r.search_id = ?", (search_id,)).fetchone())
 
     @_guarded
+    def choose(self, search_id: int, candidate_id: int, why: str) -> Result:
+        """Make another timed candidate of a finished search its best and its key's result, saying why (a
+        measurement the search could not make: whole-model tuning times its pick on a step's own buffers, where
+        it may run slower than the kernel the step had). The key's result follows only where it is this
+        search's (a later search's stays). ValueError for a search not done or a candidate not timed in it."""
+        if not why:
+            raise ValueError("choose needs a reason: the database shows why a result is not the search's pick")
+        with _transaction(self._conn) as c:
+            row = c.execute("SELECT status FROM searches WHERE id = ?", (search_id,)).fetchone()
+            if row is None or row[0] != "done":
+                raise ValueError(f"search {search_id} is {'unknown' if row is None else row[0]}, not done")
+            row = c.execute("SELECT opts, median_s FROM candidates WHERE id = ? AND search_id = ? AND error IS NULL",
+                            (candidate_id, search_id)).fetchone()
+            if row is None or row[1] is None:
+                raise ValueError(f"candidate {candidate_id} is not a timed candidate of search {search_id}")
+            _typed(row, (("candidates.opts", "json"), ("candidates.median_s", "real")))
+            c.execute("UPDATE searches SET best_candidate_id = ?, chosen = ? WHERE id = ?",
+                      (candidate_id, why, search_id))
+            c.execute("UPDATE results SET opts = ?, median_s = ?, created_at = ? WHERE search_id = ?",
+                      (row[0], row[1], time.time(), search_id))
+            return _result(c.execute(f"{_RESULTS_SELECT} WHERE r.search_id = ?", (search_id,)).fetchone())
+
+    @_guarded
     def fail_search(self, search_id: int, error: str) -> None:
         """Mark a search that cannot finish as failed, with why; it is kept for inspection, never resumed."""
         with _transaction(self._conn) as c:
@@ -507,7 +537,7 @@ class TuningDB:
                 "uid": s.uid, "kernel_hash": s.key.kernel_hash, "target": _fields(s.key.target),
                 "action_space_version": s.key.action_space_version, "uopviz_version": s.key.uopviz_version,
                 "params": s.params, "status": s.status, "error": s.error, "started_at": s.started_at,
-                "finished_at": s.finished_at, "best_candidate": s.best_candidate_id,
+                "finished_at": s.finished_at, "best_candidate": s.best_candidate_id, "chosen": s.chosen,
                 "candidates": [{"id": x.id, "parent": x.parent_id, "round": x.round, "opts": x.opts,
                                 "program_hash": x.program_hash, "uop_count": x.uop_count, "compile_s": x.compile_s,
                                 "error": x.error, "samples": x.samples, "created_at": x.created_at,
@@ -537,10 +567,10 @@ class TuningDB:
                     continue
                 cur = c.execute(
                     "INSERT INTO searches (uid, kernel_id, target_id, action_space_version, uopviz_version, params, "
-                    "status, error, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "status, error, started_at, finished_at, chosen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (s["uid"], kernel_ids[s["kernel_hash"]], _target_id(c, s["target"]), s["action_space_version"],
                      s["uopviz_version"], _dumps(s["params"]), s["status"], s["error"], s["started_at"],
-                     s["finished_at"]))
+                     s["finished_at"], s["chosen"]))
                 search_id, new_ids = _rowid(cur), dict[int, int]()
                 for x in s["candidates"]:
                     new_ids[x["id"]] = _rowid(c.execute(
@@ -602,7 +632,7 @@ _SEARCHES_SELECT = (
     "s.finished_at, s.best_candidate_id, (SELECT median_s FROM candidates WHERE id = s.best_candidate_id), "
     "(SELECT count(*) FROM candidates WHERE search_id = s.id), lead.id, lead.median_s, lead.opts, "
     "(SELECT median_s FROM candidates WHERE search_id = s.id AND parent_id IS NULL AND opts = '[]' "
-    " AND error IS NULL AND median_s IS NOT NULL ORDER BY round, id LIMIT 1) "
+    " AND error IS NULL AND median_s IS NOT NULL ORDER BY round, id LIMIT 1), s.chosen "
     "FROM searches s JOIN kernels k ON k.id = s.kernel_id JOIN targets t ON t.id = s.target_id "
     "LEFT JOIN candidates lead ON lead.id = coalesce(s.best_candidate_id, "
     " (SELECT id FROM candidates WHERE search_id = s.id AND error IS NULL AND median_s IS NOT NULL "
@@ -628,7 +658,7 @@ def _result(row: Sequence[Any]) -> Result:
 def _search(row: Sequence[Any]) -> SearchInfo:
     row = _typed(row, _SEARCH_TYPES)
     values = [row[8], row[9], CacheKey(*row[:8]), row[10], json.loads(row[11]), *row[12:21],
-               None if row[21] is None else json.loads(row[21]), row[22]]  # in SearchInfo's order
+              None if row[21] is None else json.loads(row[21]), row[22], row[23]]  # in SearchInfo's order
     return SearchInfo(*values)
 
 
@@ -660,7 +690,7 @@ _SEARCH_TYPES = (*_KEY_TYPES, ("searches.id", "int"), ("searches.uid", "text"), 
                  ("searches.started_at", "real"), ("searches.finished_at", "real?"),
                  ("searches.best_candidate_id", "int?"), ("candidates.median_s", "real?"), ("count", "int"),
                  ("candidates.id", "int?"), ("candidates.median_s", "real?"), ("candidates.opts", "json?"),
-                 ("candidates.median_s", "real?"))
+                 ("candidates.median_s", "real?"), ("searches.chosen", "text?"))
 _CANDIDATE_TYPES = (("candidates.id", "int"), ("candidates.search_id", "int"), ("candidates.parent_id", "int?"),
                     ("candidates.round", "int"), ("candidates.opts", "json"), ("candidates.program_hash", "text?"),
                     ("candidates.uop_count", "int?"), ("candidates.compile_s", "real?"),
@@ -839,7 +869,8 @@ def _parse_export(doc: Any) -> tuple[dict[str, tuple[str, str]], list[dict[str, 
     for i, s in enumerate(_take(top, "searches", "list", "document")):
         where = f"searches[{i}]"
         s = _obj(s, where)
-        out = {f: _take(s, f, kind, where) for f, kind in _SEARCH_FIELDS.items()}
+        out = {f: _take(s, f, kind, where) for f, kind in _SEARCH_FIELDS.items()} | \
+            {f: _take(s, f, kind, where) if f in s else None for f, kind in _SEARCH_OPTIONAL.items()}
         if out["kernel_hash"] not in kernels:
             raise ValueError(f"{where}.kernel_hash: {out['kernel_hash']!r} is not in kernels")
         if out["status"] not in STATUSES:
@@ -878,6 +909,7 @@ def _parse_export(doc: Any) -> tuple[dict[str, tuple[str, str]], list[dict[str, 
 _SEARCH_FIELDS = {"uid": "str", "kernel_hash": "str", "target": "dict", "action_space_version": "int",
                   "uopviz_version": "str", "params": "any", "status": "str", "error": "str?", "started_at": "num",
                   "finished_at": "num?", "best_candidate": "int?", "candidates": "list"}
+_SEARCH_OPTIONAL = {"chosen": "str?"}  # added later: documents from before lack it
 _CANDIDATE_FIELDS = {"id": "int", "parent": "int?", "round": "int", "opts": "any", "program_hash": "str?",
                      "uop_count": "int?", "compile_s": "num?", "error": "str?", "samples": "list", "created_at": "num"}
 _CANDIDATE_OPTIONAL = {"built_on": "str?", "measured_on": "str?"}  # added later: documents from before lack them

@@ -218,7 +218,7 @@ def _within_budget(a: CodeSize, b: CodeSize) -> bool:
 
 def _size(s: Scheduler) -> CodeSize:
     t = s.target
-    return code_size(s.ast, t.native, t.vector_functions, bool(t.vectors))
+    return code_size(s.ast, t.native, t.vector_functions, bool(t.vectors), t.private_memory)
 
 
 def _tile_shares_loads(s: Scheduler, out_axes: list[int]) -> bool:
@@ -378,9 +378,9 @@ def _tensor_cores(s: Scheduler) -> Scheduler | None:
     for which, target, factors in ((-1, AxisType.UPCAST, (4, 2)), (-2, AxisType.UPCAST, (4, 2)),
                                    (-1, AxisType.LOCAL, (2,)), (-2, AxisType.LOCAL, (2,))):
         out_axes = [i for i, (t, n) in enumerate(tc.shape()) if t in OUTPUT and n and n > 1]
-        for want in _split(out_axes[which], target, factors) if len(out_axes) >= -which else ():
+        for alt in _split(out_axes[which], target, factors) if len(out_axes) >= -which else ():
             try:
-                tc = tc.apply_opt(want)
+                tc = _applied(tc, alt)
                 break
             except KernelOptError:
                 continue

@@ -7,7 +7,8 @@ Each value computed in the kernel counts:
 - its operations: 1 for an op the target computes, the size of its decomposition for one it does not (a float32
   Sin is a few hundred primitives, held in float64; Exp2 some twenty), so a transcendental weighs what it costs;
 - times its copies: the product of the UPCAST and UNROLL axes it varies with, the lane axes (Expand's vectors,
-  codegen/expand.py) aside;
+  codegen/expand.py) aside, and the copies an epilogue loop runs in turn (codegen/epilogue.py: such an epilogue is
+  written once);
 - times, where it varies with a lane axis, the vector registers its lanes fill (a vector counts as one operation
   for each VECTOR_BYTES it holds), or every lane where Instruction Selection must split it: a load or store whose
   lanes do not address consecutive elements (a gather), a math function the dialect has no vector form of.
@@ -26,6 +27,7 @@ from functools import cache
 from typing import NamedTuple
 
 from uopviz.codegen.decompositions import decompose
+from uopviz.codegen.epilogue import looped_epilogues
 from uopviz.codegen.expand import EXPANDED, lane_axes
 from uopviz.codegen.group_reduce import free_by_node
 from uopviz.dtype import DType, dtypes
@@ -47,16 +49,20 @@ class CodeSize(NamedTuple):
     wide: int = 0
 
 
-def code_size(ast: UOp, native: frozenset[Ops], vector_functions: frozenset[Ops], vectors: bool) -> CodeSize:
+def code_size(ast: UOp, native: frozenset[Ops], vector_functions: frozenset[Ops], vectors: bool,
+              private_memory: int = 0) -> CodeSize:
     """The size of an optimized kernel's code (before Expand) on a target computing `native` ops itself, with
-    `vector_functions` in vector form, and vector types where `vectors`."""
+    `vector_functions` in vector form, vector types where `vectors`, and `private_memory` bytes for the arrays of
+    epilogue loops."""
     lanes = lane_axes(ast) if vectors else frozenset()
     free = free_by_node(ast)
+    looped: dict[UOp, frozenset[UOp]] = {u: frozenset(e.copies) for e in
+                                          looped_epilogues(ast, lane_axes(ast), private_memory) for u in e.nodes}
     ops = vector = wide = 0
     for u in ast.toposort():
         if u.op not in _COUNTED or u.dtype == dtypes.index:
             continue
-        fs = free[u]
+        fs = free[u] - looped.get(u, frozenset())
         copies = math.prod(_size(r) for r in fs if r.arg.type in EXPANDED and r not in lanes)
         n = math.prod(_size(r) for r in fs if r in lanes)
         c = _cost(u.op, _value_dtype(u), tuple(s.dtype for s in u.src), native, vector_functions)
