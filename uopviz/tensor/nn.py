@@ -159,8 +159,8 @@ class NNMixin:
         Each product is SPEC's gemm: (A[..., M, K, 1] · B[..., 1, K, N]).sum(K)."""
         a, b = (self, self._coerce(w)) if not reverse else (self._coerce(w), self)
         a._same_device(b)
-        if (out := _gemm_graph(a._uop, b._uop)) is not None:
-            return a._new(out)
+        if (graph := _gemm_graph(a._uop, b._uop)) is not None:
+            return a._new(graph)
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(f"matmul needs operands of at least 1 dim, got {fmt(a.shape)} and {fmt(b.shape)}; "
                              "use * to scale by a scalar")
