@@ -1,7 +1,8 @@
 """Eager mode against @jit, with realize's schedule cache off and on, in one run (issue 29 item 3): a small MLP's
-Adam step (64 -> 128 -> 10), the example GPT's forward and AdamW training step (nanoGPT layout, d 128, 2 blocks,
-batch 8, context 64), one realize of a small elementwise kernel and of a 512 gemm (what a realize adds over its
-kernel's own time), and greedy decoding of a growing (symbolic) length without @jit.
+Adam step (64 -> 128 -> 10), the example ResNet's SGD step (BatchNorm in training), the example GPT's forward and
+AdamW training step (nanoGPT layout, d 128, 2 blocks, batch 8, context 64), one realize of a small elementwise
+kernel and of a 512 gemm (what a realize adds over its kernel's own time), and greedy decoding of a growing
+(symbolic) length without @jit.
 
 Every variant runs in the same process, in interleaved rounds (off, on, @jit, off, on, ...), so the ratios are fair
 on a loaded machine; the figures are medians. "off" is realize as it was before the cache (every realize schedules
@@ -128,6 +129,42 @@ def mlp_step(device: str, rounds: int) -> None:
         "eager, cache on": lambda: eager_on(xs[next(k) % 4], ys[next(k) % 4]).item(),
         "@jit": lambda: jitted(xs[next(k) % 4], ys[next(k) % 4]).item(),
     }, rounds, 20)
+
+
+def resnet_step(device: str, rounds: int) -> None:
+    """The example ResNet's SGD step (widths 16, 32; batch 8 of 16 x 16): its BatchNorms queue their running
+    statistics (assign_later) before backward, which backward's replay computes and writes with the gradients."""
+    r = example("resnet")
+    rng = np.random.default_rng(3)
+    xs = [Tensor(rng.random((8, 1, 16, 16), dtype=np.float32), device=device).realize() for _ in range(4)]
+    ys = [Tensor(rng.integers(0, 10, 8).astype(np.int32), device=device).realize() for _ in range(4)]
+    state = {k: t.numpy() for k, t in r.ResNet(in_channels=1, device=device).state_dict().items()}
+
+    def make() -> Callable[[Tensor, Tensor], Tensor]:
+        m = r.ResNet(in_channels=1, device=device)
+        m.load_state_dict({k: Tensor(v, device=device) for k, v in state.items()})
+        opt = nn.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x: Tensor, y: Tensor) -> Tensor:
+            opt.zero_grad()
+            loss = m(x).cross_entropy(y).backward()
+            opt.step()
+            return loss
+        return step
+
+    eager_off, eager_on, jitted = make(), make(), uopviz.jit(make())
+    schedule_cache.enabled = False
+    a = [eager_off(xs[k], ys[k]).item() for k in range(3)]
+    schedule_cache.enabled = True
+    b = [eager_on(xs[k], ys[k]).item() for k in range(3)]
+    c = [jitted(xs[k], ys[k]).item() for k in range(3)]
+    assert a == b and np.allclose(a, c, rtol=1e-4), (a, b, c)
+    k = iter(range(10 ** 9))
+    compare("ResNet SGD step (B 8)", {
+        "eager, cache off": lambda: eager_off(xs[next(k) % 4], ys[next(k) % 4]).item(),
+        "eager, cache on": lambda: eager_on(xs[next(k) % 4], ys[next(k) % 4]).item(),
+        "@jit": lambda: jitted(xs[next(k) % 4], ys[next(k) % 4]).item(),
+    }, rounds, 3)
 
 
 def one_realize(device: str, rounds: int) -> None:
@@ -326,6 +363,7 @@ def main() -> int:
     print(f"device {args.device}; medians of interleaved rounds; x: the time over @jit's", flush=True)
     one_realize(args.device, args.rounds)
     mlp_step(args.device, args.rounds)
+    resnet_step(args.device, args.rounds)
     if not args.skip_gpt:
         gpt(args.device, args.rounds, args.phases)
     return 0

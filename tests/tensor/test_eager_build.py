@@ -153,3 +153,30 @@ def test_a_float_zero_constant_is_kept_apart_from_its_negative() -> None:
     assert zero is not None and zero is const_uop(0.0, dtypes.float32, (3, 7)) and negative is not zero
     values = [u.arg.value for z in (zero, negative) for u in z.toposort() if u.op is Ops.CONST and u.dtype.is_float]
     assert [math.copysign(1.0, v) for v in values] == [1.0, -1.0]
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+@pytest.mark.parametrize("sa, sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)),
+                                    ((2, 1, 3, 4), (5, 4, 6)), ((1, 4), (4, 1))])
+def test_matmuls_graph_of_the_common_case_is_the_general_paths(monkeypatch: pytest.MonkeyPatch, dt: str,
+                                                               sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
+    import uopviz.tensor.nn as tensor_nn
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal(sa).astype(dt), rng.standard_normal(sb).astype(dt)
+    a, b = Tensor(x).realize(), Tensor(w).realize()
+    fast = a @ b
+    assert tensor_nn._gemm_graph(a.uop, b.uop) is fast.uop  # the common case took the UOp path
+    monkeypatch.setattr(tensor_nn, "_gemm_graph", lambda *_: None)
+    assert (a @ b).uop is fast.uop  # hash-consed: one node only if the graphs are the same
+    np.testing.assert_allclose(fast.numpy(), x @ w, rtol=1e-5)
+
+
+def test_matmul_leaves_other_cases_and_errors_to_the_general_path() -> None:
+    from uopviz.tensor.nn import _gemm_graph
+    from uopviz.tensor.util import ShapeError
+    f32, f16 = Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((3, 2), np.float16))
+    assert _gemm_graph(f32.uop, f16.uop) is None and _gemm_graph(f32.uop, f32.uop) is None  # dtypes; k differs
+    assert _gemm_graph(f32.uop, Tensor(np.ones(3, np.float32)).uop) is None  # a 1-D operand
+    assert (f32 @ f16).dtype == dtypes.float32
+    with pytest.raises(ShapeError, match="contracted dims differ"):
+        f32 @ f32

@@ -214,3 +214,33 @@ def test_cut_from_gradients_is_answered_per_structure_and_leaves(built: dict[str
     y.realize()
     assert not getattr(y, "_cut", False)
     assert other.requires_grad and len(autograd._reads) == 2  # one answer per (structure, leaves among its buffers)
+
+
+def test_a_backward_with_batchnorms_pending_statistics_is_replayed_bit_identically(
+        built: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """BatchNorm in training queues its running statistics (assign_later) before backward runs: the replay computes
+    them with the loss and gradients and writes them, as the built backward's realize does; the momentum (a constant
+    of their graphs) is part of the structure."""
+    from uopviz import nn
+    xs = [data(6, 3) for _ in range(4)]
+
+    def train(enabled: bool, momenta: list[float]) -> tuple[list[float], list[bytes]]:
+        monkeypatch.setattr(schedule_cache, "enabled", enabled)
+        w = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, device=DEVICE, requires_grad=True)
+        bn = nn.BatchNorm(4, device=DEVICE)
+        opt = optim.Adam([w, bn.weight, bn.bias], lr=0.01)
+        losses = []
+        for x, m in zip(xs, momenta, strict=True):
+            bn.momentum = m
+            opt.zero_grad()
+            losses.append(bn(Tensor(x, device=DEVICE) @ w).tanh().square().mean().backward().item())
+            opt.step()
+        return losses, [t.numpy().tobytes() for t in (w, bn.weight, bn.bias, bn.running_mean, bn.running_var)]
+
+    same, changed = [0.1] * 4, [0.1, 0.1, 0.3, 0.3]
+    on = train(True, same)
+    assert built["backprop"] == 1  # built on the first step only: the others replayed
+    assert on == train(False, same)  # losses, parameters and running statistics bit for bit
+    built["backprop"] = 0
+    assert train(True, changed) == train(False, changed)
+    assert built["backprop"] == 4 + 1  # the off run's 4, and the new momentum's first step (the rest replayed)

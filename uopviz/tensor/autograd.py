@@ -208,15 +208,21 @@ class _Plan:
     plan key differ only in their buffers and bound values: a kept _Replay runs the first one's schedule on the
     second's (the loss's Buffers, then the gradients' own, as `sources`).
 
+    Assigns pending from assign_later (BatchNorm's running statistics) are part of it: backward's realize computes
+    their values with the loss and gradients (_assign_now), so the plan's structure is of the values and the loss,
+    with each target's buffer among the sources, and a replay writes the values it ran into the targets as
+    _assign_now does.
+
     Only the plain case is planned (else backward builds as it always does): backward() with no output gradient,
     one device, every tensor that requires gradients realized, no trace recording or origins noting, no function
-    trace and no pending assign_later, and a schedule cache that is on."""
+    trace, and a schedule cache that is on."""
 
-    __slots__ = ("device", "key", "leaves", "sources", "values")
+    __slots__ = ("device", "key", "leaves", "pending", "sources", "values")
 
     def __init__(self, key: tuple[Any, ...], leaves: list[Tensor], sources: list[UOp], values: dict[str, int],
-                 device: str) -> None:
+                 device: str, pending: list[tuple[Tensor, Tensor]]) -> None:
         self.key, self.leaves, self.sources, self.values, self.device = key, leaves, sources, values, device
+        self.pending = pending
 
     @staticmethod
     def of(loss: Tensor) -> _Plan | None:
@@ -224,15 +230,23 @@ class _Plan:
         from uopviz.tensor.multi import needs_lowering
         from uopviz.tensor.tensor import _later
         device = loss._device
-        if not isinstance(device, str) or _later or tracing() is not None or origins.active() or \
-                needs_lowering([loss._uop]):
+        pending = list(_later)
+        if not isinstance(device, str) or tracing() is not None or origins.active() or \
+                needs_lowering([loss._uop]) or any(t._device != device or v._device != device for t, v in pending):
             return None
-        found = schedule_cache.structure_of([loss._uop], {}, device)
+        found = schedule_cache.structure_of([*(v._uop for _, v in pending), loss._uop], {}, device)
         if found is None:
             return None
         number = {b: i for i, b in enumerate(found.buffers)}
         sources = list(found.buffers)
-        grads: dict[UOp, int] = {}  # a gradient's buffer -> its number in sources
+        grads: dict[UOp, int] = {}  # a gradient's or a target's buffer -> its number in sources
+        targets = []
+        for t, _ in pending:  # realized: assign_later assigns at once to any other
+            b = t._uop.src[0]
+            if (j := grads.get(b, number.get(b))) is None:
+                grads[b] = j = len(sources)
+                sources.append(b)
+            targets.append((j, t._uop.shape, b.arg.size, b.arg.dtype, b.arg.addrspace))
         leaves, parts = [], []
         for t in list(_requiring.values()):
             u = t._uop
@@ -257,7 +271,7 @@ class _Plan:
             parts.append((k, u.shape, u.dtype, part))
         if not leaves:
             return None
-        return _Plan((found.key, tuple(parts)), leaves, sources, found.values, device)
+        return _Plan((found.key, tuple(parts), tuple(targets)), leaves, sources, found.values, device, pending)
 
     def replay(self, loss: Tensor) -> bool:
         """Run the schedule kept for this plan's key, set the loss's buffer and the leaves' gradients; False where
@@ -269,22 +283,38 @@ class _Plan:
         written = schedule_cache.run(Structure(kept.key, [src[i] for i in kept.buffers], self.values, kept.nodes))
         if written is None:
             return False
-        loss._uop = written[0].reshape(loss.shape)  # type: ignore[union-attr]
-        roots = [loss]
-        for t, b in zip(self.leaves, written[1:], strict=True):
+        values = [v for _, v in self.pending]
+        for v, b in zip(values, written, strict=False):
+            v._uop = b.reshape(v.shape)  # type: ignore[union-attr]
+        n = len(values)
+        loss._uop = written[n].reshape(loss.shape)  # type: ignore[union-attr]
+        roots = [*values, loss]
+        for t, b in zip(self.leaves, written[n + 1:], strict=True):
             t.grad = g = t._new(b.reshape(t.shape))  # type: ignore[union-attr]
             roots.append(g)
         for r, cut in zip(roots, kept.cut, strict=True):
             if cut:
                 r._cut = True
+        if self.pending:  # what _assign_now does after its realize
+            from uopviz.tensor.tensor import _later, assign_all
+            _later.clear()
+            assign_all([t for t, _ in self.pending], values)
         return True
 
     def realized(self, roots: list[Tensor]) -> Structure | None:
-        """The structure of the realize backward is about to run on roots (the loss and the gradients), where it is
-        one realize of all of them on this device: what a replay runs."""
-        if any(r.is_realized or r._device != self.device or r._size() == 0 for r in roots):
+        """The structure of the realize backward is about to run on roots (the loss and the gradients) and the
+        pending assigns' values (_assign_now realizes them with the roots, unless a root reads a target), where it
+        is one realize of all of them on this device: what a replay runs."""
+        from uopviz.realize import reads_any
+        from uopviz.tensor.tensor import _later
+        if len(_later) != len(self.pending) or any(a is not b for a, b in zip(_later, self.pending)):
             return None
-        found = schedule_cache.structure_of([r._uop for r in roots], {}, self.device)
+        every = [*(v for _, v in self.pending), *roots]
+        if any(r.is_realized or r._device != self.device or r._size() == 0 for r in every):
+            return None
+        if self.pending and reads_any([r._uop for r in roots], {t._uop.src[0] for t, _ in self.pending}):
+            return None  # _assign_now realizes the values first, then the roots: two realizes
+        found = schedule_cache.structure_of([r._uop for r in every], {}, self.device)
         number = {b: i for i, b in enumerate(self.sources)}
         if found is None or found.values != self.values or any(b not in number for b in found.buffers):
             return None
@@ -293,5 +323,6 @@ class _Plan:
     def keep(self, found: Structure, roots: list[Tensor]) -> None:
         """Note how the backward of this plan ran: its realize's structure (`realized`) and the roots it cut."""
         number = {b: i for i, b in enumerate(self.sources)}
+        every = [*(v for _, v in self.pending), *roots]
         _replays.put(self.key, _Replay(found.key, tuple(number[b] for b in found.buffers), found.nodes,
-                                       tuple(getattr(r, "_cut", False) for r in roots)))
+                                       tuple(getattr(r, "_cut", False) for r in every)))

@@ -132,7 +132,12 @@ class ElementwiseMixin:
         if dt is not v.dtype or dt is dtypes.void:  # void: least_upper_dtype's error
             dt = least_upper_dtype(dt, v.dtype)
         shape = s if (s := u.shape) == (t := v.shape) else broadcast_shapes(s, t)
-        a, b = (self.cast(dt)._broadcast_uop(shape), y.cast(dt)._broadcast_uop(shape))
+        a = self if dt is u.dtype else self.cast(dt)
+        b = y if dt is v.dtype else y.cast(dt)
+        if s != shape:  # a cast keeps the shape
+            a = self._new(expand_to(a._uop, shape))
+        if t != shape:
+            b = self._new(expand_to(b._uop, shape))
         return (b, a) if reverse else (a, b)
 
     def _broadcast_uop(self: Tensor, shape: Shape) -> Tensor:
@@ -297,7 +302,9 @@ class ElementwiseMixin:
         else:
             p, q = cond._coerce(x)._pair(y)
         cond._same_device(p)
-        shape = broadcast_shapes(cond.shape, p.shape)
+        if (s := cond.shape) is (t := p.shape) or s == t:  # p and q have one shape (_pair's)
+            return cond._alu(Ops.WHERE, p, q)
+        shape = broadcast_shapes(s, t)
         c, p, q = cond._broadcast_uop(shape), p._broadcast_uop(shape), q._broadcast_uop(shape)
         return c._alu(Ops.WHERE, p, q)
 

@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import dtypes, least_upper_dtype
 from uopviz.tensor.gradient import own_gradient
-from uopviz.tensor.util import ArgumentError, ShapeError, broadcast_shapes, concrete, fmt, int_dim, int_dims
+from uopviz.tensor.util import (
+    ArgumentError,
+    ShapeError,
+    broadcast_shapes,
+    concrete,
+    expand_to,
+    fmt,
+    int_dim,
+    int_dims,
+)
+from uopviz.uop.ops import Ops, UOp, all_ints
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -120,6 +130,25 @@ def _conv_grads(g: Tensor, inputs: tuple[Tensor, ...], need: tuple[bool, ...], p
     return dx, dw
 
 
+_GEMM_DTYPES = frozenset({dtypes.float32, dtypes.float64})
+
+
+def _gemm_graph(a: UOp, b: UOp) -> UOp | None:
+    """The graph matmul's general path builds for a @ b, built from the UOps at once (no Tensor between, no
+    checks that cannot fail here) in the common case of a model's products: one float32 or float64 dtype, both
+    operands of at least 2 dims, every size an int and the contracted ones equal; None for anything else, which
+    the general path builds (and words the errors of). A GPT forward makes 13 products per call in eager mode."""
+    dt, sa, sb = a.dtype, a.shape, b.shape
+    if dt not in _GEMM_DTYPES or b.dtype is not dt or len(sa) < 2 or len(sb) < 2 or not all_ints(sa) or \
+            not all_ints(sb) or sa[-1] != sb[-2]:
+        return None
+    m, k, n = sa[-2], sa[-1], sb[-1]
+    batch = sa[:-2] if sa[:-2] == sb[:-2] else broadcast_shapes(sa[:-2], sb[:-2])
+    full = (*batch, m, k, n)
+    prod = UOp(Ops.MUL, (expand_to(a.reshape((*sa, 1)), full), expand_to(b.reshape((*sb[:-2], 1, k, n)), full)))
+    return prod.reduce(Ops.ADD, axes=(len(full) - 2,)).reshape((*batch, m, n))
+
+
 class NNMixin:
     """matmul, conv2d and pooling of Tensor."""
 
@@ -130,6 +159,8 @@ class NNMixin:
         Each product is SPEC's gemm: (A[..., M, K, 1] · B[..., 1, K, N]).sum(K)."""
         a, b = (self, self._coerce(w)) if not reverse else (self._coerce(w), self)
         a._same_device(b)
+        if (graph := _gemm_graph(a._uop, b._uop)) is not None:
+            return a._new(graph)
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(f"matmul needs operands of at least 1 dim, got {fmt(a.shape)} and {fmt(b.shape)}; "
                              "use * to scale by a scalar")
