@@ -280,17 +280,18 @@ class _Plan:
         if kept is None:
             return False
         src = self.sources
-        written = schedule_cache.run(Structure(kept.key, [src[i] for i in kept.buffers], self.values, kept.nodes))
-        if written is None:
+        ran = schedule_cache.run(Structure(kept.key, [src[i] for i in kept.buffers], self.values, kept.nodes))
+        written = [b for b in ran if b is not None] if ran is not None else []
+        if ran is None or len(written) != len(ran):  # a root of size 0 has no buffer: build it as before
             return False
         values = [v for _, v in self.pending]
         for v, b in zip(values, written, strict=False):
-            v._uop = b.reshape(v.shape)  # type: ignore[union-attr]
+            v._uop = b.reshape(v.shape)
         n = len(values)
-        loss._uop = written[n].reshape(loss.shape)  # type: ignore[union-attr]
+        loss._uop = written[n].reshape(loss.shape)
         roots = [*values, loss]
         for t, b in zip(self.leaves, written[n + 1:], strict=True):
-            t.grad = g = t._new(b.reshape(t.shape))  # type: ignore[union-attr]
+            t.grad = g = t._new(b.reshape(t.shape))
             roots.append(g)
         for r, cut in zip(roots, kept.cut, strict=True):
             if cut:

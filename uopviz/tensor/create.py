@@ -53,9 +53,10 @@ def _not_baked() -> None:
 def concrete_shape(shape: Any, what: str) -> tuple[int, ...]:
     """A shape of ints: what counts elements one by one (random numbers) takes no symbolic size."""
     dims = shape_arg(shape)
-    if any(not isinstance(d, int) for d in dims):
+    ints = tuple(d for d in dims if isinstance(d, int))
+    if len(ints) != len(dims):
         raise ShapeError(f"{what} needs a shape of ints, got {fmt(dims)}; make it at the largest size and shrink it")
-    return dims  # type: ignore[return-value]
+    return ints
 
 
 def _float_dtype(dtype: Any, what: str, *values: int | float) -> DType:

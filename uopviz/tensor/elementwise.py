@@ -785,6 +785,7 @@ class ElementwiseMixin:
     def __gt__(self, x: Any) -> Tensor: return self.gt(x)
     def __le__(self, x: Any) -> Tensor: return self.le(x)
     def __ge__(self, x: Any) -> Tensor: return self.ge(x)
-    def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
-    def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
+    # == and != compare elementwise into a bool Tensor, as NumPy's and torch's do, not into object's bool
+    def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]  # elementwise, see above
+    def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]  # elementwise, see above
     __hash__ = object.__hash__  # __eq__ is elementwise; tensors hash by identity

@@ -68,13 +68,13 @@ def function(fn: Callable[..., Any]) -> Callable[..., Any]:
         traced = cache.get(key)
         if traced is None:
             traced = cache[key] = _trace(fn, args, kwargs, inputs)
-            call.traces += 1  # type: ignore[attr-defined]
+            call.traces += 1  # type: ignore[attr-defined]  # the wrapper's own attribute, set below
         args = (*(t.uop for t in inputs), *traced.implicit)
         fdef = UOp(Ops.FUNCTION, (traced.body, *(args[k] for k in traced.read)), fn.__name__)
         outs = tuple(_wrap(inputs, UOp(Ops.GETTUPLE, (fdef,), k)) for k in range(len(traced.body.src)))
         return outs[0] if traced.single else outs
 
-    call.traces = 0  # type: ignore[attr-defined]
+    call.traces = 0  # type: ignore[attr-defined]  # a function's attribute (it binds as a method does), untyped
     return call
 
 

@@ -126,7 +126,7 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         if calls[key] == 1:
             return _realized(fn(*inputs), name)
         replays[key], result = _capture(fn, name, inputs)
-        call.captures += 1  # type: ignore[attr-defined]
+        call.captures += 1  # type: ignore[attr-defined]  # the wrapper's own attribute, set below
         return result
 
     def beam(*args: Any, width: int = 2, budget_s: float | None = None, runs: int = 10, **options: Any) -> Tuning:
@@ -147,9 +147,11 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
         tuning.step_before_s, tuning.step_after_s = before, replays[key].step_time(inputs, values, runs)
         return tuning
 
-    call.captures = 0  # type: ignore[attr-defined]
+    # the wrapper stays a function (so it binds as a method does) and carries these as attributes, which mypy
+    # does not know a function has
+    call.captures = 0  # type: ignore[attr-defined]  # signatures captured
     call.replays = replays  # type: ignore[attr-defined]  # by signature: what a replay runs, for inspection
-    call.beam = beam  # type: ignore[attr-defined]
+    call.beam = beam  # type: ignore[attr-defined]  # whole-model tuning of its kernels
     return call
 
 

@@ -146,7 +146,7 @@ def normalize_axes(axis: int | Iterable[int] | None, ndim: int) -> tuple[int, ..
         return ()
     axes = [normalize_axis(a, ndim) for a in given]
     if len(set(axes)) != len(axes):
-        raise AxisError(f"axis {tuple(axis)} names an axis twice")  # type: ignore[arg-type]
+        raise AxisError(f"axis {given} names an axis twice")
     return tuple(sorted(axes))
 
 
