@@ -133,7 +133,8 @@ def _endpoint(route: Route, answers: Answers) -> Callable[..., Any]:
         args = [getattr(body, a.name) if a.where == "body" else given[a.name] for a in route.args]
         return Response(answer_json(route, answers, args), status_code=route.status, media_type="application/json")
 
-    endpoint.__signature__ = Signature(params, return_annotation=route.response)  # type: ignore[attr-defined]
+    signature = Signature(params, return_annotation=route.response)
+    endpoint.__signature__ = signature  # type: ignore[attr-defined]  # no typed slot; inspect (so FastAPI) reads it
     endpoint.__name__ = route.name
     return endpoint
 
@@ -157,7 +158,7 @@ def _document_token(app: FastAPI) -> None:
                     operation["security"] = [{"token": []}]
         return schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to extend the schema
 
 
 def _handlers(app: FastAPI) -> None:

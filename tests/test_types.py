@@ -1,11 +1,13 @@
 """The type checker over the package as it installs: uopviz, with the server and the kernel zoo under it as
 uopviz.backend and uopviz.kernels (pyproject's package-dir). The editable install maps those through an import hook,
 which mypy does not follow, so the check runs over a tree of links laid out as the wheel is (.mypy-tree/, kept
-between runs with mypy's cache). The configuration is in pyproject.toml; every module checks clean."""
+between runs with mypy's cache). The configuration is in pyproject.toml; every module checks clean, and each
+`# type: ignore` left in place names its error codes and says why on its line."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -39,3 +41,23 @@ def test_mypy_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
                                 sys.executable, "--cache-dir", str(TREE / ".mypy_cache"), "--no-error-summary"])
     assert status == 0, (out.replace(f"uopviz{os.sep}backend{os.sep}", "backend/")
                          .replace(f"uopviz{os.sep}kernels{os.sep}", "kernels/") + err)
+
+
+# `# type: ignore[codes]  # why`: the codes, then a comment giving the reason.
+JUSTIFIED = re.compile(r"#\s*type:\s*ignore\[[\w\-, ]+\]\s+#\s*\S")
+# uopviz/tensor/'s ignores are being justified or removed in a branch of their own (issue 33 item 4); this allowance
+# goes when that lands.
+NOT_YET = ("uopviz/tensor/",)
+
+
+def test_every_ignore_says_why() -> None:
+    bare = []
+    for folder in ("uopviz", "backend", "kernels"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith(NOT_YET):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if re.search(r"type:\s*ignore", line) and not JUSTIFIED.search(line):
+                    bare.append(f"{rel}:{n}: {line.strip()}")
+    assert not bare, "ignores without `[codes]  # why`:\n" + "\n".join(bare)

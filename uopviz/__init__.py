@@ -3,7 +3,9 @@
 `import uopviz` stays light: it loads the IR and the trace recorder, not NumPy, FastAPI or any runtime.
 """
 
+import os
 import sys
+from typing import TypedDict, Unpack
 
 from uopviz import hooks, trace
 from uopviz.dtype import DType, dtypes
@@ -15,11 +17,19 @@ __all__ = ["AxisType", "DType", "GroupOp", "Ops", "SpecError", "Tensor", "UOp", 
            "function", "jit", "profile", "show", "trace"]
 
 
-def show(x: object, **kwargs: object) -> object:
+class _ShowOptions(TypedDict, total=False):
+    """The keywords uopviz.widget.show takes, named here so that `show` passes them on checked."""
+
+    device: str | None
+    db: str | os.PathLike[str] | None
+    height: int
+
+
+def show(x: object, **kwargs: Unpack[_ShowOptions]) -> object:
     """The uopviz widget of a Tensor (its realize recorded), a Trace, a saved trace file, or a kernel: see
     uopviz.widget.show (imported here on use: it brings anywidget)."""
     from uopviz.widget import show as show_widget
-    return show_widget(x, **kwargs)  # type: ignore[arg-type]
+    return show_widget(x, **kwargs)
 
 
 def _beam_display(kernel_name: str, device: str, width: int) -> object | None:

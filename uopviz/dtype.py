@@ -63,6 +63,13 @@ class DType:
         return 8 * self.itemsize
 
     @property
+    def struct_fmt(self) -> str:
+        """fmt, the struct module's letter, for a dtype that has one (not bfloat16, the fp8s, index or void)."""
+        if self.fmt is None:
+            raise DTypeError(f"{self} has no struct format")
+        return self.fmt
+
+    @property
     def min(self) -> int | float | bool:
         if self.kind == "b":
             return False
@@ -116,7 +123,7 @@ class DType:
             if self.name in _FP8:
                 return _round_fp8(f, self.name)
             try:
-                return struct.unpack(self.fmt, struct.pack(self.fmt, f))[0]  # type: ignore[arg-type]
+                return struct.unpack(self.struct_fmt, struct.pack(self.struct_fmt, f))[0]
             except OverflowError:
                 return math.copysign(math.inf, f)
         raise DTypeError(f"{self} holds no values")
@@ -412,8 +419,9 @@ def _int_bounds(arr: Any, kind: str) -> tuple[Any, Any]:
     import numpy as np
 
     if kind == "f":
-        lo, hi = float(np.min(arr)), float(np.max(arr))
-        return tuple(int(v) if math.isfinite(v) else v for v in (lo, hi))  # type: ignore[return-value]
+        def trunc(v: float) -> int | float:
+            return int(v) if math.isfinite(v) else v
+        return trunc(float(np.min(arr))), trunc(float(np.max(arr)))
     return int(np.min(arr)), int(np.max(arr))
 
 

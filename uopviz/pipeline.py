@@ -50,7 +50,7 @@ from uopviz.uop.ops import Ops, UOp
 from uopviz.uop.pattern import PatternMatcher, function_pass, graph_rewrite, recording, unrecorded
 from uopviz.uop.symbolic import symbolic
 
-simplify = PatternMatcher([*symbolic.rules, *collapse.rules], name="simplify")  # type: ignore[list-item]
+simplify = PatternMatcher([*symbolic.rules, *collapse.rules], name="simplify")
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,11 @@ class Transform:
         return function_pass(lambda x: self.fn(x, c), u, self.name, origin=self.origin or self.fn)
 
 
+def _giving(ast: UOp) -> Callable[[UOp], UOp]:
+    """A pass's function that returns `ast`, the kernel a Scheduler step already computed, in place of the root."""
+    return lambda _: ast
+
+
 @dataclass(frozen=True)
 class Optimize:
     """The kernel with its axes in canonical order, then each opt applied (one recorded step apiece;
@@ -116,10 +121,10 @@ class Optimize:
 
     def run(self, u: UOp, c: Lowering) -> UOp:
         sched = Scheduler.of(u, c.target)
-        u = function_pass(lambda _: sched.ast, u, "order axes", origin=Scheduler.of)
+        u = function_pass(_giving(sched.ast), u, "order axes", origin=Scheduler.of)
         for opt in c.opts:
             sched = sched.apply_opt(opt)
-            u = function_pass(lambda _, s=sched: s.ast, u, str(opt), origin=Scheduler.apply_opt)  # type: ignore[misc]
+            u = function_pass(_giving(sched.ast), u, str(opt), origin=Scheduler.apply_opt)
         c.sched, c.name = sched, kernel_name(u)
         rename_context(c.name)
         context_opts([o.to_json() for o in sched.opts])

@@ -252,10 +252,11 @@ def _field_value(f: Field, layout: Layout, e: int, warps: dict[Field, UOp]) -> U
         t = t % (1 << run) if run < w.bits - shift else t
         out.append(t * (1 << (b - f.lo)) if b > f.lo else t)
         b += run
-    total = UOp.const(dtypes.index, const) if const or not out else None
-    for t in out:
-        total = t if total is None else total + t
-    return total  # type: ignore[return-value]
+    terms = ([UOp.const(dtypes.index, const)] if const or not out else []) + out
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
 
 
 def _fragment(x: UOp, layout: Layout, dims: str, axes: dict[Field, UOp], warps: dict[Field, UOp]) -> UOp:

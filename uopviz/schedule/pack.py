@@ -30,7 +30,7 @@ from typing import Any
 
 from uopviz.runtime import device as devices
 from uopviz.schedule.program import program_order
-from uopviz.uop.ops import Ops, UOp, prod
+from uopviz.uop.ops import Ops, UOp, all_ints, prod
 
 ALIASED_SETS = 4
 """Rows that fall in at most this many of the L1's sets alias: a stride that is a multiple of a quarter of the set
@@ -136,21 +136,22 @@ def _operand(x: UOp) -> View | None:
     if v.op is not Ops.PARAM or not chain:
         return None
     shape = v.shape  # a realized buffer's Param is flat; a called function's has its argument's shape
-    if not all(isinstance(d, int) for d in shape):
+    if not all_ints(shape):
         return None
     strides = tuple(prod(shape[i + 1:]) for i in range(len(shape)))  # row-major
     for m in reversed(chain):
-        if not all(isinstance(d, int) and d > 0 for d in (*shape, *m.shape)):
+        new = m.shape
+        if not all_ints(new) or not all(d > 0 for d in (*shape, *new)):
             return None
         if m.op is Ops.RESHAPE:
-            got = _reshaped(shape, strides, m.shape)  # type: ignore[arg-type]
+            got = _reshaped(shape, strides, new)
             if got is None:
                 return None
             strides = got
         elif m.op is Ops.PERMUTE:
             strides = tuple(strides[i] for i in m.arg)
-        shape = m.shape
-    return shape, strides, v  # type: ignore[return-value]
+        shape = new
+    return shape, strides, v
 
 
 def _reshaped(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -14,7 +14,7 @@ copy's own kernel is one guarded load per element; on a CPU the heuristic copies
 from __future__ import annotations
 
 from uopviz.schedule.program import program_order, stored
-from uopviz.uop.ops import GroupOp, Ops, UOp, prod
+from uopviz.uop.ops import GroupOp, Ops, UOp, all_ints, prod
 
 REUSE = 8
 """The fewest reads per element of the padded value, by the Reduce reading it, for the Pad to be stored."""
@@ -51,7 +51,7 @@ def _reread_pads(red: UOp) -> list[UOp]:
 
 def _size(shape: tuple[int | UOp, ...]) -> int | None:
     """The element count of a shape of constant sizes (None for a symbolic one: its reuse is not known)."""
-    return prod(shape) if all(isinstance(d, int) for d in shape) else None  # type: ignore[return-value]
+    return prod(shape) if all_ints(shape) else None
 
 
 def _reads_memory(u: UOp) -> bool:

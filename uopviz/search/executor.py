@@ -216,13 +216,12 @@ class LocalExecutor(Executor):
 class LocalStation(Station):
     def __init__(self, ast: UOp, device: str, seed: int, pool: Pool) -> None:
         self.pool, self.device_side, self.where = pool, DeviceBench(ast, device, seed), here()
-
-    @property
-    def built(self) -> int:  # type: ignore[override]
-        return self.pool.built
+        self.built = 0
 
     def build(self, opts_list: list[OptsJson], deadline: float | None = None) -> list[Built]:
-        return self.pool.build(opts_list, deadline)
+        out = self.pool.build(opts_list, deadline)
+        self.built += len(opts_list)
+        return out
 
     def measure(self, builts: Sequence[Built], best: Callable[[], float | None]) -> Iterator[Measured]:
         for b in builts:
@@ -249,7 +248,6 @@ class Pool:
     def __init__(self, ast: UOp, device: str, target: Target, workers: int, timeout_s: float) -> None:
         self.flat, self.device, self.target = flatten(ast), device, target
         self.workers, self.timeout_s = workers, timeout_s
-        self.built = 0
         self._ex: ProcessPoolExecutor | None = None
         self.compile_here = target.dialect is not None and target.dialect.compiles_in_worker
 
@@ -267,7 +265,6 @@ class Pool:
                     g.cancel()
                 first += [Built(None, GIVEN_UP)] * (len(futures) - i)
                 break
-        self.built += len(opts_list)
         return [b if b is not None else self._alone(o) for b, o in zip(first, opts_list, strict=True)]
 
     def _alone(self, opts: OptsJson) -> Built:

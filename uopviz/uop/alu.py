@@ -191,7 +191,7 @@ def _bits_of(value: Scalar, dtype: DType) -> int:
             return struct.unpack("<I", struct.pack("<f", v))[0] >> 16
         if dtype.itemsize == 1:
             return int(dtypes.fp8_to_bits([v], dtype)[0])
-        return int.from_bytes(struct.pack("<" + dtype.fmt, v), "little")  # type: ignore[operator]
+        return int.from_bytes(struct.pack("<" + dtype.struct_fmt, v), "little")
     return int(value) & ((1 << dtype.bits) - 1)
 
 
@@ -206,7 +206,7 @@ def bitcast(value: Scalar, src: DType, dst: DType) -> Scalar:
         return struct.unpack("<f", struct.pack("<I", raw << 16))[0]
     if dst.itemsize == 1:
         return float(dtypes.fp8_from_bits(raw, dst))
-    return struct.unpack("<" + dst.fmt, raw.to_bytes(dst.itemsize, "little"))[0]  # type: ignore[operator]
+    return struct.unpack("<" + dst.struct_fmt, raw.to_bytes(dst.itemsize, "little"))[0]
 
 
 _LEAVES = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.BIND})

@@ -6,9 +6,9 @@ import enum
 import functools
 import math
 import weakref
-from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]
+from _weakref import _remove_dead_weakref  # type: ignore[attr-defined]  # private C helper; typeshed omits it
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar, overload
+from typing import Any, ClassVar, Generic, NamedTuple, TypeGuard, TypeVar, overload
 
 from uopviz.dtype import DType, dtypes
 
@@ -712,9 +712,14 @@ def _index_const(x: int) -> UOp:
     return UOp.const(dtypes.index, x)
 
 
+@overload
+def all_ints(xs: tuple[object, ...]) -> TypeGuard[tuple[int, ...]]: ...
+@overload
+def all_ints(xs: Iterable[object]) -> bool: ...
 def all_ints(xs: Iterable[object]) -> bool:
     """Whether every item is an int (not a bool, not a symbolic size): a loop, twice as fast as all() over a
-    generator, which every shape the front-end builds is checked with."""
+    generator, which every shape the front-end builds is checked with. A tuple it accepts is a tuple of ints to
+    the type checker."""
     for x in xs:  # noqa: SIM110 (all() over a generator is the slower form this replaces)
         if type(x) is not int:
             return False
@@ -749,6 +754,10 @@ def toposort(roots: Iterable[UOp], gate: Callable[[UOp], bool] | None = None) ->
     return out
 
 
+@overload
+def prod(xs: Iterable[int]) -> int: ...
+@overload
+def prod(xs: Iterable[int | UOp]) -> int | UOp: ...
 def prod(xs: Iterable[int | UOp]) -> int | UOp:
     """The product, left to right from 1 (a UOp once a size is symbolic): math.prod, whose loop over ints is C."""
     return math.prod(xs)

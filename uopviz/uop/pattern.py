@@ -208,7 +208,8 @@ def _relpath(path: str) -> str:
 class PatternMatcher:
     """An ordered rule list with dispatch by op. A rule returns a new UOp, or None to decline."""
 
-    def __init__(self, rules: Sequence[tuple[UPat, Callable[..., UOp | None]]], name: str | None = None) -> None:
+    def __init__(self, rules: Sequence[tuple[UPat, Callable[..., UOp | None]] | Rule],
+                 name: str | None = None) -> None:
         self.name = name
         self.rules: list[Rule] = [r if isinstance(r, Rule) else _make_rule(*r) for r in rules]
         self.pdict: dict[Ops, list[Rule]] = {}
@@ -218,7 +219,7 @@ class PatternMatcher:
                 self.pdict[op] = lst
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
-        return PatternMatcher([*self.rules, *other.rules], name=self.name or other.name)  # type: ignore[list-item]
+        return PatternMatcher([*self.rules, *other.rules], name=self.name or other.name)
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
         """The first rule's non-None result for u (a result equal to u counts as declining)."""
@@ -327,7 +328,8 @@ class _Rewriter:
                     stack.append((n, 2, y, chain))
                     stack.append((y, 0, None, chain + 1))
             else:
-                done[n] = done[y]  # type: ignore[index]
+                assert y is not None  # a state-2 entry carries the replacement it waited for
+                done[n] = done[y]
                 waiting.discard(n)
         return done[root]
 

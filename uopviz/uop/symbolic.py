@@ -272,4 +272,4 @@ _symbolic_rules: list[tuple[UPat, Callable[..., UOp | None]]] = [
     (UPat(Ops.CAST, name="u"), lambda u: u.src[0] if u.src[0].dtype == u.dtype else None),  # a no-op cast
 ]
 
-symbolic = PatternMatcher([*constant_folding.rules, *_symbolic_rules], name="symbolic")  # type: ignore[list-item]
+symbolic = PatternMatcher([*constant_folding.rules, *_symbolic_rules], name="symbolic")

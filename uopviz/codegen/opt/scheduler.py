@@ -167,18 +167,19 @@ class Scheduler:
             if self.nolocals:
                 raise KernelOptError("nolocals: already applied")
             return replace(self, opts=(*self.opts, opt), nolocals=True)
-        axes = self.axes
-        if not 0 <= opt.axis < len(axes):  # type: ignore[operator]
-            raise KernelOptError(f"{opt.op.value.lower()} of axis {opt.axis}: the kernel has {len(axes)} axes"
+        axes, i = self.axes, opt.axis
+        assert i is not None  # check_types: every op but NOLOCALS has an integer axis
+        if not 0 <= i < len(axes):
+            raise KernelOptError(f"{opt.op.value.lower()} of axis {i}: the kernel has {len(axes)} axes"
                                  + (f" (0..{len(axes) - 1})" if axes else ""))
         if opt.op is OptOps.TC:
-            return self._tc(opt)
+            return self._tc(opt, i)
         if opt.op is OptOps.SPLIT:
-            ast = self._split(axes, opt.axis, *opt.arg)  # type: ignore[arg-type]
+            ast = self._split(axes, i, *opt.arg)
         elif opt.op is OptOps.PADTO:
-            ast = self._padto(axes, opt.axis, opt.arg)  # type: ignore[arg-type]
+            ast = self._padto(axes, i, opt.arg)
         else:
-            ast = self._swap(axes, opt.axis, opt.arg)  # type: ignore[arg-type]
+            ast = self._swap(axes, i, opt.arg)
         return replace(self, ast=ast, opts=(*self.opts, opt))
 
     # ---- the opts, each returning the new kernel graph ----
@@ -283,17 +284,18 @@ class Scheduler:
             if calls > MAX_THREADS:
                 raise KernelOptError(f"{what}: {calls} thread indices exceed {MAX_THREADS}")
 
-    def _tc(self, opt: Opt) -> Scheduler:
-        """SPEC's TC: the kernel's M, N and K axes split into the tensor core's WARP, UPCAST and UNROLL axes (padded
-        to the tile first with opt 1); the `tensor cores` pass writes its reduction as Wmma."""
+    def _tc(self, opt: Opt, k: int) -> Scheduler:
+        """SPEC's TC on reduce axis k (opt's axis): the kernel's M, N and K axes split into the tensor core's WARP,
+        UPCAST and UNROLL axes (padded to the tile first with opt 1); the `tensor cores` pass writes its reduction
+        as Wmma."""
         which, pad, mode = opt.arg
         t, axes = self.target, self.axes
-        what = f"tc on axis {opt.axis}"
+        what = f"tc on axis {k}"
         if not t.tensor_cores:
             raise KernelOptError(f"{what}: the {t.device} target has no tensor cores")
         if self.opts:
             raise KernelOptError(f"{what}: TC must be the first opt (SPEC), after {self.opts[0]}")
-        if not 0 <= opt.axis < len(axes):  # type: ignore[operator]
+        if not 0 <= k < len(axes):
             raise KernelOptError(f"{what}: the kernel has {len(axes)} axes")
         if not -1 <= which < len(t.tensor_cores):
             raise KernelOptError(f"{what}: tc {which} is not -1 or a tensor core of {t.device} "
@@ -302,7 +304,7 @@ class Scheduler:
             raise KernelOptError(f"{what}: opt is 0 or 1 (pad to the tile) and mode a pair of output axes (0, 1, "
                                  f"...), got opt {pad} and mode {mode}")
         try:
-            plans = plan(self.ast, axes, opt.axis, t.tensor_cores, which, bool(pad), mode)  # type: ignore[arg-type]
+            plans = plan(self.ast, axes, k, t.tensor_cores, which, bool(pad), mode)
         except TensorCoreError as e:
             raise KernelOptError(f"{what}: {e}") from None
         warp = 1 << len(plans[0].tc.c[0])
@@ -322,18 +324,16 @@ class Scheduler:
         tiles = {p.m: p.tc.dims[0], p.n: p.tc.dims[1], p.k: p.tc.dims[2]}
         s = self
         for i, tile in tiles.items():
-            if _size(axes[i]) % tile:  # type: ignore[operator]
+            if _const_size(axes[i]) % tile:
                 s = replace(s, ast=s._padto(s.axes, i, tile))
         axes = s.axes
-        descs: list[tuple[AxisType, UOp | int]] = []
-        for i, x in enumerate(axes):
-            if i not in tiles:
-                descs.append((x.arg.type, x.src[0]))
-            elif _size(x) > tiles[i]:  # type: ignore[operator]
-                descs.append((x.arg.type, _size(x) // tiles[i]))  # type: ignore[operator]
+        sizes = {i: _const_size(axes[i]) for i in tiles}
+        kept = [i for i in range(len(axes)) if i not in tiles or sizes[i] > tiles[i]]  # the axes left outside
+        descs: list[tuple[AxisType, UOp | int]] = [(axes[i].arg.type, sizes[i] // tiles[i] if i in tiles
+                                                    else axes[i].src[0]) for i in kept]
         mine = fields(p.tc)
         new = _place(descs + [(f.type, f.size) for f in mine])
-        outer = dict(zip([i for i, x in enumerate(axes) if i not in tiles or _size(x) > tiles[i]], new))  # type: ignore[operator]
+        outer = dict(zip(kept, new))
         made = dict(zip(mine, new[len(descs):]))
         mapping: dict[UOp, tuple[list[UOp], UOp]] = {x: ([outer[i]], outer[i]) for i, x in enumerate(axes)
                                                      if i not in tiles}
@@ -343,7 +343,8 @@ class Scheduler:
             for r, scale in parts:
                 term = r * scale if scale > 1 else r
                 expr = term if expr is None else expr + term
-            mapping[axes[i]] = ([outer[i]] if i in outer else []) + [r for r, _ in parts], expr  # type: ignore[assignment]
+            assert expr is not None  # every tile dimension is at least 2, so the config has fields along it
+            mapping[axes[i]] = ([outer[i]] if i in outer else []) + [r for r, _ in parts], expr
         s = replace(s, tc=p.tc)  # so that _fits counts the tensor core's own axes as one Wmma
         return replace(s, ast=s._fits(what, _rebuild(s.ast, mapping)), opts=(*self.opts, opt))
 
@@ -368,14 +369,19 @@ def _size(r: UOp) -> int | None:
     return r.src[0].arg.value if r.src[0].op is Ops.CONST else None
 
 
+def _const_size(r: UOp) -> int:
+    """The size of one of a TC's M, N and K axes, which `plan` only chooses among ranges of constant size."""
+    n = _size(r)
+    assert n is not None, f"range {r.arg.idx} of a TC plan has a symbolic size"
+    return n
+
+
 def _place(descs: list[tuple[AxisType, UOp | int]]) -> list[UOp]:
     """New ranges for (type, bound) axes listed outer to inner: numbered in loop order, which groups axes by
     AxisType priority and keeps the listed order within a type."""
     order = sorted(range(len(descs)), key=lambda j: descs[j][0].priority)
-    out: list[UOp | None] = [None] * len(descs)
-    for pos, j in enumerate(order):
-        out[j] = UOp.range(descs[j][1], pos, descs[j][0])
-    return out  # type: ignore[return-value]
+    pos = {j: p for p, j in enumerate(order)}
+    return [UOp.range(bound, pos[j], t) for j, (t, bound) in enumerate(descs)]
 
 
 def _rebuild(ast: UOp, mapping: dict[UOp, tuple[list[UOp], UOp]], masks: dict[UOp, int] | None = None) -> UOp:
