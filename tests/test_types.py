@@ -45,9 +45,6 @@ def test_mypy_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # `# type: ignore[codes]  # why`: the codes, then a comment giving the reason.
 JUSTIFIED = re.compile(r"#\s*type:\s*ignore\[[\w\-, ]+\]\s+#\s*\S")
-# uopviz/tensor/'s ignores are being justified or removed in a branch of their own (issue 33 item 4); this allowance
-# goes when that lands.
-NOT_YET = ("uopviz/tensor/",)
 
 
 def test_every_ignore_says_why() -> None:
@@ -55,8 +52,6 @@ def test_every_ignore_says_why() -> None:
     for folder in ("uopviz", "backend", "kernels"):
         for path in sorted((ROOT / folder).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith(NOT_YET):
-                continue
             for n, line in enumerate(path.read_text().splitlines(), 1):
                 if re.search(r"type:\s*ignore", line) and not JUSTIFIED.search(line):
                     bare.append(f"{rel}:{n}: {line.strip()}")
