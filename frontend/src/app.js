@@ -685,7 +685,7 @@ export class App {
     this.view.select(ref, reveal);
     for (const line of /** @type {NodeListOf<HTMLElement>} */ (this.els.listing.querySelectorAll(".uv-line"))) {
       line.classList.toggle("uv-selected", line.dataset.ref === ref);
-      if (line.dataset.ref === ref && !line.classList.contains("uv-line-run-head")) line.closest("details")?.setAttribute("open", ""); // a run holding it opens
+      if (line.dataset.ref === ref) line.closest("details")?.setAttribute("open", ""); // a run holding it opens
     }
     const drawn = ref == null ? null : this.view.nodes.find((n) => n.refs.includes(ref));
     renderInspector(this.els.inspector, {

@@ -134,8 +134,9 @@ export function renderListing(el, step, opColor, select, selected) {
   /**
    * @param {ReturnType<typeof listingLines>[number]} line
    * @param {string} [text] what the operand column says
+   * @param {boolean} [head] a run's head: a click opens the run (its summary's), selecting nothing
    */
-  const row = ({ id, no, depth, node: n, operands }, text = operands.join(" ")) => {
+  const row = ({ id, no, depth, node: n, operands }, text = operands.join(" "), head = false) => {
     const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
     const mark = marks.get(id);
     const origin = originText(n.origin);
@@ -143,7 +144,9 @@ export function renderListing(el, step, opColor, select, selected) {
     made = origin;
     return h(
       "div",
-      { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id, depth }, onclick: () => select(id) },
+      head
+        ? { class: "uv-line uv-line-run-head", dataset: { depth } }
+        : { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id, depth }, onclick: () => select(id) },
       h("span", { class: "uv-line-no" }, String(no).padStart(width)),
       h("span", { class: "uv-line-op", style: `color:${opColor(n.op) ?? "inherit"};padding-left:${2 * depth}ch` }, n.op),
       h("span", { class: "uv-line-type" }, `${n.dtype ?? ""}${shape}`),
@@ -156,8 +159,7 @@ export function renderListing(el, step, opColor, select, selected) {
   // a run of alike declarations is one line ("×60 alike: %35‥%120") that opens to its lines
   const lines = runsOfAlike(all).map((run) => {
     if (run.length < RUN) return run.map((line) => row(line));
-    const head = row(run[0], `×${run.length} alike: %${run[0].no}‥%${/** @type {typeof run[0]} */ (run.at(-1)).no}`);
-    head.classList.add("uv-line-run-head");
+    const head = row(run[0], `×${run.length} alike: %${run[0].no}‥%${/** @type {typeof run[0]} */ (run.at(-1)).no}`, true);
     const open = run.some((l) => l.id === selected);
     return h("details", { class: "uv-line-run", open }, h("summary", {}, head), run.map((line) => row(line)));
   });
@@ -173,6 +175,6 @@ export function renderListing(el, step, opColor, select, selected) {
       consts ? h("span", { class: "uv-dim" }, ` · ${consts} constants written where they are used`) : null,
       step.added.length || removed ? h("span", { class: "uv-dim" }, ` · this step: +${step.added.length} −${removed}`) : null,
     ),
-    lines,
+    h("div", { class: "uv-listing-lines" }, lines),
   );
 }
