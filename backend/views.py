@@ -351,8 +351,8 @@ def _aligned(tr: Trace, removed: set[str], added: list[str]) -> tuple[list[tuple
 def _summary(tr: Trace, respelled: list[tuple[str, str]], removed: set[str], added: list[str],
              rebuilt: int) -> list[str]:
     """A step that changes many nodes said once: each re-spelling with how many nodes it made ("Range r0 THREAD →
-    Special tidx0"), the ops that left and came ("Store ×1 → Store ×16"), and how many nodes were rebuilt over them;
-    for a step that changed many nodes."""
+    Special tidx0"), the kinds that left and came, net ("Store void ×1 → ×16"), and how many nodes were rebuilt over
+    them; for a step that changed many nodes."""
     def short(nid: str) -> str:
         e = tr.node(nid)
         return f"{e['op']} {display.arg_text(e['arg'])}".strip()
@@ -366,14 +366,31 @@ def _summary(tr: Trace, respelled: list[tuple[str, str]], removed: set[str], add
         return f"{e['op']} {display.props(e)}"
 
     gone, came = Counter(kind(n) for n in removed), Counter(kind(n) for n in added)
-    if gone or came:
-        def ops(c: Counter[str]) -> str:
-            named = ", ".join(f"{op} ×{k}" for op, k in c.most_common(SUMMARY_LINES)) or "nothing"
-            return named + (f" and {len(c) - SUMMARY_LINES} more kinds" if len(c) > SUMMARY_LINES else "")
-        out.append(f"{ops(gone)} → {ops(came)}")
+    out += _kinds_changed(gone, came)
     if rebuilt:
         out.append(f"{rebuilt} node{'s' if rebuilt != 1 else ''} rebuilt over {'it' if len(out) == 1 else 'them'}"
                    " (the same op and arg over new sources)")
+    return out
+
+
+def _kinds_changed(gone: Counter[str], came: Counter[str]) -> list[str]:
+    """What a step did to the kinds of node it removed and added, net: the kinds that left for others ("Where
+    float32(16) ×27 → Where float32 ×432": vectors split into lanes), then kinds on both sides whose count changed
+    ("Add index(16) ×14 → ×17"). A kind removed and added as often is the same nodes made again over new sources:
+    not said (both sides of a summary naming it read as a change)."""
+    def ops(c: Counter[str]) -> str:
+        named = ", ".join(f"{op} ×{k}" for op, k in c.most_common(SUMMARY_LINES)) or "nothing"
+        return named + (f" and {len(c) - SUMMARY_LINES} more kinds" if len(c) > SUMMARY_LINES else "")
+
+    left = Counter({k: n for k, n in gone.items() if k not in came})
+    new = Counter({k: n for k, n in came.items() if k not in gone})
+    out = [f"{ops(left)} → {ops(new)}"] if left or new else []
+    both = sorted((k for k in gone if k in came and gone[k] != came[k]), key=lambda k: -abs(came[k] - gone[k]))
+    out += [f"{k} ×{gone[k]} → ×{came[k]}" for k in both[:SUMMARY_LINES]]
+    if len(both) > SUMMARY_LINES:
+        out.append(f"and {len(both) - SUMMARY_LINES} more kinds whose count changed")
+    if alike := sum(min(gone[k], came[k]) for k in gone if k in came):
+        out.append(f"{alike} node{'s' if alike != 1 else ''} removed and added again as the same kinds")
     return out
 
 

@@ -43,8 +43,8 @@ function openingKernel(ctxs) {
   return pick ? pick[1] : 0;
 }
 
+const NARROW = 640; // px of view below which the sidebar starts folded (the ☰ button shows it)
 const LATE_STAGES = new Set(["Expand", "Instruction Selection", "Linearize", "Register/Memory Plan", "Render"]);
-const TALL_ENOUGH_FOR_LEGEND = 900; // px of view below which the legend starts folded
 
 
 export class App {
@@ -89,9 +89,16 @@ export class App {
     this.cleanups = [];
   }
 
+  // Hides the sidebar, or shows it again: the graph takes its width (a narrow notebook output).
+  foldSide() {
+    const folded = this.root.classList.toggle("uv-side-folded");
+    /** @type {HTMLElement} */ (this.root.querySelector(".uv-side-button")).setAttribute("aria-pressed", String(folded));
+    this.view?.fit();
+  }
+
   async start() {
     /** @type {boolean} */
-    this.legendOpen = this.root.clientHeight >= TALL_ENOUGH_FOR_LEGEND;
+    this.legendOpen = false; // folded to one button: open, it covers the graph's lower left on any screen (l opens it)
     this.buildLayout();
     this.status("Loading…");
     try {
@@ -228,6 +235,7 @@ export class App {
       h(
         "header",
         { class: "uv-top" },
+        button("uv-side-button", "☰", "show or hide the sidebar (b)", () => this.foldSide()),
         el("div", "uv-brand", "uopviz"),
         els.crumbs,
         h(
@@ -262,6 +270,7 @@ export class App {
       this.root.style.setProperty("--uv-panel-w", `${columns.panel}px`);
     };
     fit();
+    if (this.root.clientWidth && this.root.clientWidth < NARROW) this.foldSide(); // its names would wrap a few letters a line
     const sized = new ResizeObserver(fit);
     sized.observe(this.root);
     this.cleanups.push(() => sized.disconnect());
@@ -674,7 +683,10 @@ export class App {
       this.writeHash(false);
     }
     this.view.select(ref, reveal);
-    for (const line of /** @type {NodeListOf<HTMLElement>} */ (this.els.listing.querySelectorAll(".uv-line"))) line.classList.toggle("uv-selected", line.dataset.ref === ref);
+    for (const line of /** @type {NodeListOf<HTMLElement>} */ (this.els.listing.querySelectorAll(".uv-line"))) {
+      line.classList.toggle("uv-selected", line.dataset.ref === ref);
+      if (line.dataset.ref === ref) line.closest("details")?.setAttribute("open", ""); // a run holding it opens
+    }
     const drawn = ref == null ? null : this.view.nodes.find((n) => n.refs.includes(ref));
     renderInspector(this.els.inspector, {
       node: ref && this.table?.get(ref),
@@ -839,6 +851,7 @@ export class App {
       c: () => this.flip("lanes"),
       k: () => this.flip("calls"),
       l: () => /** @type {HTMLElement} */ (this.els.legend.querySelector(".uv-legend-toggle")).click(),
+      b: () => this.foldSide(),
     };
     if (!actions[e.key]) return;
     e.preventDefault();

@@ -17,6 +17,7 @@ export const KEYS = [
   [["c"], "collapse copies alike (lanes) into one node"],
   [["k"], "a schedule's Calls as boxes, their kernels folded, or drawn whole"],
   [["l"], "legend"],
+  [["b"], "show or hide the sidebar"],
   [["Esc"], "close this, the inspector, or the search"],
   [["?"], "this help"],
 ];

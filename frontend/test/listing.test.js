@@ -1,7 +1,7 @@
 import "./dom-env.js";
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { linearOf, listingDiff, listingLines, renderListing } from "../src/graph/listing.js";
+import { foldRepeats, linearOf, listingDiff, listingLines, renderListing, runsOfAlike } from "../src/graph/listing.js";
 import { node, step } from "./fixtures.js";
 
 const program = [
@@ -65,4 +65,30 @@ test("listingDiff: lines by node identity, so an inserted instruction is one + l
   const first = listingDiff({ nodes: [node("sink", "Sink", ["st"])], root: "sink" }, step(program)).split("\n");
   assert.equal(first.filter((l) => /^\+[^+]/.test(l)).length, 3); // a graph made linear: every line is new
   assert.equal(listingDiff(step(program), step(program)), "");
+});
+
+test("alike declarations in a row are one line that opens to them; a selected one opens its run", () => {
+  const regs = ["r0", "r1", "r2", "r3"];
+  const nodes = [
+    node("lin", "Linear", ["p", ...regs, "st"], { dtype: "void" }),
+    node("p", "Param", [], { arg: "slot 0", dtype: "float32", shape: [16] }),
+    ...regs.map((id) => node(id, "Buffer", [], { arg: "float32[16] CPU REG", dtype: "float32", shape: [16] })),
+    node("st", "Store", ["p", "r0"], { dtype: "void" }),
+  ];
+  const runs = runsOfAlike(listingLines(nodes[0], new Map(nodes.map((n) => [n.id, n]))));
+  assert.deepEqual(runs.map((r) => r.map((l) => l.id)), [["p"], regs, ["st"]]);
+  const el = document.createElement("div");
+  renderListing(el, step(nodes), () => undefined, () => {}, null);
+  const run = /** @type {HTMLDetailsElement} */ (el.querySelector("details.uv-line-run"));
+  assert.equal(run.querySelector("summary .uv-line-src")?.textContent, "×4 alike: %1‥%4");
+  assert.equal(run.querySelectorAll(":scope > .uv-line").length, 4);
+  assert.equal(run.open, false);
+  renderListing(el, step(nodes), () => undefined, () => {}, "r2");
+  assert.equal(/** @type {HTMLDetailsElement} */ (el.querySelector("details.uv-line-run")).open, true);
+});
+
+test("foldRepeats: alike diff lines in a row said once with their count; two stay two", () => {
+  /** @type {import("../src/text-diff.js").Op[]} */
+  const ops = [["+", "Buffer  float32(16)"], ["+", "Buffer  float32(16)"], ["+", "Buffer  float32(16)"], [" ", "Add"], [" ", "Add"], ["-", "Buffer  float32(16)"]];
+  assert.deepEqual(foldRepeats(ops), [["+", "Buffer  float32(16)  ×3"], [" ", "Add"], [" ", "Add"], ["-", "Buffer  float32(16)"]]);
 });

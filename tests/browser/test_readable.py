@@ -205,7 +205,7 @@ def test_time_it_shows_a_time_with_gflops_and_gbs(page: Page, server: str, shots
 def test_keys_help_legend_filters_and_minimap(page: Page, server: str, shots: Path) -> None:
     page.set_viewport_size({"width": 1280, "height": 720})
     open_view(page, server, "conv2d/1/0/0")
-    assert page.locator(".uv-legend-body").is_hidden()  # folded on a low screen: it covers no node
+    assert page.locator(".uv-legend-body").is_hidden()  # folded by default: it covers no node
     page.keyboard.press("l")
     assert page.locator(".uv-legend-body").is_visible()
     page.keyboard.press("?")

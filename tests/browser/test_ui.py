@@ -105,6 +105,7 @@ def test_range_nodes_are_filled_with_their_axistype_colours(page: Page, server: 
     letters = page.eval_on_selector_all(".uv-ctx.uv-active .uv-kname-axis",
                                         "els => els.map(e => [e.textContent, getComputedStyle(e).color])")
     assert letters == [[f"{a['letter']}{a['size']}", rgb(colours[a["type"]])] for a in kernel["axes"]]
+    page.click(".uv-legend-toggle")  # folded by default: it covers no node
     legend = page.inner_text(".uv-legend")
     assert all(name in legend for name in colours)
     page.screenshot(path=shots / "gemm-ranges-loop-reduce.png")

@@ -1,6 +1,6 @@
 // The legend under the graph: AxisType colours (Range fills; a Range is a dashed pill, so its colour never reads as
-// an op group's), op-group colours, and how steps are marked. It folds to
-// one button, so that on a small screen it covers nothing (`toggle` opens and closes it).
+// an op group's), op-group colours, and how steps are marked. It starts folded to one button, since open it covers
+// the graph's lower left on any screen (`toggle` opens and closes it).
 import { h } from "../dom.js";
 /** @import { Meta } from "../../types/api" */
 

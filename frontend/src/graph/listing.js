@@ -78,7 +78,44 @@ export function listingDiff(before, after) {
     return kind === " " && old !== text ? [["-", /** @type {string} */ (old)], ["+", /** @type {string} */ (text)]] : [[kind, /** @type {string} */ (text)]];
   };
   const ops = editScript([...a.keys()], [...b.keys()]).flatMap(([kind, id]) => line(kind, id));
-  return formatDiff(ops, ["before", "after"], 2);
+  return formatDiff(foldRepeats(ops), ["before", "after"], 2);
+}
+
+const RUN = 3; // alike lines in a row from which a listing says them once, with how many
+
+// Lines of an edit script alike and in a row said once, "×n" after them (a kernel's registers: 60 `+Buffer
+// float32(16) REG` lines).
+/** @param {Op[]} ops */
+export function foldRepeats(ops) {
+  /** @type {[Op, number][]} */
+  const runs = [];
+  for (const op of ops) {
+    const last = runs.at(-1);
+    if (last && last[0][0] === op[0] && last[0][1] === op[1]) last[1] += 1;
+    else runs.push([op, 1]);
+  }
+  return runs.flatMap(([[kind, text], n]) => (n >= RUN ? [/** @type {Op} */ ([kind, `${text}  ×${n}`])] : Array(n).fill([kind, text])));
+}
+
+// The listing's lines in runs: declarations alike (no operands; the same op, type and arg at one depth) in a row
+// make one run, every other line one of its own.
+/**
+ * @template {{depth: number, node: GraphNode, operands: string[]}} L
+ * @param {L[]} lines
+ * @returns {L[][]}
+ */
+export function runsOfAlike(lines) {
+  /** @param {L} l */
+  const key = ({ depth, node: n, operands }) => (operands.length ? null : JSON.stringify([depth, n.op, n.dtype, n.shape, n.arg]));
+  /** @type {L[][]} */
+  const out = [];
+  for (const line of lines) {
+    const last = out.at(-1);
+    const k = key(line);
+    if (last && k !== null && key(last[0]) === k) last.push(line);
+    else out.push([line]);
+  }
+  return out;
 }
 
 // Draws the listing into `el`; opColor(op) is an op's group colour, select(id) selects a node.
@@ -94,7 +131,12 @@ export function renderListing(el, step, opColor, select, selected) {
   const width = String(linear.src.length - 1).length;
   const marks = new Map(/** @type {[string, string][]} */ ([...step.added.map((id) => [id, "added"]), ...(step.rebuilt ?? []).map(([, id]) => [id, "rebuilt"])]));
   let made = "";
-  const lines = listingLines(linear, table).map(({ id, no, depth, node: n, operands }) => {
+  /**
+   * @param {ReturnType<typeof listingLines>[number]} line
+   * @param {string} [text] what the operand column says
+   * @param {boolean} [head] a run's head: a click opens the run (its summary's), selecting nothing
+   */
+  const row = ({ id, no, depth, node: n, operands }, text = operands.join(" "), head = false) => {
     const shape = n.shape?.length ? `(${n.shape.join(",")})` : "";
     const mark = marks.get(id);
     const origin = originText(n.origin);
@@ -102,17 +144,27 @@ export function renderListing(el, step, opColor, select, selected) {
     made = origin;
     return h(
       "div",
-      { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id, depth }, onclick: () => select(id) },
+      head
+        ? { class: "uv-line uv-line-run-head", dataset: { depth } }
+        : { class: `uv-line${mark ? ` uv-${mark}` : ""}${id === selected ? " uv-selected" : ""}`, dataset: { ref: id, depth }, onclick: () => select(id) },
       h("span", { class: "uv-line-no" }, String(no).padStart(width)),
       h("span", { class: "uv-line-op", style: `color:${opColor(n.op) ?? "inherit"};padding-left:${2 * depth}ch` }, n.op),
       h("span", { class: "uv-line-type" }, `${n.dtype ?? ""}${shape}`),
-      h("span", { class: "uv-line-src" }, operands.join(" ")),
+      h("span", { class: "uv-line-src" }, text),
       h("span", { class: "uv-line-arg" }, n.arg),
       origin && h("span", { class: `uv-line-origin${same ? " uv-same" : ""}`, title: originTitle(n.origin) }, `// ${origin}`),
     );
+  };
+  const all = listingLines(linear, table);
+  // a run of alike declarations is one line ("×60 alike: %35‥%120") that opens to its lines
+  const lines = runsOfAlike(all).map((run) => {
+    if (run.length < RUN) return run.map((line) => row(line));
+    const head = row(run[0], `×${run.length} alike: %${run[0].no}‥%${/** @type {typeof run[0]} */ (run.at(-1)).no}`, true);
+    const open = run.some((l) => l.id === selected);
+    return h("details", { class: "uv-line-run", open }, h("summary", {}, head), run.map((line) => row(line)));
   });
   const removed = step.removed.length;
-  const consts = linear.src.length - lines.length;
+  const consts = linear.src.length - all.length;
   el.dataset.key = step.root;
   fill(
     el,
@@ -123,6 +175,6 @@ export function renderListing(el, step, opColor, select, selected) {
       consts ? h("span", { class: "uv-dim" }, ` · ${consts} constants written where they are used`) : null,
       step.added.length || removed ? h("span", { class: "uv-dim" }, ` · this step: +${step.added.length} −${removed}`) : null,
     ),
-    lines,
+    h("div", { class: "uv-listing-lines" }, lines),
   );
 }
