@@ -70,5 +70,10 @@ def test_the_profile_tab_draws_the_launches_and_opens_a_kernel(browser: Browser,
     assert "uv-active" in (page.get_attribute(f".uv-timeline .uv-launch[data-launch='{other}']", "class") or "")
     assert launches[other]["kernel"] in page.inner_text(".uv-crumbs")
     page.screenshot(path=shots / "profile-tab.png")
+    tune = page.locator(f".uv-launch-row[data-launch='{slowest}'] .uv-tune-kernel")  # a button tunes the kernel
+    tune.click()
+    ci = launches[slowest]["context"]
+    page.wait_for_function(f"location.hash.endsWith('/c/{ci}/p/0/s/0/v/beam')")
+    page.wait_for_selector(".uv-beam-start")
     page.close()
     assert not errors, errors

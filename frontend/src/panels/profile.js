@@ -47,13 +47,16 @@ export function timelineSpans(launches) {
 const COLUMN_CLASS = { "made by": "maker", "GFLOP/s": "gflops", "GB/s": "gbs" };
 
 // The launch table's columns: "made by" only where some launch's kernel knows the Tensor op that made it (a @jit
-// step captured before its profile began knows none: an empty column would only narrow the others).
+// step captured before its profile began knows none: an empty column would only narrow the others); "tune" where
+// some launch's kernel was recorded (its button opens that kernel's BEAM tab).
 /**
  * @param {LaunchRow[]} launches
  * @returns {string[]}
  */
 export function launchColumns(launches) {
-  return ["kernel", ...(launches.some((l) => l.origin) ? ["made by"] : []), "time", "share", "GFLOP/s", "GB/s", "roof"];
+  const made = launches.some((l) => l.origin) ? ["made by"] : [];
+  const tune = launches.some((l) => l.context != null) ? ["tune"] : [];
+  return ["kernel", ...made, "time", "share", "GFLOP/s", "GB/s", "roof", ...tune];
 }
 
 // The launches' indices, most time first (launch order among equals).
@@ -125,6 +128,7 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
   const spans = timelineSpans(p.launches);
   const columns = launchColumns(p.launches);
   const makers = columns.includes("made by");
+  const tunes = columns.includes("tune");
   /** @type {(l: LaunchRow, i: number) => string} */
   const tip = (l, i) =>
     `#${i + 1} ${l.kernel}: ${formatSeconds(l.time_s)} (${(l.share * 100).toFixed(1)}%), ${formatRate(l.gflops)} GFLOP/s, ${formatRate(l.gbs)} GB/s, ${(l.roof * 100).toFixed(0)}% of its roofline, ${l.bound}-bound` +
@@ -132,6 +136,11 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
     (l.context == null ? " · its graph was not recorded" : "");
   /** @type {(l: LaunchRow) => (() => void) | null} */
   const open = (l) => (l.context == null ? null : () => ctx.go({ ci: l.context, pi: 0, k: 0, opts: null }, true));
+  /** @type {(ci: number) => (e: MouseEvent) => void} */
+  const tune = (ci) => (e) => {
+    e.stopPropagation(); // the row's own click opens the kernel in this tab
+    ctx.go({ ci, pi: 0, k: 0, opts: null, tab: "beam" }, true);
+  };
   /** @type {(l: LaunchRow) => string} */
   const marks = (l) => `uv-${l.bound}${l.context != null && l.context === state.ci ? " uv-active" : ""}`;
   const roofs = Object.entries(p.roofs).map(([d, r]) => `${d}: ${formatRate(r.gflops)} GFLOP/s, ${formatRate(r.gbs)} GB/s`);
@@ -204,6 +213,7 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
             h("td", {}, formatRate(l.gflops)),
             h("td", {}, formatRate(l.gbs)),
             h("td", { class: "uv-roof-cell" }, h("span", { class: "uv-roof" }, h("span", { class: "uv-roof-bar", style: `width:${Math.min(100, l.roof * 100).toFixed(1)}%` })), `${(l.roof * 100).toFixed(0)}%`),
+            tunes && h("td", { class: "uv-launch-tune" }, l.context != null && h("button", { class: "uv-button uv-tune-kernel", title: "search this kernel's opts with BEAM (its BEAM tab)", onclick: tune(l.context) }, "tune")),
           );
         }),
       ),
