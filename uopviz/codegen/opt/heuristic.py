@@ -176,8 +176,8 @@ def _pad_runs(s: Scheduler, axis: int, lanes: tuple[int, ...]) -> list[Opt | tup
         return []
     if size % lanes[0] == 0:  # runs of PAD_COPIES widest vectors, whose lanes' guards and divisions fold alike
         v = lanes[0]
-        return [(*_split(axis, AxisType.UPCAST, (v,)), *_split(axis, AxisType.UPCAST, (k,)))
-                for k in PAD_COPIES if size // v % k == 0]
+        return [(Opt(OptOps.SPLIT, axis, (v, AxisType.UPCAST, False)),
+                 Opt(OptOps.SPLIT, axis, (k, AxisType.UPCAST, False))) for k in PAD_COPIES if size // v % k == 0]
     vector = max((k for k in lanes if size % k == 0), default=1)  # the widest vector that divides it
     return _split(axis, AxisType.UPCAST, tuple(k for k in range(min(size, MAX_EXPANDED), vector, -1) if size % k == 0))
 
