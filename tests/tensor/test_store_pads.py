@@ -115,3 +115,14 @@ def test_a_realized_pad_copies_in_runs_too(device: str) -> None:
     out = Tensor(x, device=device).pad(((0, 0), (1, 0), (2, 3)))  # rows of 2 + 17 + 3 = 22: runs of 22
     assert _upcasts(_opts(out)[0]) == [22]
     np.testing.assert_array_equal(out.numpy(), np.pad(x, ((0, 0), (1, 0), (2, 3))))
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_pad_the_vectors_divide_copies_in_runs_of_vectors(device: str, transposed: bool) -> None:
+    """A piece of a concatenation (128 of 384 columns): runs of 8 vectors of 16, one run per piece, so every lane's
+    guard and index folds alike (the GPT step's E_L8_L64_L24 kernels)."""
+    x = np.arange(4 * 8 * 128, dtype=np.float32).reshape(4, 8, 128)
+    src = Tensor(x.transpose(0, 2, 1).copy(), device=device).transpose(1, 2) if transposed else Tensor(x, device=device)
+    out = src.pad(((0, 0), (0, 0), (128, 128)))
+    assert _upcasts(_opts(out)[0]) == [16, 8]
+    np.testing.assert_array_equal(out.numpy(), np.pad(x, ((0, 0), (0, 0), (128, 128))))

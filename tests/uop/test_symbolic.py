@@ -351,3 +351,66 @@ def divmod_cases(draw):
 @given(divmod_cases())
 def test_random_divmod_sums_simplify_exactly(case):
     check(*case)
+
+
+# ---------------------------------------------------------------- a vector lane's constant over a base
+r2 = UOp.range(24, 2)
+
+
+@pytest.mark.parametrize("expr, want", [
+    (lambda: (r2 * 16 + 3) % 32, "(((r2%2)*16)+3)"),
+    (lambda: (r2 * 16 + 3) // 32, "(r2//2)"),
+    (lambda: (r2 * 16 + 19) // 128, "((r2+1)//8)"),
+    (lambda: (r2 * 16 + 19) % 128, "((((r2+1)%8)*16)+3)"),
+    (lambda: (r2 * 16) % 32, "((r2%2)*16)"),
+    (lambda: r2 * 16 + 15 < 128, "(r2<8)"),
+    (lambda: r2 * 16 < 128, "(r2<8)"),
+    (lambda: r2 * 16 + 3 < 129, "(r2<8)"),
+    (lambda: r2 * 16 + 3 < 132, "(r2<9)"),
+    (lambda: r2 * -2 + 1 < -6, "(-r2<-3)"),
+    (lambda: x + 3 < 8, "(x<5)"),
+])
+def test_lane_constants_split_from_their_base(expr, want):
+    e = expr()
+    out = simp(e)
+    assert out.render() == want
+    same_values(e, out, *[v for v in (x, r2) if v in e.toposort()])
+
+
+def test_every_lane_of_a_vector_shares_its_quotient_and_guard():
+    base = r2 * 16 + r0 * 384
+    for k in range(16):
+        assert simp((base + k) // 128) is simp(base // 128)
+        rem = simp(base % 32)
+        assert simp((base + k) % 32) is (simp(rem + k) if k else rem)
+        assert simp(base + k < 128) is simp(base < 128)
+
+
+def test_lane_split_refuses_a_negative_divisor_and_overflow():
+    assert s((r2 * 16 + 3) % -32) != "(((r2%2)*16)+3)"
+    same_values((r2 * 16 + 3) % -32, simp((r2 * 16 + 3) % -32), r2)
+    v = UOp.variable("v", 0, 10).cast(i8)
+    e = v * 16 + 3 < 100  # 10*16 wraps in int8: the sum is not 16v + 3
+    same_values(e, simp(e), UOp.variable("v", 0, 10))
+
+
+@st.composite
+def lane_cases(draw):
+    """Σ v_i·k_i·g + k over random small ranges, divided, reduced or compared by a constant: the lane split's and
+    the comparison's home ground (g shared by the coefficients, k any constant)."""
+    vs = draw(variables(2))
+    dt = draw(st.sampled_from([idx, i32, i8]))
+    g = draw(st.sampled_from([1, 2, 3, 4, 8, 16]))
+    e = UOp.const(dt, draw(st.integers(-40, 40)))
+    for v in vs:
+        e = e + v.cast(dt) * (g * draw(st.sampled_from([-3, -1, 1, 2, 3])))
+    c = draw(st.sampled_from([-16, -4, 2, 4, 6, 8, 16, 32, 48]))
+    e = draw(st.sampled_from([e // c, e % c, (e < c).cast(dt)]))
+    envs = draw(st.lists(st.tuples(*[st.integers(v.vmin, v.vmax) for v in vs]), min_size=1, max_size=6))
+    return e, vs, [*envs, tuple(v.vmin for v in vs), tuple(v.vmax for v in vs)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(lane_cases())
+def test_random_lane_sums_simplify_exactly(case):
+    check(*case)

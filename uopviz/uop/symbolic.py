@@ -13,6 +13,7 @@ Rules only move constants outward and shrink expressions, so a fixpoint is alway
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from uopviz.dtype import DType, dtypes
@@ -165,6 +166,8 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
         bound += max(abs(t.vmin * k), abs(t.vmax * k))
     if bound > dt.max:
         return None
+    if (lanes := _split_lane_constant(d, terms, const, cv)) is not None:
+        return lanes
     # a coefficient at least |c| splits as c·q + r: its c·q part joins Q (so (r0*14 + r1) % 13 -> (r0 + r1) % 13)
     quots = [k // cv if k % cv == 0 or abs(k) >= abs(cv) else 0 for _, k in terms]
     q_terms = [(t, q) for (t, _), q in zip(terms, quots) if q != 0]
@@ -180,6 +183,46 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
         return _source(d, rem if floor_known else rem % c)
     quot = _sum(dt, q_terms, const // cv + k)
     return _source(d, quot if floor_known else quot + rem // c)
+
+
+def _split_lane_constant(d: UOp, terms: list[tuple[UOp, int]], const: int, cv: int) -> UOp | None:
+    """(S + k) // c and (S + k) % c for S a sum whose coefficients share a factor g > 1 with c > 0 (a vector
+    lane's constant over a base of multiples of the lane count: `(r2*16 + 3) % 32`): with r = k % g,
+        (S + k) // c = ((S + k - r)/g) // (c/g)   and   (S + k) % c = (((S + k - r)/g) % (c/g))·g + r,
+    since S + k - r = g·T for an integer T, floor division and modulo scale by g > 0 (g·T % g·c' = g·(T % c')),
+    and g·(T % c') is at most c - g, so adding r < g does not carry. Every lane of a vector then shares one
+    quotient and one remainder, plus its constant (`(r2 % 2)*16 + 3`, whose interval is exact). The caller
+    checked that no partial sum overflows (T and its parts are smaller than S + k's)."""
+    if cv <= 0 or not terms:
+        return None
+    g = math.gcd(cv, *(k for _, k in terms))
+    if g == 1:
+        return None
+    r = const % g
+    inner = _sum(d.dtype, [(t, k // g) for t, k in terms], (const - r) // g)
+    if d.op is Ops.IDIV:
+        return _source(d, inner // (cv // g))
+    rem = (inner % (cv // g)) * g
+    return _source(d, rem + r if r else rem)
+
+
+def less_by_factor(x: UOp, c: UOp, u: UOp) -> UOp | None:
+    """S + k < c as S/g < ceil((c - k) / g), where g is the greatest common factor of S's coefficients: S + k < c
+    exactly when S < c - k, and S/g is an integer. Every lane of a vector's guard (`r2*16 + k < 128` for k in
+    0..15) then reads the same `r2 < 8`. Sound if S + k does not overflow (the sum of the terms' bounds fits)."""
+    if (parts := _terms(x)) is None:
+        return None
+    terms, const = parts
+    if not terms:
+        return None
+    g = math.gcd(*(k for _, k in terms))
+    if g <= 1 and const == 0:
+        return None  # already S < c
+    cv = int(c.arg.value)
+    bound = abs(const) + abs(cv) + sum(max(abs(t.vmin * k), abs(t.vmax * k)) for t, k in terms)
+    if bound > x.dtype.max:
+        return None
+    return _source(u, _sum(x.dtype, [(t, k // g) for t, k in terms], 0) < -((const - cv) // g))
 
 
 def nested_idiv(x: UOp, a: UOp, b: UOp) -> UOp | None:
@@ -258,6 +301,7 @@ _symbolic_rules: list[tuple[UPat, Callable[..., UOp | None]]] = [
     (_op(Ops.OR, UPat.var("x", dtypes.bool), UPat.cvar("c", dtypes.bool)), lambda x, c: c if c.arg.value else x),
     # ---- comparisons (ints and bools: a float x may be nan, and nan != nan)
     (_op(Ops.CMPLT, xib, xib, name="u"), lambda x, u: _const(u, False)),
+    (_op(Ops.CMPLT, xi, c, name="u"), less_by_factor),
     (_op(Ops.CMPNE, xib, xib, name="u"), lambda x, u: _const(u, False)),
     (_op(Ops.CMPNE, _op(Ops.CMPNE, UPat.var("x", dtypes.bool), UPat.const(dtypes.bool, True)),
          UPat.const(dtypes.bool, True)), lambda x: x),  # not(not(x)) for bools
