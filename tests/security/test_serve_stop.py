@@ -43,6 +43,15 @@ def alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
+def cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has ended (the server's device-listing child ends soon after the
+    server starts: between listing the processes and reading their command lines, say)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def tree(pid: int) -> list[int]:
     """The processes under pid, from /proc."""
     kids: dict[int, list[int]] = {}
@@ -160,7 +169,7 @@ def test_ctrl_c_stops_the_server_and_kills_its_compile_worker(tmp_path: Path) ->
         r = httpx.get(base + "api/traces/max/contexts/1/machine-code", headers=auth, timeout=120)
         assert r.status_code == 200 and r.json()["device"] == "CL", r.text
         under = tree(proc.pid)
-        workers = [p for p in under if b"compile_worker_main.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        workers = [p for p in under if b"compile_worker_main.py" in cmdline(p)]
         assert len(workers) == 1, "the program binary came from no compile worker of the server's"
         took, out = interrupt(proc)
     assert took < STOPS_WITHIN_S, f"took {took:.1f} s"
