@@ -54,7 +54,8 @@ def test_the_profile_tab_draws_the_launches_and_opens_a_kernel(browser: Browser,
     slowest = max(range(len(launches)), key=lambda i: launches[i]["time_s"])
     assert rows.first.get_attribute("data-launch") == str(slowest)  # most time first
     cells = rows.first.locator("td").all_inner_texts()
-    assert cells[0] == launches[slowest]["kernel"] and cells[3] == f"{launches[slowest]['share'] * 100:.1f}%"
+    assert cells[0].splitlines() == [launches[slowest]["kernel"], "tune"]  # the name, its tune button under it
+    assert cells[3] == f"{launches[slowest]['share'] * 100:.1f}%"
     made = launches[slowest]["origin"]
     assert cells[1] == f"{made['op'].removeprefix('Tensor.')} at test_profile_ui.py:{made['line']}"
     assert cells[6].strip() == f"{launches[slowest]['roof'] * 100:.0f}%"

@@ -47,16 +47,13 @@ export function timelineSpans(launches) {
 const COLUMN_CLASS = { "made by": "maker", "GFLOP/s": "gflops", "GB/s": "gbs" };
 
 // The launch table's columns: "made by" only where some launch's kernel knows the Tensor op that made it (a @jit
-// step captured before its profile began knows none: an empty column would only narrow the others); "tune" where
-// some launch's kernel was recorded (its button opens that kernel's BEAM tab).
+// step captured before its profile began knows none: an empty column would only narrow the others).
 /**
  * @param {LaunchRow[]} launches
  * @returns {string[]}
  */
 export function launchColumns(launches) {
-  const made = launches.some((l) => l.origin) ? ["made by"] : [];
-  const tune = launches.some((l) => l.context != null) ? ["tune"] : [];
-  return ["kernel", ...made, "time", "share", "GFLOP/s", "GB/s", "roof", ...tune];
+  return ["kernel", ...(launches.some((l) => l.origin) ? ["made by"] : []), "time", "share", "GFLOP/s", "GB/s", "roof"];
 }
 
 // The launches' indices, most time first (launch order among equals).
@@ -128,7 +125,6 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
   const spans = timelineSpans(p.launches);
   const columns = launchColumns(p.launches);
   const makers = columns.includes("made by");
-  const tunes = columns.includes("tune");
   /** @type {(l: LaunchRow, i: number) => string} */
   const tip = (l, i) =>
     `#${i + 1} ${l.kernel}: ${formatSeconds(l.time_s)} (${(l.share * 100).toFixed(1)}%), ${formatRate(l.gflops)} GFLOP/s, ${formatRate(l.gbs)} GB/s, ${(l.roof * 100).toFixed(0)}% of its roofline, ${l.bound}-bound` +
@@ -206,14 +202,19 @@ function renderProfile(el, trace, state, ctx, chosen, choose) {
           return h(
             "tr",
             { class: `uv-launch-row ${marks(l)}${l.context == null ? " uv-unrecorded" : ""}`, title: tip(l, i), dataset: { launch: i, ci: l.context ?? "" }, onclick: open(l) },
-            h("td", { class: "uv-launch-kernel" }, kernelName(l.kernel, ctx.axisColors)),
+            h(
+              "td",
+              { class: "uv-launch-kernel" },
+              kernelName(l.kernel, ctx.axisColors),
+              // under its name, not a column of its own: the panel is narrow, and names already wrap
+              l.context != null && h("button", { class: "uv-button uv-tune-kernel", title: "search this kernel's opts with BEAM (its BEAM tab)", onclick: tune(l.context) }, "tune"),
+            ),
             makers && h("td", { class: "uv-launch-origin", title: originTitle(l.origin) }, originText(l.origin)),
             h("td", {}, formatSeconds(l.time_s)),
             h("td", {}, `${(l.share * 100).toFixed(1)}%`),
             h("td", {}, formatRate(l.gflops)),
             h("td", {}, formatRate(l.gbs)),
             h("td", { class: "uv-roof-cell" }, h("span", { class: "uv-roof" }, h("span", { class: "uv-roof-bar", style: `width:${Math.min(100, l.roof * 100).toFixed(1)}%` })), `${(l.roof * 100).toFixed(0)}%`),
-            tunes && h("td", { class: "uv-launch-tune" }, l.context != null && h("button", { class: "uv-button uv-tune-kernel", title: "search this kernel's opts with BEAM (its BEAM tab)", onclick: tune(l.context) }, "tune")),
           );
         }),
       ),
