@@ -197,8 +197,6 @@ class _Replay(NamedTuple):
 _replays: Recent[_Replay] = Recent()  # a backward's _Plan.key -> how it ran
 
 
-
-
 class _Plan:
     """A backward's structure, found without building its gradients: the structure of the loss's graph (ops,
     shapes, dtypes, devices, which reads are of one buffer: the schedule cache's key), which of its Buffers are the
