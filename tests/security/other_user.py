@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import json
 import os
+import queue
 import stat
 import sys
 import threading
@@ -101,33 +102,60 @@ def _read(path: str) -> bytes | str:
 def look_in_files(req: dict[str, Any]) -> dict[str, Any]:
     """Every file under the given folders that this user can read and that changed since `since` (a shared /tmp
     holds far more that no server of this start wrote), and what this user gets of each launch-page folder in the
-    folders' top level (its listing, its open.html): where the token is, and how much was read."""
-    token, since = req["token"].encode(), req["since"]
-    hits, read, unreadable = [], 0, 0
-    launch: dict[str, dict[str, Any]] = {}
+    folders' top level (its listing, its open.html): which of the texts asked for (name -> text) each holds.
+    One walk for every text, four threads entering folders: a cold shared /tmp of 1.5 million entries took 50 s
+    walked one folder at a time, nearly all of it waiting on the disk (14 s with four threads)."""
+    texts = {name: text.encode() for name, text in req["texts"].items()}
+    since = req["since"]
+    hits: dict[str, list[str]] = {name: [] for name in texts}
+    counts = {"read": 0, "unreadable": 0}
+    lock = threading.Lock()
 
-    def walk(folder: str) -> None:
-        nonlocal read, unreadable
+    def look(path: str, data: bytes | str) -> None:
+        with lock:
+            if isinstance(data, bytes):
+                counts["read"] += 1
+                for name, text in texts.items():
+                    if text in data:
+                        hits[name].append(path)
+            elif data == "unreadable":
+                counts["unreadable"] += 1
+
+    def visit(folder: str) -> list[str]:
+        """Look in the folder's files; its subfolders, for the pool to enter."""
         try:
             entries = list(os.scandir(folder))
         except OSError:
-            unreadable += 1
-            return
+            look(folder, "unreadable")
+            return []
+        below = []
         for e in entries:
             with contextlib.suppress(OSError):
                 if e.is_dir(follow_symlinks=False):
-                    walk(e.path)
+                    below.append(e.path)
                 elif e.stat(follow_symlinks=False).st_ctime >= since:
-                    data = _read(e.path)
-                    if isinstance(data, bytes):
-                        read += 1
-                        if token in data:
-                            hits.append(e.path)
-                    elif data == "unreadable":
-                        unreadable += 1
+                    look(e.path, _read(e.path))
+        return below
+
+    folders: queue.Queue[str] = queue.Queue()
+
+    def enter() -> None:
+        while True:
+            folder = folders.get()
+            try:
+                for below in visit(folder):
+                    folders.put(below)
+            finally:
+                folders.task_done()
 
     for top in req["folders"]:
-        walk(top)
+        folders.put(top)
+    for _ in range(4):
+        threading.Thread(target=enter, daemon=True).start()
+    folders.join()
+
+    launch: dict[str, dict[str, Any]] = {}
+    for top in req["folders"]:
         with contextlib.suppress(OSError):
             for name in os.listdir(top):
                 if name.startswith(LAUNCH_PREFIX):
@@ -140,9 +168,8 @@ def look_in_files(req: dict[str, Any]) -> dict[str, Any]:
                         listing = "gone"
                     page = _read(os.path.join(folder, "open.html"))
                     launch[folder] = {"listing": listing, "page": "read" if isinstance(page, bytes) else page}
-                    if isinstance(page, bytes) and token in page:
-                        hits.append(os.path.join(folder, "open.html"))
-    return {"uid": os.getuid(), "hits": hits, "read": read, "unreadable": unreadable, "launch": launch}
+                    look(os.path.join(folder, "open.html"), page)
+    return {"uid": os.getuid(), "hits": hits, **counts, "launch": launch}
 
 
 def _request(base: str, method: str, path: str, headers: dict[str, str], body: bytes | None = None
