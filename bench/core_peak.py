@@ -4,10 +4,14 @@ slowest kernels is from what this CPU can do, measured in a way a busy machine d
 Each kernel is timed alone on the calling thread: its C source (as the CPU runtime compiles it, same compiler and
 flags) is built here, and its THREAD indices are called one after another on copies of the buffers it ran on in
 the step, so the pool, the other processes' share of the second core and the step's cold caches drop out. The peak
-is a C loop of independent vector FMAs (as many chains as the vector registers allow, no loads) built the same way.
-Kernels and peak are timed in alternating turns; medians (and minimums) are printed. A matmul kernel near 100% is
-as fast as its inner loop can be on this core; the rest of its time in the step (the profile's column) is the
+is a C loop of independent AVX-512 FMAs (as many chains as the vector registers allow, no loads) built the same
+way. Kernels and peak are timed in alternating turns; medians (and minimums) are printed. A matmul kernel near 100%
+is as fast as its inner loop can be on this core; the rest of its time in the step (the profile's column) is the
 pool's second core, caches and other processes ("in step": the launch's time in a profiled step, on the pool).
+Where torch is installed, the same turns time it on one thread for the step's GEMM shapes and its GELU forward and
+backward on the MLP's 512 x 512 activations, the work of the kernels above done torch's way (into preallocated
+outputs, as the step's kernels write theirs: a fresh 1 MB output costs torch its page faults, several times GELU's
+own time).
 
     python bench/core_peak.py [--top 12] [--turns 40]
 """
@@ -111,19 +115,46 @@ def runner(lib: Any, launch: Any, vals: dict[str, int]) -> Callable[[], None]:
     return run
 
 
+def torch_ops() -> list[tuple[str, int, Callable[[], None]]]:
+    """torch on one thread: the GPT step's GEMMs (tokens x d @ d x 3d and d x 4d, tokens x 4d @ 4d x d, two weights'
+    gradients) and GELU forward and backward, (name, flops, call) each; empty without torch."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(0)
+    tokens, d = 512, 128
+
+    def mm(m: int, k: int, n: int, transposed: bool = False) -> tuple[str, int, Callable[[], None]]:
+        a = torch.randn(k, m, generator=gen).t() if transposed else torch.randn(m, k, generator=gen)
+        b, c = torch.randn(k, n, generator=gen), torch.empty(m, n)
+        return f"torch {'aT' if transposed else 'a'}@b {m}x{k}x{n}", 2 * m * k * n, lambda: torch.mm(a, b, out=c)
+    h, g, out = (torch.randn(tokens, 4 * d, generator=gen) for _ in range(3))
+    return [mm(tokens, d, 3 * d), mm(tokens, d, 4 * d), mm(tokens, 4 * d, d), mm(4 * d, tokens, d, True),
+            mm(d, tokens, 3 * d, True), ("torch gelu 512x512", 0, lambda: torch.ops.aten.gelu.out(h, out=out)),
+            ("torch gelu_backward 512x512", 0,
+             lambda: torch.ops.aten.gelu_backward.grad_input(g, h, grad_input=out))]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--top", type=int, default=12, help="kernels shown, the step's slowest first")
     ap.add_argument("--turns", type=int, default=40, help="alternating timed turns (median)")
     args = ap.parse_args()
     os.environ.setdefault("UOPVIZ_DEVICE", "CPU")
+    if "avx512f" not in Path("/proc/cpuinfo").read_text():
+        print("bench/core_peak.py times AVX-512 code (the CPU kernels' 16-float vectors); this CPU has none",
+              file=sys.stderr)
+        return 1
     kernels = step_kernels(args.top)
+    theirs = torch_ops()
     with tempfile.TemporaryDirectory(prefix="uopviz-core-peak-") as d:
         tmp = Path(d)
         peak_fn = build(PEAK_SOURCE, tmp, "peak").peak
         sink = np.zeros(1, np.float32)
         runs = [runner(build(launch.kernel.source, tmp, f"k{i}"), launch, vals)
-                for i, (_, launch, vals, _) in enumerate(kernels)]
+                for i, (_, launch, vals, _) in enumerate(kernels)] + [call for _, _, call in theirs]
         peak_t: list[float] = []
         kernel_t: list[list[float]] = [[] for _ in runs]
         for _ in range(args.turns):
@@ -138,11 +169,12 @@ def main() -> int:
     print(f"one core's FMA peak: {peak:.1f} GFLOP/s (median of {args.turns} turns; load {_load()})")
     print(f"{'in step':>9} {'alone':>9} {'min':>9} {'GFLOP/s':>8} {'of peak':>8}  kernel (1 thread, its THREAD "
           "calls in turn)")
-    for (per_step, launch, _, flops), ts in zip(kernels, kernel_t, strict=True):
+    rows = [(f"{per_step * 1e3:7.3f}ms", flops, launch.kernel.name) for per_step, launch, _, flops in kernels]
+    rows += [(f"{'':9}", flops, name) for name, flops, _ in theirs]
+    for (step_col, flops, name), ts in zip(rows, kernel_t, strict=True):
         alone = statistics.median(ts)
-        rate = flops / alone / 1e9
-        print(f"{per_step * 1e3:7.3f}ms {alone * 1e3:7.3f}ms {min(ts) * 1e3:7.3f}ms {rate:8.1f} {rate / peak:8.0%}  "
-              f"{launch.kernel.name}")
+        rate = f"{flops / alone / 1e9:8.1f} {flops / alone / 1e9 / peak:8.0%}" if flops else f"{'':17}"
+        print(f"{step_col} {alone * 1e3:7.3f}ms {min(ts) * 1e3:7.3f}ms {rate}  {name}")
     return 0
 
 
