@@ -237,12 +237,14 @@ class _Entry(NamedTuple):
     """A schedule as its launches: per launch its compile key (None for a copy), a copy's kernel and program, the
     buffers it takes (numbers into the graph's Buffers, then the new buffers), its variables and their values no
     Bind gives; the new buffers' (size, dtype, device); each root's buffer (-1: a root of size 0); the buffers the
-    launches and roots use; what it was made under."""
+    launches and roots use, the roots' own first (`produced` of them), then the rest: the graph's inputs and the
+    intermediates, which need no Buffer node of their own where no launch is recorded; what it was made under."""
 
     launches: list[tuple[Any, tuple[Kernel, Program] | None, tuple[int, ...], tuple[str, ...], dict[str, int]]]
     fresh: list[tuple[int, Any, Any]]
     outputs: list[int]
     used: list[int]
+    produced: int
     nodes: int
     made_under: tuple[Any, ...]
 
@@ -412,12 +414,22 @@ class ScheduleCache:
                 return None
             progs.append(kp)
         self.hits += 1
-        table = found.buffers + [buffers.new_buffer(*f) for f in entry.fresh]
-        handles: list[Any] = [None] * len(table)
-        for i in entry.used:
-            handles[i] = buffers.handle(table[i])
-        values = found.values
         plain = not (_captures or _profiles)  # neither recorded nor timed: each launch is its program's call
+        base, fresh, used = len(found.buffers), entry.fresh, entry.used
+        table: list[Any] = found.buffers + [None] * len(fresh)
+        handles: list[Any] = [None] * len(table)
+        scratch = []  # the intermediates' memory, back to the pool as this returns (as their Buffers' was)
+        for k, i in enumerate(used):
+            if i < base:
+                handles[i] = buffers.handle(table[i])
+            elif plain and k >= entry.produced:  # an intermediate: its memory alone, no Buffer node
+                mem = buffers.scratch(*fresh[i - base])
+                scratch.append(mem)
+                handles[i] = mem.handle
+            else:
+                table[i] = buf = buffers.new_buffer(*fresh[i - base])
+                handles[i] = buffers.handle(buf)
+        values = found.values
         for (kernel, prog), (key, _, refs, names, fixed) in zip(progs, entry.launches, strict=True):
             vals = tuple(values[v] if v in values else fixed[v] for v in names) if names else ()
             if plain:
@@ -428,6 +440,7 @@ class ScheduleCache:
             run_launch(launch, [handles[i] for i in refs], vals)
             for launches in _captures:
                 launches.append(launch)
+        del handles  # before the intermediates' memory goes: the pool takes back only memory nothing else holds
         return [table[i] if i >= 0 else None for i in entry.outputs]
 
     def structure_of(self, roots: Sequence[UOp], pins: Mapping[int, UOp], device: str | None) -> Structure | None:
@@ -479,8 +492,9 @@ class ScheduleCache:
             fixed = {v: launch.vals[v] for v in names if v not in found.values}
             kept_launches.append((_Hashed(launch.key) if launch.key is not None else None, copy, refs, names, fixed))
         outputs = [ref(b) if b is not None else -1 for b in written]
-        used = sorted({i for _, _, refs, _, _ in kept_launches for i in refs} | {i for i in outputs if i >= 0})
-        entry = _Entry(kept_launches, fresh, outputs, used, found.nodes, _settings())
+        produced = sorted({i for i in outputs if i >= 0})
+        used = produced + sorted({i for _, _, refs, _, _ in kept_launches for i in refs} - set(produced))
+        entry = _Entry(kept_launches, fresh, outputs, used, len(produced), found.nodes, _settings())
         with self._lock:
             if (old := self._entries.pop(found.key, None)) is not None:
                 self._nodes -= old.nodes

@@ -155,28 +155,65 @@ def test_a_float_zero_constant_is_kept_apart_from_its_negative() -> None:
     assert [math.copysign(1.0, v) for v in values] == [1.0, -1.0]
 
 
+def _gemm_by_tensor_ops(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b as Tensor ops would build it (operands of one dtype, at least 2 dims each): what matmul's graph builder
+    must give, node for node, so that gradient rules and kernels see one graph whichever way it was built."""
+    k, n = b.shape[-2:]
+    return a.reshape(*a.shape, 1).mul(b.reshape(*b.shape[:-2], 1, k, n)).sum(-2)
+
+
 @pytest.mark.parametrize("dt", ["float32", "float64"])
 @pytest.mark.parametrize("sa, sb", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)),
                                     ((2, 1, 3, 4), (5, 4, 6)), ((1, 4), (4, 1))])
-def test_matmuls_graph_of_the_common_case_is_the_general_paths(monkeypatch: pytest.MonkeyPatch, dt: str,
-                                                               sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
-    import uopviz.tensor.nn as tensor_nn
+def test_matmuls_graph_of_the_common_case_is_the_tensor_ops(dt: str, sa: tuple[int, ...],
+                                                           sb: tuple[int, ...]) -> None:
+    from uopviz.tensor.nn import _plain_gemm
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal(sa).astype(dt), rng.standard_normal(sb).astype(dt)
     a, b = Tensor(x).realize(), Tensor(w).realize()
     fast = a @ b
-    assert tensor_nn._gemm_graph(a.uop, b.uop) is fast.uop  # the common case took the UOp path
-    monkeypatch.setattr(tensor_nn, "_gemm_graph", lambda *_: None)
-    assert (a @ b).uop is fast.uop  # hash-consed: one node only if the graphs are the same
+    assert _plain_gemm(a.uop, b.uop)  # the common case took the UOp path
+    assert _gemm_by_tensor_ops(a, b).uop is fast.uop  # hash-consed: one node only if the graphs are the same
     np.testing.assert_allclose(fast.numpy(), x @ w, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dt", ["int8", "bool", "float16"])
+def test_matmuls_general_path_builds_the_tensor_ops_graph(dt: str) -> None:
+    """Ints and bools are summed in int64 (as sum does), halves multiplied and summed in float32, each then cast back
+    to the operands' dtype; the general path checks, casts and widens, then builds its gemm where the common case
+    does (one builder), and its graph is still the Tensor ops' one."""
+    from uopviz.tensor.nn import _plain_gemm
+    rng = np.random.default_rng(6)
+    x, w = (rng.integers(-3, 4, s).astype(dt) for s in ((2, 3, 4), (4, 5)))
+    a, b = Tensor(x).realize(), Tensor(w).realize()
+    assert not _plain_gemm(a.uop, b.uop)
+    wide = dtypes.float32 if dt == "float16" else a.dtype
+    expected = _gemm_by_tensor_ops(a.cast(wide), b.cast(wide)).cast(a.dtype)
+    assert (a @ b).uop is expected.uop
+    np.testing.assert_array_equal((a @ b).numpy(), (x.astype(np.int64) @ w.astype(np.int64)).astype(dt))
+
+
+def test_matmuls_symbolic_and_one_dim_cases_build_the_tensor_ops_graph() -> None:
+    import uopviz
+    n = uopviz.Variable("n", 1, 8)
+    rng = np.random.default_rng(7)
+    x, w, v = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32), \
+        rng.standard_normal(4).astype(np.float32)
+    a = Tensor(x).realize()[:n.bind(5)]
+    b, c = Tensor(w).realize(), Tensor(v).realize()
+    assert (a @ b).uop is _gemm_by_tensor_ops(a, b).uop
+    np.testing.assert_allclose((a @ b).numpy(), x[:5] @ w, rtol=1e-5)
+    assert (c @ b).uop is _gemm_by_tensor_ops(c.unsqueeze(0), b).squeeze(-2).uop
+    assert (b.T @ c).uop is _gemm_by_tensor_ops(b.T, c.unsqueeze(-1)).squeeze(-1).uop
+    np.testing.assert_allclose((b.T @ c).numpy(), w.T @ v, rtol=1e-5)
+
+
 def test_matmul_leaves_other_cases_and_errors_to_the_general_path() -> None:
-    from uopviz.tensor.nn import _gemm_graph
+    from uopviz.tensor.nn import _plain_gemm
     from uopviz.tensor.util import ShapeError
     f32, f16 = Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((3, 2), np.float16))
-    assert _gemm_graph(f32.uop, f16.uop) is None and _gemm_graph(f32.uop, f32.uop) is None  # dtypes; k differs
-    assert _gemm_graph(f32.uop, Tensor(np.ones(3, np.float32)).uop) is None  # a 1-D operand
+    assert not _plain_gemm(f32.uop, f16.uop) and not _plain_gemm(f32.uop, f32.uop)  # dtypes; k differs
+    assert not _plain_gemm(f32.uop, Tensor(np.ones(3, np.float32)).uop)  # a 1-D operand
     assert (f32 @ f16).dtype == dtypes.float32
     with pytest.raises(ShapeError, match="contracted dims differ"):
         f32 @ f32

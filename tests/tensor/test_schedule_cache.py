@@ -278,6 +278,29 @@ def test_a_jit_capture_records_cached_launches(device: str, schedules: list[int]
     assert f.captures == 1 and schedules[0] == 1  # type: ignore[attr-defined]
 
 
+def test_a_hits_intermediates_come_from_the_memory_pool_and_go_back(device: str, schedules: list[int],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hit runs its intermediates in memory of their own, with no Buffer node: taken from the pool and given back
+    when the hit returns, so repeats allocate only their outputs (which the caller keeps) once the pool has them."""
+    runtime = devices.get(device)
+    allocs = [0]
+    real = runtime.alloc
+
+    def alloc(*a: Any) -> Any:
+        allocs[0] += 1
+        return real(*a)
+
+    monkeypatch.setattr(runtime, "alloc", alloc)
+    a, b = data(5, 6) * 0.3, data(6, 6) * 0.3
+    x, y = Tensor(a, device=device).realize(), Tensor(b, device=device).realize()
+    for _ in range(3):  # the schedule kept, then the pool filled by a hit's intermediates and a dropped output
+        program(x, y).realize()
+    allocs[0] = 0
+    for _ in range(3):
+        np.testing.assert_allclose(program(x, y).numpy(), program_np(a, b), rtol=1e-5, atol=1e-6)
+    assert schedule_cache.hits == 5 and allocs[0] == 0
+
+
 def test_off_schedules_every_time(schedules: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(schedule_cache, "enabled", False)
     for _ in range(3):

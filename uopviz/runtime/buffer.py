@@ -37,19 +37,27 @@ def handle(buf: UOp) -> Any:
     if mem is None:
         if buf.op is not Ops.BUFFER:
             raise TypeError(f"expected a Buffer UOp, got {buf.op.value}")
-        a, runtime = buf.arg, devices.get(buf.arg.device)
-        key = (runtime, a.size, a.dtype)  # the runtime, not its name: a restarted one shares no memory with the old
-        h = POOL.take(key)
-        if h is None:
-            try:
-                h = runtime.alloc(a.size, a.dtype)
-            except Exception:  # out of memory, maybe only because the pool holds it: give it all back, once
-                if not POOL.bytes:
-                    raise
-                POOL.clear()
-                h = runtime.alloc(a.size, a.dtype)
-        mem = buf.__dict__[_MEMORY] = Memory(key, h, a.size * a.dtype.itemsize)
+        a = buf.arg
+        mem = buf.__dict__[_MEMORY] = scratch(a.size, a.dtype, a.device)
     return mem.handle
+
+
+def scratch(size: int, dtype: DType, device: str) -> Memory:
+    """Memory for `size` elements of dtype on a device (a canonical name), from the pool where it has some; back to
+    the pool when the Memory dies. A Buffer's, or, without a Buffer node, a kept schedule's intermediate that
+    lives only while its launches run (uopviz.realize.ScheduleCache.run)."""
+    runtime = devices.get(device)
+    key = (runtime, size, dtype)  # the runtime, not its name: a restarted one shares no memory with the old
+    h = POOL.take(key)
+    if h is None:
+        try:
+            h = runtime.alloc(size, dtype)
+        except Exception:  # out of memory, maybe only because the pool holds it: give it all back, once
+            if not POOL.bytes:
+                raise
+            POOL.clear()
+            h = runtime.alloc(size, dtype)
+    return Memory(key, h, size * dtype.itemsize)
 
 
 def is_allocated(buf: UOp) -> bool:

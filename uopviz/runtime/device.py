@@ -153,6 +153,8 @@ def canonical_devices(device: str | Sequence[str] | None) -> str | tuple[str, ..
 
 def get(device: str | None = None) -> Runtime:
     """The runtime for a device name, started once; UnknownDeviceError or DeviceUnavailableError otherwise."""
+    if type(device) is str and (live := _LIVE.get(device)) is not None:  # canonical and started: each buffer asks
+        return live
     name = canonical(device)
     with _LOCK:
         if name not in _LIVE:

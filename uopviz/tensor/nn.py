@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import dtypes, least_upper_dtype
 from uopviz.tensor.gradient import own_gradient
+from uopviz.tensor.reduce import acc_dtypes
 from uopviz.tensor.util import (
     ArgumentError,
     ShapeError,
@@ -133,20 +134,29 @@ def _conv_grads(g: Tensor, inputs: tuple[Tensor, ...], need: tuple[bool, ...], p
 _GEMM_DTYPES = frozenset({dtypes.float32, dtypes.float64})
 
 
-def _gemm_graph(a: UOp, b: UOp) -> UOp | None:
-    """The graph matmul's general path builds for a @ b, built from the UOps at once (no Tensor between, no
-    checks that cannot fail here) in the common case of a model's products: one float32 or float64 dtype, both
-    operands of at least 2 dims, every size an int and the contracted ones equal; None for anything else, which
-    the general path builds (and words the errors of). A GPT forward makes 13 products per call in eager mode."""
+def _plain_gemm(a: UOp, b: UOp) -> bool:
+    """Whether a @ b is the common case of a model's products, which matmul builds at once (no Tensor between, no
+    checks that cannot fail here): one float32 or float64 dtype, both operands of at least 2 dims, every size an int
+    and the contracted ones equal. Anything else takes the general path (which words the errors). A GPT forward
+    makes 13 products per call in eager mode."""
     dt, sa, sb = a.dtype, a.shape, b.shape
-    if dt not in _GEMM_DTYPES or b.dtype is not dt or len(sa) < 2 or len(sb) < 2 or not all_ints(sa) or \
-            not all_ints(sb) or sa[-1] != sb[-2]:
-        return None
+    return dt in _GEMM_DTYPES and b.dtype is dt and len(sa) >= 2 and len(sb) >= 2 and all_ints(sa) and \
+        all_ints(sb) and sa[-1] == sb[-2]
+
+
+def _gemm_graph(a: UOp, b: UOp) -> UOp:
+    """SPEC's gemm of a @ b, (A[..., M, K, 1] · B[..., 1, K, N]).sum(K), batch axes broadcast, for operands of one
+    dtype of at least 2 dims each whose contracted dims are equal (matmul checks): the graph the Tensor ops would
+    build (the operands reshaped and expanded, multiplied, or and-ed for bools, summed in the dtype sum takes, the
+    contracted axis reshaped away), built from the UOps at once, the one place both of matmul's paths build it."""
+    dt, sa, sb = a.dtype, a.shape, b.shape
     m, k, n = sa[-2], sa[-1], sb[-1]
     batch = sa[:-2] if sa[:-2] == sb[:-2] else broadcast_shapes(sa[:-2], sb[:-2])
     full = (*batch, m, k, n)
-    prod = UOp(Ops.MUL, (expand_to(a.reshape((*sa, 1)), full), expand_to(b.reshape((*sb[:-2], 1, k, n)), full)))
-    return prod.reduce(Ops.ADD, axes=(len(full) - 2,)).reshape((*batch, m, n))
+    prod = UOp(Ops.AND if dt.is_bool else Ops.MUL,
+               (expand_to(a.reshape((*sa, 1)), full), expand_to(b.reshape((*sb[:-2], 1, k, n)), full)))
+    acc, out = acc_dtypes(dt)
+    return prod.cast(acc).reduce(Ops.ADD, axes=(len(full) - 2,)).reshape((*batch, m, n)).cast(out)
 
 
 class NNMixin:
@@ -159,15 +169,15 @@ class NNMixin:
         Each product is SPEC's gemm: (A[..., M, K, 1] · B[..., 1, K, N]).sum(K)."""
         a, b = (self, self._coerce(w)) if not reverse else (self._coerce(w), self)
         a._same_device(b)
-        if (graph := _gemm_graph(a._uop, b._uop)) is not None:
-            return a._new(graph)
+        if _plain_gemm(a._uop, b._uop):
+            return a._new(_gemm_graph(a._uop, b._uop))
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(f"matmul needs operands of at least 1 dim, got {fmt(a.shape)} and {fmt(b.shape)}; "
                              "use * to scale by a scalar")
         dt = least_upper_dtype(a.dtype, b.dtype)
         a2 = a.cast(dt).unsqueeze(0) if a.ndim == 1 else a.cast(dt)
         b2 = b.cast(dt).unsqueeze(-1) if b.ndim == 1 else b.cast(dt)
-        (_m, k), (k2, n) = a2.shape[-2:], b2.shape[-2:]
+        k, k2 = a2.shape[-1], b2.shape[-2]
         if k != k2:
             raise ShapeError(f"matmul {fmt(a.shape)} @ {fmt(b.shape)}: the contracted dims differ ({k} vs {k2}); "
                              "the last axis of the left operand must match the second-to-last of the right")
@@ -175,7 +185,7 @@ class NNMixin:
         # halves are multiplied in float32, as torch and tensor cores do: each product is exact there, where in half
         # a product of two values near 300 overflowed before the float32 sum saw it; ints wrap as NumPy's
         wide = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
-        out = a2.cast(wide).reshape(*a2.shape, 1).mul(b2.cast(wide).reshape(*b2.shape[:-2], 1, k, n)).sum(-2).cast(dt)
+        out = a._new(_gemm_graph(a2.cast(wide)._uop, b2.cast(wide)._uop)).cast(dt)
         if a.ndim == 1:
             out = out.squeeze(-2)
         return out.squeeze(-1) if b.ndim == 1 else out

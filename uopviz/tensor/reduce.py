@@ -25,7 +25,7 @@ Axis = int | tuple[int, ...] | None
 
 
 @functools.cache  # a sum in every layer of a model asks it of the same few dtypes
-def _acc_dtypes(d: DType) -> tuple[DType, DType]:
+def acc_dtypes(d: DType) -> tuple[DType, DType]:
     """(accumulator, result) dtypes of a sum or product of d with no dtype given."""
     if (d.is_int or d.is_bool) and d != dtypes.index:  # NumPy's widest int
         wide = dtypes.uint64 if d.is_unsigned else dtypes.int64
@@ -52,7 +52,7 @@ class ReduceMixin:
         if dtype is not None:
             dt = to_dtype(dtype)
             return dt, dt
-        return _acc_dtypes(self._uop.dtype)
+        return acc_dtypes(self._uop.dtype)
 
     def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         acc, out = self._acc_dtype(dtype)
