@@ -524,11 +524,9 @@ def _range_under(x: UOp, facts: Facts | None) -> tuple[Any, Any] | None:
     intervals (and met with their own); None where the facts cannot hold (a node's interval comes out empty)."""
     if facts is None:
         return None
-    if not facts or not x.dtype.is_int:
+    if not facts or not x.dtype.is_int or not _small(x, facts):
         return x.min_max
     nodes = toposort([x], lambda n: n not in facts and n.op in _GUARDED_OPS)
-    if len(nodes) > MAX_GUARDED_NODES:
-        return x.min_max
     ivs: dict[UOp, tuple[Any, Any]] = {}
     for n in nodes:
         own = n.min_max
@@ -544,6 +542,22 @@ def _range_under(x: UOp, facts: Facts | None) -> tuple[Any, Any] | None:
             return None
         ivs[n] = (lo, hi)
     return ivs[x]
+
+
+def _small(x: UOp, facts: Facts) -> bool:
+    """Whether x has at most MAX_GUARDED_NODES nodes over the bounded ones (the walk stops past that many)."""
+    seen, todo = {x}, [x]
+    while todo:
+        u = todo.pop()
+        if u in facts or u.op not in _GUARDED_OPS:
+            continue
+        for s in u.src:
+            if s not in seen:
+                if len(seen) >= MAX_GUARDED_NODES:
+                    return False
+                seen.add(s)
+                todo.append(s)
+    return True
 
 
 def _mul(x: Any, y: Any) -> Any:
