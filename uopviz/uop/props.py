@@ -433,11 +433,9 @@ def _where_range(u: UOp) -> tuple[Any, Any]:
     if lo == hi:
         return x.min_max if lo else y.min_max
     t, f = _range_under(x, _facts(c, True)), _range_under(y, _facts(c, False))
-    if t is None and f is None:  # the select is never computed (under a Range that never runs)
-        t, f = x.min_max, y.min_max
-    if t is None or f is None:
-        return f if t is None else t
-    return (min(t[0], f[0]), max(t[1], f[1]))
+    if t is None:  # both None: the select is never computed (under a Range that never runs)
+        return f if f is not None else _alu_interval(u, [(lo, hi), x.min_max, y.min_max])
+    return t if f is None else (min(t[0], f[0]), max(t[1], f[1]))
 
 
 def _facts(c: UOp, truth: bool) -> Facts | None:
