@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from uopviz.dtype import DType, dtypes
-from uopviz.uop.ops import GroupOp, Ops, SpecError, UOp, prod
+from uopviz.uop.ops import GroupOp, Ops, SpecError, UOp, prod, toposort
 
 Shape = tuple[int | UOp, ...]
 
@@ -364,18 +364,27 @@ def min_max_of(u: UOp) -> tuple[Any, Any]:
     if op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.WHERE):
         return _alu_range(u)
     if op is Ops.NEG:
-        return _fit(u, -src[0].vmax, -src[0].vmin)
+        return _alu_interval(u, [src[0].min_max])
     return dtype_range(u.dtype)
 
 
 def _alu_range(u: UOp) -> tuple[Any, Any]:
+    if u.op is Ops.WHERE:
+        return _where_range(u)
+    return _alu_interval(u, [s.min_max for s in u.src])
+
+
+def _alu_interval(u: UOp, ivs: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """u's interval (an op of _alu_range, or Neg) when its sources take the intervals ivs."""
     op = u.op
+    if op is Ops.NEG:
+        return _fit(u, -ivs[0][1], -ivs[0][0])
     if op is Ops.WHERE:
-        (c, C), (b, B), (d, D) = (s.min_max for s in u.src)
+        (c, C), (b, B), (d, D) = ivs
         if c == C:
             return (b, B) if c else (d, D)
         return (min(b, d), max(B, D))
-    (a, A), (b, B) = u.src[0].min_max, u.src[1].min_max
+    (a, A), (b, B) = ivs[0], ivs[1]
     if op is Ops.ADD:
         return _fit(u, a + b, A + B)
     if op is Ops.MUL:
@@ -401,6 +410,152 @@ def _alu_range(u: UOp) -> tuple[Any, Any]:
             return (0, B - 1 if a < 0 else min(A, B - 1))
         return (b + 1, 0)
     return dtype_range(u.dtype)
+
+
+# ---- a select's branches under its condition
+_GUARDED_OPS = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.NEG})
+"""The int ops whose interval _alu_interval recomputes from their sources' intervals under a condition."""
+MAX_GUARDED_NODES = 64
+"""A branch with more int nodes than this over the nodes its condition bounds keeps its own interval (a bound on
+the work per select)."""
+
+Facts = dict[UOp, tuple[int, int]]
+"""What a condition's truth says: the interval of each int node it bounds."""
+
+
+def _where_range(u: UOp) -> tuple[Any, Any]:
+    """where(c, x, y) takes x's values only where c holds and y's only where it does not, so each branch's interval
+    is taken under what c's truth (or falsehood) says of the int nodes c compares (`r >= 1 & r < 33` makes the
+    padded read's `where(r >= 1 & r < 33, r - 1, 0)` lie in [0, 31], not [-1, 32], and its `% 32` go). A branch
+    the facts rule out (an empty interval) is never taken."""
+    c, x, y = u.src
+    lo, hi = c.min_max
+    if lo == hi:
+        return x.min_max if lo else y.min_max
+    t, f = _range_under(x, _facts(c, True)), _range_under(y, _facts(c, False))
+    if t is None:  # both None: the select is never computed (under a Range that never runs)
+        return f if f is not None else _alu_interval(u, [(lo, hi), x.min_max, y.min_max])
+    return t if f is None else (min(t[0], f[0]), max(t[1], f[1]))
+
+
+def _facts(c: UOp, truth: bool) -> Facts | None:
+    """The intervals `c == truth` implies for the int nodes c compares: a conjunction's (a disjunction's when false)
+    facts met, a negation's flipped, and `Σ k·t + m < n` (or `==` where a `!=` is false) bounding each term t by what
+    the others leave; None where `c == truth` cannot hold. Terms whose sum may overflow bound nothing."""
+    if c.dtype != dtypes.bool or c.shape != ():
+        return {}
+    op = c.op
+    if op is Ops.NOT or (op is Ops.CMPNE and c.src[1].op is Ops.CONST and c.src[1].dtype == dtypes.bool):
+        flip = op is Ops.NOT or bool(c.src[1].arg.value)
+        return _facts(c.src[0], truth != flip)
+    if (op is Ops.AND and truth) or (op is Ops.OR and not truth):
+        a, b = _facts(c.src[0], truth), _facts(c.src[1], truth)
+        if a is None or b is None:
+            return None
+        return _met(a, b)
+    if op is Ops.CMPLT and c.src[0].dtype.is_int:  # true: a - b <= -1; false: b - a <= 0
+        return _bound_sum(c.src[0], c.src[1], -1) if truth else _bound_sum(c.src[1], c.src[0], 0)
+    if op is Ops.CMPNE and c.src[0].dtype.is_int and not truth:
+        a, b = _bound_sum(c.src[0], c.src[1], 0), _bound_sum(c.src[1], c.src[0], 0)
+        return None if a is None or b is None else _met(a, b)
+    return {}
+
+
+def _met(a: Facts, b: Facts) -> Facts | None:
+    out = dict(a)
+    for t, (lo, hi) in b.items():
+        was = out.get(t, (lo, hi))
+        out[t] = (max(lo, was[0]), min(hi, was[1]))
+        if out[t][0] > out[t][1]:
+            return None
+    return out
+
+
+def _bound_sum(a: UOp, b: UOp, n: int) -> Facts | None:
+    """Each term's interval where a - b <= n, a and b sums of int terms times constants."""
+    ta, tb = _linear(a), _linear(b)
+    if ta is None or tb is None:
+        return {}
+    terms = dict(ta[0])
+    for t, k in tb[0].items():
+        terms[t] = terms.get(t, 0) - k
+    room = n - ta[1] + tb[1]  # Σ k·t <= room
+    lows = {t: min(k * t.vmin, k * t.vmax) for t, k in terms.items() if k}
+    least = sum(lows.values())
+    if least > room:
+        return None
+    out: Facts = {}
+    for t, low in lows.items():
+        k, most = terms[t], room - (least - low)  # k·t <= most
+        lo, hi = t.min_max
+        lo, hi = (lo, min(hi, most // k)) if k > 0 else (max(lo, -(most // -k)), hi)
+        if (lo, hi) != t.min_max:
+            out[t] = (lo, hi)
+    return out
+
+
+def _linear(e: UOp) -> tuple[dict[UOp, int], int] | None:
+    """e as Σ k·t + m over scalar int terms (Adds and products by constants taken apart), where no Add or Mul on
+    the way may overflow (its interval is inside its dtype's: one that may wrap has its dtype's whole range)."""
+    terms: dict[UOp, int] = {}
+    const = 0
+    todo = [(e, 1)]
+    while todo:
+        u, k = todo.pop()
+        if u.shape != ():
+            return None
+        if u.op is Ops.CONST:
+            const += int(u.arg.value) * k
+        elif u.op in (Ops.ADD, Ops.MUL) and not (u.dtype.min < u.vmin and u.vmax < u.dtype.max):
+            return None
+        elif u.op is Ops.ADD:
+            todo += [(s, k) for s in u.src]
+        elif u.op is Ops.MUL and u.src[1].op is Ops.CONST:
+            todo.append((u.src[0], k * int(u.src[1].arg.value)))
+        else:
+            terms[u] = terms.get(u, 0) + k
+    return terms, const
+
+
+def _range_under(x: UOp, facts: Facts | None) -> tuple[Any, Any] | None:
+    """x's interval where the facts hold: its int nodes above the bounded ones recomputed from their sources'
+    intervals (and met with their own); None where the facts cannot hold (a node's interval comes out empty)."""
+    if facts is None:
+        return None
+    if not facts or not x.dtype.is_int or not _small(x, facts):
+        return x.min_max
+    nodes = toposort([x], lambda n: n not in facts and n.op in _GUARDED_OPS)
+    ivs: dict[UOp, tuple[Any, Any]] = {}
+    for n in nodes:
+        own = n.min_max
+        if n in facts:
+            iv = facts[n]
+        elif n.op in _GUARDED_OPS and (n.dtype.is_int or n.dtype.is_bool) and all(s in ivs for s in n.src):
+            iv = _alu_interval(n, [ivs[s] for s in n.src])
+        else:
+            ivs[n] = own
+            continue
+        lo, hi = max(iv[0], own[0]), min(iv[1], own[1])
+        if lo > hi:
+            return None
+        ivs[n] = (lo, hi)
+    return ivs[x]
+
+
+def _small(x: UOp, facts: Facts) -> bool:
+    """Whether x has at most MAX_GUARDED_NODES nodes over the bounded ones (the walk stops past that many)."""
+    seen, todo = {x}, [x]
+    while todo:
+        u = todo.pop()
+        if u in facts or u.op not in _GUARDED_OPS:
+            continue
+        for s in u.src:
+            if s not in seen:
+                if len(seen) >= MAX_GUARDED_NODES:
+                    return False
+                seen.add(s)
+                todo.append(s)
+    return True
 
 
 def _mul(x: Any, y: Any) -> Any:
