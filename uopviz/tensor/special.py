@@ -57,7 +57,7 @@ def odd(x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
     return neg.where(y.neg(), y)
 
 
-def _horner(u: Tensor, c: Sequence[float]) -> Tensor:
+def horner(u: Tensor, c: Sequence[float]) -> Tensor:
     """Σ c_k·uᵏ by Horner's rule: one multiply-add a term (the pipeline fuses them where the target can)."""
     acc = u.mul(c[-1]).add(c[-2])
     for ck in c[-3::-1]:
@@ -148,9 +148,9 @@ def _erf_parts(a: Tensor, gauss: Tensor | None = None) -> tuple[Tensor, Tensor]:
     splits a² exactly (or takes `gauss`, computed by the caller from a more exact argument); float32 folds it into
     one exponential, whose argument's rounding costs up to a²/2 ulp in the far tail."""
     z = a.square()
-    near = a.mul(_horner(z, _ERF_SMALL[a.dtype.itemsize]))
+    near = a.mul(horner(z, _ERF_SMALL[a.dtype.itemsize]))
     t = a.add(2).reciprocal().mul(2)
-    p = _horner(t, _ERFC_LARGE[a.dtype.itemsize])
+    p = horner(t, _ERFC_LARGE[a.dtype.itemsize])
     if a.dtype.itemsize == 8:
         far = t.mul(p.exp()).mul(_exp_neg_square(a) if gauss is None else gauss)
     else:
