@@ -110,14 +110,15 @@ def test_special_values_are_torchs(name: str, device: str) -> None:
 
 
 def test_the_tables_are_the_fit_tools() -> None:
-    """The erf tables are what tools/fit_erf.py derives (a digit lost in copying them would show only as a value
-    off somewhere), and they meet math.erf at the pieces' joint and far out."""
+    """The erf (and gelu) tables are what tools/fit_erf.py derives (a digit lost in copying them would show only as a
+    value off somewhere), and they meet math.erf at the pieces' joint and far out."""
     from uopviz.tensor import special
 
     tool = runpy.run_path(str(Path(__file__).parents[2] / "tools" / "fit_erf.py"))
     for size, name in ((4, "float32"), (8, "float64")):
         small, large = tool["tables"](name)
         assert special._ERF_SMALL[size] == tuple(small) and special._ERFC_LARGE[size] == tuple(large)
+    assert special._GAUSS_TAIL == tuple(tool["gauss_tail_table"]())
     for x in (0.0, special._X0 - 1e-12, special._X0, 3.0, 26.0):
         got = Tensor(np.array([x])).erf().numpy()[0], Tensor(np.array([x])).erfc().numpy()[0]
         assert got == pytest.approx((math.erf(x), math.erfc(x)), rel=ULPS["value"] * np.finfo(np.float64).eps, abs=0)

@@ -179,14 +179,29 @@ def erfc(x: Tensor) -> Tensor:
     return own_gradient(_erfc(x), (x,), _erf_grad(-1.0, x))
 
 
+# Φ(−|x|) = t·H(t)·e^(−x²/2), t = 2/(2 + |x|/√2), for every x: tools/fit_erf.py's power series of H in t (float32)
+_GAUSS_TAIL = (0.14104739610299813, 0.14104732982416124, 0.12341969592533665, 0.08809649918575574,
+               0.04235713001155201, -0.003977001520253186, -0.028750970477468076, 0.0028168661411131384,
+               -0.125242281525035, 0.27881344418672127, -0.24539968298459086, 0.103197740325021,
+               -0.017426165555853572)
+
+
 def gelu(x: Tensor) -> Tensor:
-    """x·Φ(x) with Φ(x) = erfc(−x/√2)/2: the far negative tail keeps its digits (1 + erf cancels to 0 there).
-    In float64 e^(−x²/2) from x itself (x/√2 has rounded), shared by the value and the gradient."""
-    gauss = _exp_neg_square(x, 0.5) if x.dtype.itemsize == 8 else None
-    phi = _erfc(x.mul(-_SQRT1_2), gauss).mul(0.5)
+    """x·Φ(x), Φ(x) = erfc(−x/√2)/2: the far negative tail keeps its digits (1 + erf cancels to 0 there), and
+    e^(−x²/2), the density's, is shared by the value and the gradient. float32 takes Φ(−|x|) = t·H(t)·e^(−x²/2)
+    for every x (one series, no select between two, and the density's exponential its only one: Φ > ½ needs no
+    relative accuracy near 0, which erf's own series is for); float64 takes e^(−x²/2) from x itself (x/√2 has
+    rounded), split exactly, and erfc's two pieces."""
+    if x.dtype.itemsize == 8:
+        gauss = _exp_neg_square(x, 0.5)
+        phi = _erfc(x.mul(-_SQRT1_2), gauss).mul(0.5)
+    else:
+        gauss = x.square().mul(-0.5).exp()
+        t = x.abs().mul(0.5 * _SQRT1_2).add(1).reciprocal()
+        tail = t.mul(horner(t, _GAUSS_TAIL)).mul(gauss)
+        phi = x.lt(0).where(tail, tail.sub(1, reverse=True))
     out = x.mul(phi)
 
     def rule(g: Tensor, _xs: tuple[Tensor, ...], _need: tuple[bool, ...]) -> tuple[Tensor]:
-        density = (gauss if gauss is not None else _exp_neg_square(x, 0.5)).mul(1 / math.sqrt(2 * math.pi))
-        return (g.mul(phi.add(x.mul(density))),)
+        return (g.mul(phi.add(x.mul(gauss).mul(1 / math.sqrt(2 * math.pi)))),)
     return own_gradient(out, (x,), rule)
