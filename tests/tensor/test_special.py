@@ -57,9 +57,9 @@ TERMS: dict[str, Callable[[Any], Any]] = {
 Φ(x) + x·φ(x) cancels to 0 at x = −0.75, where no dtype holds it to a few ulp of itself (torch neither)."""
 ULPS = {"value": 4, "grad": 8}
 """Bounds in units of the dtype's epsilon, relative to the exact value (below the smallest normal, absolute)."""
-LOOSER = {("erfc", "float32"): 64, ("gelu", "float32"): 64}
-"""float32 erfc's far tail is one exponential of P − x²: x² rounds by up to x²/2 ulp (gelu's x/√2 as much again;
-<= 64 at |x| <= 9; float64 splits x² exactly)."""
+LOOSER = {("erfc", "float32"): 64, ("gelu", "float32"): 24}
+"""float32 erfc's far tail is one exponential of P − x²: x² rounds by up to x²/2 ulp (<= 64 at |x| <= 9); gelu's
+e^(−x²/2), from x itself, by up to x²/4 (<= 24 with the rest; float64 splits x² exactly)."""
 
 
 def _ulps(got: np.ndarray, want: np.ndarray, size: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
