@@ -12,10 +12,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from uopviz.codegen.decompositions import interpolant
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
 from uopviz.tensor import special
-from uopviz.tensor.gradient import own_gradient
 from uopviz.tensor.util import (
     ArgumentError,
     Shape,
@@ -68,37 +66,6 @@ def _bounded(x: Tensor, lo: float, hi: float) -> Tensor:
     """x limited to [lo, hi], the bound itself chosen at a bound, so the gradient is 0 there (PyTorch's hardtanh
     and relu6; clip passes it, as torch.clamp). NaN stays NaN."""
     return x.le(lo).where(lo, x.ge(hi).where(hi, x))
-
-
-# exp's splits of ln 2 (hi with few enough bits that n·hi is exact), the int of the float's bits (k's halves shifted
-# stay below its sign bit), its mantissa bits and exponent bias, and e^r's polynomial for |r| <= ln2/2 (lowest term
-# first): float32 degree 6 through Chebyshev nodes (3e-9 relative, 0.02 ulp; degree 5 would be 0.9 ulp), float64
-# Taylor to degree 13 (4e-18)
-_EXP_PARTS: dict[DType, tuple[float, float, DType, int, int, tuple[float, ...]]] = {
-    dtypes.float32: (0.693359375, -2.12194440e-4, dtypes.int32, 23, 127, interpolant(math.exp, 6, _LN2 / 2)),
-    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10, dtypes.int64, 52, 1023,
-                     tuple(1 / math.factorial(k) for k in range(14))),
-}
-
-
-def _exp(x: Tensor) -> Tensor:
-    """e^x for float32 or float64 x (ElementwiseMixin.exp's recipe), with one range reduction: exp2 of the reduced
-    argument would reduce it again (a third of the work of GELU's derivative). Adding big rounds y = x·log2 e to an
-    integer n and leaves k = n + 2·bias in the low mantissa bits of t, so 2^⌊n/2⌋ and 2^⌈n/2⌉ are k's halves
-    shifted into exponent fields: no casts, and a nan stays one through p (the selects pass it; an inf is cut to
-    a bound, where the result is already inf or 0). Its gradient is g·e^x, not the polynomial's derivative (a few
-    ulp worse)."""
-    hi, lo, bits, mant, bias, poly = _EXP_PARTS[x.dtype]
-    arg = x
-    top, bottom = (bias + 2) * _LN2, -(bias + mant + 2) * _LN2  # beyond them e^x is inf or 0 at every n
-    x = x.lt(bottom).where(bottom, x.gt(top).where(top, x))
-    big = 1.5 * 2.0 ** mant + 2 * bias
-    t = x.mul(1 / _LN2).add(big)
-    n = t.sub(big)
-    p = special.horner(x.sub(n.mul(hi)).sub(n.mul(lo)), poly)  # |argument| <= ~ln2/2
-    k = t.bitcast(bits).bitwise_and((1 << (mant - 1)) - 1)
-    out = p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
-    return own_gradient(out, (arg,), lambda g, _xs, _need: (g.mul(out),))
 
 
 class ElementwiseMixin:
@@ -402,7 +369,7 @@ class ElementwiseMixin:
         """e^x = 2^n · 2^(r·log2 e) with n = round(x·log2 e) and r = x − n·ln 2 in two parts (Cody–Waite, as libm
         does): exp2(x·log2 e) alone rounds that product first, an error |x·log2 e|·ln 2 ulp wide (57 ulp at 80).
         2^n is two exact powers of two made from n's bits, so no intermediate overflows or flushes early."""
-        return self._math(_exp)
+        return self._math(special.exp)
 
     def _exp_of_shifted(self: Tensor) -> Tensor:
         """e^x as exp2(x·log2 e), for the softmax family's x − max (and sigmoid's −x): the product's rounding costs
