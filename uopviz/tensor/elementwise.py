@@ -366,9 +366,10 @@ class ElementwiseMixin:
         return fn(x.cast(dtypes.float32)).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x)
 
     def exp(self: Tensor) -> Tensor:
-        """e^x = 2^n · 2^(r·log2 e) with n = round(x·log2 e) and r = x − n·ln 2 in two parts (Cody–Waite, as libm
-        does): exp2(x·log2 e) alone rounds that product first, an error |x·log2 e|·ln 2 ulp wide (57 ulp at 80).
-        2^n is two exact powers of two made from n's bits, so no intermediate overflows or flushes early."""
+        """e^x = 2^n · e^r with n = round(x·log2 e) and r = x − n·ln 2 in two parts (Cody–Waite, as libm does), e^r
+        by its polynomial (uopviz.tensor.special.exp): exp2(x·log2 e) alone rounds that product first, an error
+        |x·log2 e|·ln 2 ulp wide (57 ulp at 80). 2^n is two exact powers of two made from n's bits, so no
+        intermediate overflows or flushes early."""
         return self._math(special.exp)
 
     def _exp_of_shifted(self: Tensor) -> Tensor:
