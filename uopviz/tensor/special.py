@@ -88,12 +88,18 @@ def exp(x: Tensor, nonpositive: bool = False) -> Tensor:
     arg = x
     top, bottom = (bias + 2) * _LN2, -(bias + mant + 2) * _LN2  # beyond them e^x is inf or 0 at every n
     x = x.lt(bottom).where(bottom, x if nonpositive else x.gt(top).where(top, x))
-    big = 1.5 * 2.0 ** mant + 2 * bias
+    # n <= 0: 2^(n + off) is normal down to the bottom, so one exponent field (t's low bits shifted, the rest shifted
+    # out) and an exact product by 2^−off, rounded once into a subnormal, do the two factors' work
+    off = mant + 3
+    big = 1.5 * 2.0 ** mant + (bias + off if nonpositive else 2 * bias)
     t = x.mul(1 / _LN2).add(big)
     n = t.sub(big)
     p = horner(x.sub(n.mul(hi)).sub(n.mul(lo)), poly)  # |argument| <= ~ln2/2
-    k = t.bitcast(bits).bitwise_and((1 << (mant - 1)) - 1)
-    out = p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
+    if nonpositive:
+        out = p.mul(t.bitcast(bits).lshift(mant).bitcast(x.dtype)).mul(2.0 ** -off)
+    else:
+        k = t.bitcast(bits).bitwise_and((1 << (mant - 1)) - 1)
+        out = p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
     return own_gradient(out, (arg,), lambda g, _xs, _need: (g.mul(out),))
 
 
