@@ -1,4 +1,4 @@
-"""Derive the polynomial coefficients of uopviz's erf and erfc (uopviz/tensor/special.py), and check their error.
+"""Derive the polynomial coefficients of uopviz's erf, erfc and gelu (uopviz/tensor/special.py), and check their error.
 
     python tools/fit_erf.py            # prints the coefficient tables and the worst errors in float32 and float64
 
@@ -7,6 +7,8 @@ t = 2/(2 + x), P smooth on t's interval (the form of Numerical Recipes' erfcc, f
 precision). Each is fitted as a Chebyshev series on its interval (the interpolant at Chebyshev points, with mpmath
 at 50 digits as the reference), truncated where its terms fall below the dtype's precision, and then rewritten as a
 power series in x² or t, so that the kernel evaluates it by Horner's rule: one fused multiply-add per term.
+float32 gelu takes the normal tail Φ(−|x|) = t·H(t)·e^(−x²/2) for every x (t over all of [0, 1]): one series and the
+density's exponential, which its gradient shares.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ def large(y: mpmath.mpf) -> mpmath.mpf:  # y in [-1, 1] -> t in [0, T_HI]
     return mpmath.log(mpmath.erfc(x) / t) + x * x
 
 
+def gauss_tail(y: mpmath.mpf) -> mpmath.mpf:  # y in [-1, 1] -> t in [0, 1]; H(t) = erfc(x)·e^(x²)/(2t)
+    t = (y + 1) / 2
+    if t == 0:  # the limit x -> inf, as for `large`
+        return 1 / (4 * mpmath.sqrt(mpmath.pi))
+    x = 2 / t - 2
+    return mpmath.erfc(x) * mpmath.exp(x * x) / (2 * t)
+
+
 def power_series(c: list[mpmath.mpf], width: float, tol: float) -> list[float]:
     """The Chebyshev series c in y = 2u/width − 1, cut at tol, as coefficients of u⁰, u¹, … (exact arithmetic)."""
     k = len(c)
@@ -72,6 +82,11 @@ def tables(dtype: str) -> tuple[list[float], list[float]]:
     """The two power series for dtype: S's in x², P's in t."""
     tol = PRECISION[dtype]
     return power_series(cheb(small, 40), X0 ** 2, tol), power_series(cheb(large, 60), T_HI, tol)
+
+
+def gauss_tail_table() -> list[float]:
+    """H's power series in t (float32's gelu)."""
+    return power_series(cheb(gauss_tail, 40), 1.0, PRECISION["float32"])
 
 
 def horner(c: list[float], u: np.ndarray, dt: type) -> np.ndarray:
@@ -112,6 +127,17 @@ def main() -> None:
               f"erfc below 4 max {relative(ec, ref_erfc, tiny)[fin].max() / eps:.1f} eps")
         print("  SMALL =", cs)
         print("  LARGE =", cl)
+    ct = gauss_tail_table()
+    x = np.concatenate([np.linspace(-14, 9, 20001), np.geomspace(1e-8, 1, 2001)]).astype(np.float32)
+    ref = np.array([float(mpmath.ncdf(mpmath.mpf(float(v)))) for v in x])
+    a = np.abs(x)
+    t = (np.float32(1) / (np.float32(1) + a * np.float32(0.5 / np.sqrt(2)))).astype(np.float32)
+    with np.errstate(under="ignore"):
+        tail = (t * horner(ct, t, np.float32) * np.exp(np.float32(-0.5) * x * x)).astype(np.float32)
+    phi = np.where(x < 0, tail, np.float32(1) - tail)
+    print(f"float32 gelu: {len(ct)} terms; Φ at |x| <= 4 max "
+          f"{relative(phi, ref, np.finfo(np.float32).tiny)[a <= 4].max() / np.finfo(np.float32).eps:.1f} eps")
+    print("  GAUSS_TAIL =", ct)
 
 
 if __name__ == "__main__":

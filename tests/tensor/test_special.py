@@ -57,9 +57,9 @@ TERMS: dict[str, Callable[[Any], Any]] = {
 Φ(x) + x·φ(x) cancels to 0 at x = −0.75, where no dtype holds it to a few ulp of itself (torch neither)."""
 ULPS = {"value": 4, "grad": 8}
 """Bounds in units of the dtype's epsilon, relative to the exact value (below the smallest normal, absolute)."""
-LOOSER = {("erfc", "float32"): 64, ("gelu", "float32"): 64}
-"""float32 erfc's far tail is one exponential of P − x²: x² rounds by up to x²/2 ulp (gelu's x/√2 as much again;
-<= 64 at |x| <= 9; float64 splits x² exactly)."""
+LOOSER = {("erfc", "float32"): 64, ("gelu", "float32"): 24}
+"""float32 erfc's far tail is one exponential of P − x²: x² rounds by up to x²/2 ulp (<= 64 at |x| <= 9); gelu's
+e^(−x²/2), from x itself, by up to x²/4 (<= 24 with the rest; float64 splits x² exactly)."""
 
 
 def _ulps(got: np.ndarray, want: np.ndarray, size: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
@@ -110,14 +110,15 @@ def test_special_values_are_torchs(name: str, device: str) -> None:
 
 
 def test_the_tables_are_the_fit_tools() -> None:
-    """The erf tables are what tools/fit_erf.py derives (a digit lost in copying them would show only as a value
-    off somewhere), and they meet math.erf at the pieces' joint and far out."""
+    """The erf (and gelu) tables are what tools/fit_erf.py derives (a digit lost in copying them would show only as a
+    value off somewhere), and they meet math.erf at the pieces' joint and far out."""
     from uopviz.tensor import special
 
     tool = runpy.run_path(str(Path(__file__).parents[2] / "tools" / "fit_erf.py"))
     for size, name in ((4, "float32"), (8, "float64")):
         small, large = tool["tables"](name)
         assert special._ERF_SMALL[size] == tuple(small) and special._ERFC_LARGE[size] == tuple(large)
+    assert special._GAUSS_TAIL == tuple(tool["gauss_tail_table"]())
     for x in (0.0, special._X0 - 1e-12, special._X0, 3.0, 26.0):
         got = Tensor(np.array([x])).erf().numpy()[0], Tensor(np.array([x])).erfc().numpy()[0]
         assert got == pytest.approx((math.erf(x), math.erfc(x)), rel=ULPS["value"] * np.finfo(np.float64).eps, abs=0)

@@ -55,3 +55,20 @@ def test_the_pass_is_a_named_step_of_the_schedule() -> None:
     step = next(p for p in tr.contexts[0].passes if p.name == "store operands")
     assert step.stage == "Rangeify" and step.steps
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_an_embeddings_gradient_stores_the_rows_it_picks_from(device: str) -> None:
+    """A gather's gradient sums a one-hot Where of the rows' gradient over the tokens for every entry of the table:
+    the rows' costly gradient (a sine and an exponential each) is stored once, not computed again for every tile of
+    entries; the table's gradient is NumPy's scatter-add."""
+    rng = np.random.default_rng(1)
+    vocab, dim = REREAD + 3, 5
+    table, idx = rng.standard_normal((vocab, dim)).astype(np.float32), rng.integers(0, vocab, (3, 7))
+    w = Tensor(table, device=device, requires_grad=True)
+    (grad,) = w[Tensor(idx.astype(np.int32), device=device)].sin().exp().mul(0.5).sum().gradient(w)
+    *first, product = _kernel_ops(grad)
+    assert Ops.SIN in set().union(*first) and Ops.SIN not in product
+    rows = table[idx].astype(np.float64)
+    want = np.zeros((vocab, dim))
+    np.add.at(want, idx, 0.5 * np.cos(rows) * np.exp(np.sin(rows)))
+    np.testing.assert_allclose(grad.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -106,7 +106,7 @@ class _Format(NamedTuple):
         return float(1 - self.bias - self.mant - 3), float(self.bias + 2)
 
 
-def _interpolant(fn: Callable[[float], float], deg: int, half: float) -> tuple[float, ...]:
+def interpolant(fn: Callable[[float], float], deg: int, half: float) -> tuple[float, ...]:
     """The coefficients (lowest first) of the polynomial of degree `deg` through fn at the Chebyshev nodes of
     [−half, half]: close to the minimax polynomial, so a degree lower than Taylor's meets the same error. Solved
     exactly from fn's float64 values, which makes the coefficients accurate enough for float32 (not float64)."""
@@ -135,7 +135,7 @@ def _format(uint: DType, sint: DType, mant: int, bias: int, exp2_poly: tuple[flo
 _FORMATS: dict[DType, _Format] = {
     # k = round(x·2/π) of up to 16 bits times 8-bit parts is exact in 24 bits: |x| < 2^16·π/2
     # exp2: degree 6 near-minimax (error 3e-9 relative, 0.05 ulp; degree 5 would be 1.3 ulp)
-    dtypes.float32: _format(dtypes.uint32, dtypes.int32, 23, 127, _interpolant(math.exp2, 6, 0.5), 6, 5, 8, 4),
+    dtypes.float32: _format(dtypes.uint32, dtypes.int32, 23, 127, interpolant(math.exp2, 6, 0.5), 6, 5, 8, 4),
     # up to 26-bit k times 27-bit parts is exact in 53 bits: |x| < 2^26·π/2; exp2: Taylor, degree 13
     dtypes.float64: _format(dtypes.uint64, dtypes.int64, 52, 1023,
                             tuple(math.log(2) ** k / math.factorial(k) for k in range(14)), 11, 8, 27, 3),

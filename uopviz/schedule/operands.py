@@ -9,7 +9,9 @@ erf, some 45 operations) by W2, and the gradient of the first linear layer of a 
 than a matmul of their size. Storing the operand first (one elementwise kernel, one pass over memory) leaves the
 matmul plain loads, which `pack` can then lay out.
 
-The pass stores the operand of a sum of products (a Reduce of a Mul of two broadcast values) when the work it saves
+The pass stores the operand of a sum of products (a Reduce of a Mul of two broadcast values, or of a Where that picks
+one, a product by a one-hot: an embedding's gradient sums the rows of the tokens' gradient that pick each entry of
+the vocabulary, and recomputed the GPT's LayerNorm backward for every tile of entries) when the work it saves
 pays for the store: the Reduce reads each of its elements at least `FEWEST_READS` times, an element costs at least
 `COSTLY` operations (`_cost`: each elementwise op 1, each decomposed function `DECOMPOSED`, counted up to values that
 are stored anyway: buffers, stored reductions, Contiguous), and the reads times the cost come to at least `REREAD` x
@@ -43,12 +45,13 @@ def store_operands(fn: UOp) -> UOp:
 
 
 def _reread_operands(red: UOp) -> list[UOp]:
-    """The computed values below the broadcasts of a sum of products that it re-reads FEWEST_READS times or more,
-    that cost COSTLY operations or more an element, reads times cost at least REREAD x COSTLY."""
-    if red.tag is not None or red.arg.op is not Ops.ADD or red.src[0].op is not Ops.MUL:
+    """The computed values below the broadcasts of a sum of products (a Where's values, not its condition) that it
+    re-reads FEWEST_READS times or more, that cost COSTLY operations or more an element, reads times cost at least
+    REREAD x COSTLY."""
+    if red.tag is not None or red.arg.op is not Ops.ADD or red.src[0].op not in (Ops.MUL, Ops.WHERE):
         return []
     out = []
-    for x in red.src[0].src:
+    for x in red.src[0].src[1:] if red.src[0].op is Ops.WHERE else red.src[0].src:
         if x.op is not Ops.EXPAND:
             continue
         v = x.src[0]

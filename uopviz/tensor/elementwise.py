@@ -68,31 +68,6 @@ def _bounded(x: Tensor, lo: float, hi: float) -> Tensor:
     return x.le(lo).where(lo, x.ge(hi).where(hi, x))
 
 
-# exp's splits of ln 2 (hi with few enough bits that n·hi is exact), the int of the float's bits (k's halves shifted
-# stay below its sign bit), its mantissa bits and exponent bias
-_EXP_PARTS: dict[DType, tuple[float, float, DType, int, int]] = {
-    dtypes.float32: (0.693359375, -2.12194440e-4, dtypes.int32, 23, 127),
-    dtypes.float64: (6.93147180369123816490e-01, 1.90821492927058770002e-10, dtypes.int64, 52, 1023),
-}
-
-
-def _exp(x: Tensor) -> Tensor:
-    """e^x for float32 or float64 x (ElementwiseMixin.exp's recipe). Adding big rounds y = x·log2 e to an integer
-    n and leaves k = n + 2·bias in the low mantissa bits of t, so 2^⌊n/2⌋ and 2^⌈n/2⌉ are k's halves shifted into
-    exponent fields: no casts, and a nan or inf stays one through p (the selects pass a nan; an inf is cut to a
-    bound for n only)."""
-    hi, lo, bits, mant, bias = _EXP_PARTS[x.dtype]
-    top, bottom = bias + 1, -(bias + mant + 2)  # beyond them 2^y is inf or 0 at every n
-    y = x.mul(1 / _LN2).detach()  # n is a constant to the gradient: e^x's comes through p alone
-    y = y.lt(bottom).where(bottom, y.gt(top).where(top, y))
-    big = 1.5 * 2.0 ** mant + 2 * bias
-    t = y.add(big)
-    n = t.sub(big)
-    p = x.sub(n.mul(hi)).sub(n.mul(lo)).mul(1 / _LN2).exp2()                      # |argument| <= ~0.5
-    k = t.bitcast(bits).bitwise_and((1 << (mant - 1)) - 1)
-    return p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
-
-
 class ElementwiseMixin:
     """Elementwise ops of Tensor."""
 
@@ -391,10 +366,11 @@ class ElementwiseMixin:
         return fn(x.cast(dtypes.float32)).cast(x.dtype) if x.dtype.itemsize < 4 else fn(x)
 
     def exp(self: Tensor) -> Tensor:
-        """e^x = 2^n · 2^(r·log2 e) with n = round(x·log2 e) and r = x − n·ln 2 in two parts (Cody–Waite, as libm
-        does): exp2(x·log2 e) alone rounds that product first, an error |x·log2 e|·ln 2 ulp wide (57 ulp at 80).
-        2^n is two exact powers of two made from n's bits, so no intermediate overflows or flushes early."""
-        return self._math(_exp)
+        """e^x = 2^n · e^r with n = round(x·log2 e) and r = x − n·ln 2 in two parts (Cody–Waite, as libm does), e^r
+        by its polynomial (uopviz.tensor.special.exp): exp2(x·log2 e) alone rounds that product first, an error
+        |x·log2 e|·ln 2 ulp wide (57 ulp at 80). 2^n is two exact powers of two made from n's bits, so no
+        intermediate overflows or flushes early."""
+        return self._math(special.exp)
 
     def _exp_of_shifted(self: Tensor) -> Tensor:
         """e^x as exp2(x·log2 e), for the softmax family's x − max (and sigmoid's −x): the product's rounding costs
