@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from uopviz.realize import OWN_GRADIENT
 from uopviz.schedule.program import program_order
 from uopviz.uop.ops import Ops, UOp
 
@@ -124,8 +125,24 @@ def _closed_over(body: UOp, n_inputs: int) -> tuple[UOp, tuple[UOp, ...]]:
     """The body with each buffer it reads (realized data the function closed over) replaced by a further Param,
     and those buffers, as the implicit arguments after the inputs."""
     buffers = list(dict.fromkeys(u for u in outside_calls(body) if u.op is Ops.BUFFER))
-    params = {b: UOp.param(n_inputs + j, (b.arg.size,), b.arg.dtype, b.arg.device) for j, b in enumerate(buffers)}
-    return body.substitute(params), tuple(b.reshape((b.arg.size,)) for b in buffers)
+    out: dict[UOp, UOp] = {b: UOp.param(n_inputs + j, (b.arg.size,), b.arg.dtype, b.arg.device)
+                           for j, b in enumerate(buffers)}
+    for u in body.toposort():
+        if u not in out:
+            src = tuple(out[s] for s in u.src)
+            out[u] = u if src == u.src else u.replace(src=src)
+    _carry_own_gradients(out)
+    return out[body], tuple(b.reshape((b.arg.size,)) for b in buffers)
+
+
+def _carry_own_gradients(rebuilt: dict[UOp, UOp]) -> None:
+    """Gradient rules of their own (uopviz.tensor.gradient.own_gradient: special functions, convolution) go with
+    their nodes into a rebuilt body, their inputs rebuilt too: a rule is kept in its node's __dict__, which a new
+    node does not inherit, and without it backprop went through the parts (an exp's bit tricks: wrong gradients of
+    a @function closing over a buffer). The rules build their gradients from the inputs they are given alone."""
+    for old, new in rebuilt.items():
+        if new is not old and (own := old.__dict__.get(OWN_GRADIENT)) is not None:
+            new.__dict__.setdefault(OWN_GRADIENT, (tuple(rebuilt.get(s, s) for s in own[0]), own[1]))
 
 
 def read_only(body: UOp) -> tuple[UOp, tuple[int, ...]]:
@@ -141,6 +158,7 @@ def read_only(body: UOp) -> tuple[UOp, tuple[int, ...]]:
             continue
         src = tuple(s if u.op is Ops.FUNCTION and k == 0 else out[s] for k, s in enumerate(u.src))
         out[u] = u if src == u.src else u.replace(src=src)
+    _carry_own_gradients(out)
     return out[body], tuple(read)
 
 

@@ -100,7 +100,7 @@ def exp(x: Tensor, nonpositive: bool = False) -> Tensor:
     else:
         k = t.bitcast(bits).bitwise_and((1 << (mant - 1)) - 1)
         out = p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
-    return own_gradient(out, (arg,), lambda g, _xs, _need: (g.mul(out),))
+    return own_gradient(out, (arg,), lambda g, xs, _need: (g.mul(exp(xs[0], nonpositive)),))  # out itself, hash-consed
 
 
 def _taylor_expm1(x: Tensor, terms: int) -> Tensor:
@@ -116,7 +116,7 @@ def expm1(x: Tensor) -> Tensor:
     below half an ulp), eˣ − 1 above (at most 3.4 ulp where the subtraction cancels most)."""
     small = _taylor_expm1(x, 15 if x.dtype.itemsize == 8 else 8)
     out = x.abs().le(_LN2 / 2).where(small, x.exp().sub(1))
-    return own_gradient(out, (x,), lambda g, _xs, _need: (g.mul(x.exp()),))  # not out + 1: it rounds to 0 far left
+    return own_gradient(out, (x,), lambda g, xs, _need: (g.mul(xs[0].exp()),))  # not out + 1: 0 far left
 
 
 def log1p(x: Tensor) -> Tensor:
@@ -125,7 +125,7 @@ def log1p(x: Tensor) -> Tensor:
     u = x.add(1)
     corrected = u.log().mul(x.div(u.sub(1)))
     out = u.eq(1).where(x, u.isinf().where(u.log(), corrected))
-    return own_gradient(out, (x,), lambda g, _xs, _need: (g.div(x.add(1)),))
+    return own_gradient(out, (x,), lambda g, xs, _need: (g.div(xs[0].add(1)),))
 
 
 def tanh(x: Tensor) -> Tensor:
@@ -135,8 +135,8 @@ def tanh(x: Tensor) -> Tensor:
         return e.neg().div(e.add(2))
     out = odd(x, f)
 
-    def rule(g: Tensor, _xs: tuple[Tensor, ...], _need: tuple[bool, ...]) -> tuple[Tensor]:
-        w = x.abs().mul(-2).exp()  # 1 − t² = 4w/(1 + w)²: from t itself it cancels to t's rounding far out
+    def rule(g: Tensor, xs: tuple[Tensor, ...], _need: tuple[bool, ...]) -> tuple[Tensor]:
+        w = xs[0].abs().mul(-2).exp()  # 1 − t² = 4w/(1 + w)²: from t itself it cancels to t's rounding far out
         return (g.mul(w.mul(4).div(w.add(1).square())),)
     return own_gradient(out, (x,), rule)
 
@@ -197,14 +197,14 @@ def _erf_parts(a: Tensor, gauss: Tensor | None = None) -> tuple[Tensor, Tensor]:
     return lo.where(near, far.sub(1, reverse=True)), lo.where(near.sub(1, reverse=True), far)
 
 
-def _erf_grad(sign: float, x: Tensor) -> Callable[[Tensor, tuple[Tensor, ...], tuple[bool, ...]], tuple[Tensor]]:
-    return lambda g, _xs, _need: (g.mul(_exp_neg_square(x.abs()).mul(sign * _TWO_OVER_SQRT_PI)),)
+def _erf_grad(sign: float) -> Callable[[Tensor, tuple[Tensor, ...], tuple[bool, ...]], tuple[Tensor]]:
+    return lambda g, xs, _need: (g.mul(_exp_neg_square(xs[0].abs()).mul(sign * _TWO_OVER_SQRT_PI)),)
 
 
 def erf(x: Tensor) -> Tensor:
     """The error function, odd: within 1.3 ulp in float32 and float64 (tools/fit_erf.py)."""
     out = odd(x, lambda a: _erf_parts(a)[0])
-    return own_gradient(out, (x,), _erf_grad(1.0, x))
+    return own_gradient(out, (x,), _erf_grad(1.0))
 
 
 def _erfc(x: Tensor, gauss: Tensor | None = None) -> Tensor:
@@ -214,7 +214,7 @@ def _erfc(x: Tensor, gauss: Tensor | None = None) -> Tensor:
 
 def erfc(x: Tensor) -> Tensor:
     """1 − erf(x), with relative accuracy in the tail (2 − erfc(|x|) for negative x)."""
-    return own_gradient(_erfc(x), (x,), _erf_grad(-1.0, x))
+    return own_gradient(_erfc(x), (x,), _erf_grad(-1.0))
 
 
 # Φ(−|x|) = t·H(t)·e^(−x²/2), t = 2/(2 + |x|/√2), for every x: tools/fit_erf.py's power series of H in t (float32)
@@ -230,17 +230,21 @@ def gelu(x: Tensor) -> Tensor:
     for every x (one series, no select between two, and the density's exponential its only one: Φ > ½ needs no
     relative accuracy near 0, which erf's own series is for); float64 takes e^(−x²/2) from x itself (x/√2 has
     rounded), split exactly, and erfc's two pieces."""
+    phi = _gelu_parts(x)[0]
+
+    def rule(g: Tensor, xs: tuple[Tensor, ...], _need: tuple[bool, ...]) -> tuple[Tensor]:
+        phi, gauss = _gelu_parts(xs[0])  # the forward's own nodes again (hash-consed), not recomputed
+        return (g.mul(phi.add(xs[0].mul(gauss).mul(1 / math.sqrt(2 * math.pi)))),)
+    return own_gradient(x.mul(phi), (x,), rule)
+
+
+def _gelu_parts(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(Φ(x), e^(−x²/2)) as gelu computes them."""
     if x.dtype.itemsize == 8:
         gauss = _exp_neg_square(x, 0.5)
-        phi = _erfc(x.mul(-_SQRT1_2), gauss).mul(0.5)
-    else:
-        gauss = exp(x.square().mul(-0.5), nonpositive=True)
-        a = x.bitcast(dtypes.int32).bitwise_and((1 << 31) - 1).bitcast(x.dtype)  # |x| in one op (no gradient here)
-        t = a.mul(0.5 * _SQRT1_2).add(1).reciprocal()
-        tail = t.mul(horner(t, _GAUSS_TAIL)).mul(gauss)
-        phi = x.lt(0).where(tail, tail.sub(1, reverse=True))
-    out = x.mul(phi)
-
-    def rule(g: Tensor, _xs: tuple[Tensor, ...], _need: tuple[bool, ...]) -> tuple[Tensor]:
-        return (g.mul(phi.add(x.mul(gauss).mul(1 / math.sqrt(2 * math.pi)))),)
-    return own_gradient(out, (x,), rule)
+        return _erfc(x.mul(-_SQRT1_2), gauss).mul(0.5), gauss
+    gauss = exp(x.square().mul(-0.5), nonpositive=True)
+    a = x.bitcast(dtypes.int32).bitwise_and((1 << 31) - 1).bitcast(x.dtype)  # |x| in one op (no gradient here)
+    t = a.mul(0.5 * _SQRT1_2).add(1).reciprocal()
+    tail = t.mul(horner(t, _GAUSS_TAIL)).mul(gauss)
+    return x.lt(0).where(tail, tail.sub(1, reverse=True)), gauss
