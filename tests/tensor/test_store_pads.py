@@ -126,3 +126,20 @@ def test_a_pad_the_vectors_divide_copies_in_runs_of_vectors(device: str, transpo
     out = src.pad(((0, 0), (0, 0), (128, 128)))
     assert _upcasts(_opts(out)[0]) == [16, 8]
     np.testing.assert_array_equal(out.numpy(), np.pad(x, ((0, 0), (0, 0), (128, 128))))
+
+
+def test_a_sum_of_pads_is_stored_as_one_buffer(device: str) -> None:
+    """The gradient of a fused projection split in three (the GPT's q, k, v) is each part's gradient padded to the
+    whole width, added: stored as that sum, one kernel writing one buffer, which the weight's gradient (x^T times it)
+    then reads with plain loads; stored pad by pad, each pad wrote its zeros and the product read three buffers."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((37, 11), dtype=np.float32), rng.standard_normal((11, 15), dtype=np.float32)
+    up = [rng.standard_normal((37, 5), dtype=np.float32) for _ in range(3)]
+    W = Tensor(w, device=device, requires_grad=True)
+    q, k, v = (Tensor(x, device=device) @ W).split(5, dim=1)
+    (grad,) = sum((t * Tensor(u, device=device)).sum() for t, u in zip((q, k, v), up)).gradient(W)
+    kernels = [ast for ast, _ in kernels_of(schedule([grad.uop]))]
+    stored = [k for k in kernels if Ops.PAD in _ops(k)]
+    assert len(stored) == 1 and Ops.REDUCE not in _ops(stored[0])  # the sum of the three pads, one kernel
+    assert Ops.PAD not in _ops(kernels[-1])  # the product reads plain memory
+    np.testing.assert_allclose(grad.numpy(), x.astype(np.float64).T @ np.concatenate(up, 1), rtol=1e-5, atol=1e-5)

@@ -8,7 +8,10 @@ per-lane gathers. Storing the padded value first (one small kernel, one pass ove
 loads of memory. The pass stores a Pad when the Reduce that reads it reads at least `REUSE` elements per element
 of the padded value, and the padded value reads memory (a pad of constants is cheaper computed than loaded). The
 copy's own kernel is one guarded load per element; on a CPU the heuristic copies its rows in long runs
-(codegen/opt/heuristic.py `_pad_runs`), so the guards fold away but at the edges.
+(codegen/opt/heuristic.py `_pad_runs`), so the guards fold away but at the edges. Pads that are added (a sum of
+pads: the gradient of slices of one value, as the GPT's fused q, k, v projection's, dq + dk + dv each padded to the
+width of all three) are stored as their sum, one buffer the reduction reads once per element: stored one by one,
+each pad wrote its zeros in full and the reduction read three buffers and added them for each multiply-add.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ def store_pads(fn: UOp) -> UOp:
 
 
 def _reread_pads(red: UOp) -> list[UOp]:
-    """The Pads that Reduce red reads in its own kernel (through movement and elementwise ops) and re-reads at
-    least REUSE times per element, and that read memory."""
+    """The Pads (or sums of Pads) that Reduce red reads in its own kernel (through movement and elementwise ops) and
+    re-reads at least REUSE times per element, and that read memory."""
     reads = _size(red.src[0].shape)
     if reads is None:
         return []
@@ -42,11 +45,16 @@ def _reread_pads(red: UOp) -> list[UOp]:
         if u in seen or u.op not in _THROUGH:
             continue
         seen.add(u)
-        if u.op is Ops.PAD and (n := _size(u.shape)) and reads >= REUSE * n and _reads_memory(u):
+        if _sum_of_pads(u) and (n := _size(u.shape)) and reads >= REUSE * n and _reads_memory(u):
             out.append(u)
             continue
         todo += u.src
     return out
+
+
+def _sum_of_pads(u: UOp) -> bool:
+    """Whether u is a Pad, or an Add of sums of Pads."""
+    return u.op is Ops.PAD or (u.op is Ops.ADD and all(_sum_of_pads(s) for s in u.src))
 
 
 def _size(shape: tuple[int | UOp, ...]) -> int | None:
