@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 from uopviz.backend.child import CHROMIUM_ARGS, base_and_token, served
 
+from tests.browser.support import server_cache
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
@@ -21,8 +23,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 @pytest.fixture(scope="module")
 def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`uopviz serve --no-browser --port 0`: records the zoo, prints its URL (with its token), which this yields;
-    stopped with Ctrl-C (SIGINT)."""
-    with served(str(tmp_path_factory.mktemp("cache"))) as url:
+    stopped with Ctrl-C (SIGINT). Its compiled libraries are shared with the other modules' servers (server_cache)."""
+    with served(str(server_cache(tmp_path_factory))) as url:
         yield url
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -11,6 +12,17 @@ from uopviz.backend.child import served
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
+
+
+def server_cache(tmp: pytest.TempPathFactory) -> Path:
+    """A new cache folder for one `uopviz serve`, whose compiled libraries (cpu/, keyed by source, compiler and
+    flags) are those of every server of this pytest process: each module's server records the zoo, and compiled its
+    21 libraries again (about 2 s of a loaded core each time). Its tuning database and the rest stay its own."""
+    shared = tmp.getbasetemp() / "server-libraries"
+    shared.mkdir(mode=0o700, exist_ok=True)
+    cache = tmp.mktemp("cache")
+    (cache / "cpu").symlink_to(shared, target_is_directory=True)
+    return cache
 
 
 @contextmanager

@@ -508,7 +508,7 @@ def test_a_search_updates_what_realize_uses(db_path: Path, cache_dir: Path) -> N
 
 
 def test_an_unusable_database_warns_once_and_falls_back(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cache_dir.mkdir(parents=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
     (cache_dir / "tuning.db").write_bytes(b"garbage" * 1000)
     z = ZOO["softmax"]
     out, arrays = z.build(z.sizes(small=True), "CPU")
