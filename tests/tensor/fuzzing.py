@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import uopviz
 from uopviz import Tensor
 
 Program = dict[str, Any]
@@ -39,6 +40,7 @@ Op = dict[str, Any]
 FLOATS = ("float32", "float16", "bfloat16", "float64")
 INTS = ("int32", "int64")
 TOL = {"float64": 1e-9, "float32": 1e-4, "float16": 2e-2, "bfloat16": 8e-2}
+FUNCTION_STREAM = 1  # the generator's random stream that picks the programs run as a @function
 GRAD_DTYPES = ("float32", "float64")  # halves: the f64 reference's gradients are too far from theirs to judge
 
 
@@ -312,8 +314,11 @@ def run_uopviz(prog: Program, device: str, grad: bool) -> Outcome:
             env[k] = Tensor(v.astype(np.float32), device=device).cast(dt)
     inputs = dict(env)
     dtypes = dict.fromkeys(env, dt)
-    _interpret(prog, env, dtypes, "uv")
-    outs = [env[o] for o in prog["outputs"]]
+    if prog.get("function") and len(inputs) > 1:
+        outs = _through_function(prog, inputs, dtypes)
+    else:
+        _interpret(prog, env, dtypes, "uv")
+        outs = [env[o] for o in prog["outputs"]]
     loss, grads = None, []
     floats = [o for o in outs if o.dtype.is_float]
     if grad and floats:  # built before anything is realized: a realized tensor's graph no longer reaches the inputs
@@ -331,6 +336,19 @@ def run_uopviz(prog: Program, device: str, grad: bool) -> Outcome:
         res.loss = float(loss.numpy())
         res.grads = {k: g.numpy() for k, g in zip(inputs, grads)}
     return res
+
+
+def _through_function(prog: Program, inputs: dict[str, Tensor], dtypes: dict[str, str]) -> list[Tensor]:
+    """prog's outputs computed by a @function of all its inputs but the last, which the function closes over (a
+    realized buffer its body reads: an implicit argument, rebuilt as a Param, with its gradient all the same)."""
+    *passed, closed = inputs
+    held = inputs[closed].realize()
+
+    def body(*ts: Tensor) -> tuple[Tensor, ...]:
+        env: dict[str, Any] = {**dict(zip(passed, ts)), closed: held}
+        _interpret(prog, env, dict(dtypes), "uv")
+        return tuple(env[o] for o in prog["outputs"])
+    return list(uopviz.function(body)(*(inputs[k] for k in passed)))
 
 
 # ---------------------------------------------------------------- comparison
@@ -777,6 +795,8 @@ def generate(seed: int, max_dim: int = 16, max_numel: int = 4096, max_ops: int =
     for _ in range(int(g.rng.integers(0, 3))):
         outs.add(str(g.rng.choice(made)))
     g.prog["outputs"] = [n for n in made if n in outs]
+    # a quarter run as a @function closing over their last input (a stream of its own: the ops stay the seed's)
+    g.prog["function"] = len(g.prog["inputs"]) > 1 and np.random.default_rng([seed, FUNCTION_STREAM]).random() < 0.25
     return prune(g.prog)
 
 
@@ -879,7 +899,7 @@ def shrink(prog: Program, fails: Callable[[Program], bool], grad: bool = True,
 # ---------------------------------------------------------------- printing
 def listing(prog: Program) -> str:
     """prog as readable lines: inputs with their shapes, then one line an op."""
-    lines = [f"# {prog['dtype']}, seed {prog['seed']}"]
+    lines = [f"# {prog['dtype']}, seed {prog['seed']}" + (", as a @function" if prog.get("function") else "")]
     lines += [f"{k}: {tuple(v['shape'])} {v['fill']}" for k, v in prog["inputs"].items()]
     for op in prog["ops"]:
         p = "".join(f", {k}={v!r}" for k, v in op["p"].items())

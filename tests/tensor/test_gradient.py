@@ -235,6 +235,19 @@ def test_own_gradient_rules_inside_a_function_that_closes_over_a_buffer(device: 
     gradcheck(uopviz.function(lambda x, b: f(x + b)), [rng.standard_normal((5, 3)), rng.standard_normal(3)], device)
 
 
+def test_a_function_whose_first_output_is_bool_passes_gradients_through_the_others(device: str) -> None:
+    """A Function node's dtype is its first output's: a bool first output (a mask) kept the whole call off the
+    path to the loss, so every argument's gradient came out 0 (found by the fuzzer's @function programs, seed
+    1069)."""
+    a, c = np.array([0.5, -1.0, 2.0, -0.25, 1.5]), np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    x, z = Tensor(a, device=device, requires_grad=True), Tensor(c, device=device, requires_grad=True)
+    mask, y = uopviz.function(lambda x, z: (x.gt(0), x.gt(0).where(x, z).sum()))(x, z)
+    gx, gz = y.gradient(x, z)
+    np.testing.assert_array_equal(mask.numpy(), a > 0)
+    np.testing.assert_array_equal(gx.numpy(), (a > 0).astype(np.float64))
+    np.testing.assert_array_equal(gz.numpy(), (a <= 0).astype(np.float64))
+
+
 def test_second_function_output_and_tuple(device: str) -> None:
     @uopviz.function
     def two(x: Tensor) -> tuple[Tensor, Tensor]:

@@ -246,7 +246,9 @@ def backprop(seeds: dict[UOp, Tensor], targets: Iterable[UOp], order: list[UOp] 
     on_path: set[UOp] = set()
     function = Ops.FUNCTION
     for u in order:  # _inputs inlined, and the set test before the dtype's: once per node of the graph
-        if u in targets or (not on_path.isdisjoint(u.src[1:] if u.op is function else u.src) and u.dtype.is_float):
+        # a Function's dtype is its first output's: a bool first output cut the float ones off (its GetTuples judge)
+        if u in targets or (not on_path.isdisjoint(u.src[1:] if u.op is function else u.src) and
+                            (u.dtype.is_float or u.op is function)):
             on_path.add(u)
     grads: dict[UOp, Tensor] = {}
     called: dict[UOp, dict[int, Tensor]] = {}  # Function -> output index -> gradient of its GetTuple
