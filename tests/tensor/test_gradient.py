@@ -248,6 +248,18 @@ def test_a_function_whose_first_output_is_bool_passes_gradients_through_the_othe
     np.testing.assert_array_equal(gz.numpy(), (a <= 0).astype(np.float64))
 
 
+def test_function_arguments_with_the_same_gradient(device: str) -> None:
+    """x and y of x + y have one gradient node: the backward Function listed it as two outputs, and the second
+    was never written (garbage such as 8e32; found by the fuzzer's @function programs, seeds 4112 and 4170)."""
+    a, b, c = np.array([[0.5]]), np.array([[1.5]]), np.array([[1.0, 2.0, 3.0]])
+    x, y, z = (Tensor(v, device=device, requires_grad=True) for v in (a, b, c))
+    out = uopviz.function(lambda x, y, z: (y + x).reshape(1) @ z)(x, y, z)
+    gx, gy, gz = (out * Tensor(np.array([1.0, -2.0, 0.5]), device=device)).sum().gradient(x, y, z)
+    np.testing.assert_allclose(gx.numpy(), [[-1.5]])
+    np.testing.assert_allclose(gy.numpy(), [[-1.5]])
+    np.testing.assert_allclose(gz.numpy(), [[2.0, -4.0, 1.0]])
+
+
 def test_second_function_output_and_tuple(device: str) -> None:
     @uopviz.function
     def two(x: Tensor) -> tuple[Tensor, Tensor]:

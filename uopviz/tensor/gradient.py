@@ -342,11 +342,12 @@ def _function_grads(fn: UOp, out_grads: dict[int, Tensor], on_path: set[UOp]) ->
     got = [k for k in wanted if params[k] in inner]
     if not got:
         return {}
-    outs = tuple(_stored(inner[params[k]].uop.reshape(args[k].shape)) for k in got)
-    bwd_body, read = read_only(UOp(Ops.TUPLE, outs))
+    outs = [_stored(inner[params[k]].uop.reshape(args[k].shape)) for k in got]
+    unique = list(dict.fromkeys(outs))  # arguments with the same gradient (x and y of x + y) share its output
+    bwd_body, read = read_only(UOp(Ops.TUPLE, tuple(unique)))
     bwd_args = (*args, *seed_args)
     bwd = UOp(Ops.FUNCTION, (bwd_body, *(bwd_args[k] for k in read)), f"{fn.arg}_backward")
-    return {args[k]: some._new(UOp(Ops.GETTUPLE, (bwd,), j)) for j, k in enumerate(got)}
+    return {args[k]: some._new(UOp(Ops.GETTUPLE, (bwd,), unique.index(o))) for k, o in zip(got, outs, strict=True)}
 
 
 def _stored(u: UOp) -> UOp:
