@@ -65,6 +65,7 @@ def serve_with_browser(trace: Path, folder: Path, linger: bool = False) -> Itera
         while not seen.exists():
             assert time.monotonic() < end and proc.poll() is None, "the browser was never opened"
             time.sleep(0.05)
+        timer.cancel()  # started: the tests that use it may take minutes (the other user's walk of a shared /tmp)
         yield json.loads(seen.read_text()), m.group(0), proc
     finally:
         timer.cancel()

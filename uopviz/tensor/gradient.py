@@ -72,7 +72,7 @@ def _out(g: Tensor, u: UOp) -> Tensor:
     return g._new(u)
 
 
-def _nonzero(g: Tensor, grad: Tensor) -> Tensor:
+def nonzero(g: Tensor, grad: Tensor) -> Tensor:
     """grad (g times a local derivative that can be infinite) where g is not 0, and 0 where it is: a value the loss
     does not depend on there (the side of a where not taken) adds nothing, where 0·inf would be NaN."""
     return g.ne(0).where(grad, 0.0)
@@ -126,14 +126,14 @@ def _recomputes_a_sum(x: UOp) -> bool:
 def _pow_base_grad(g: Tensor, u: UOp) -> Tensor:
     """d(a^b)/da = b·a^(b−1), 0 where b = 0 (a^0 is 1 for every a; 0·0^−1 would be NaN). PyTorch's convention."""
     a, b = _src(g, u, 0), _src(g, u, 1)
-    return b.eq(0).where(0.0, _nonzero(g, g.mul(b.mul(a.pow(b.sub(1))))))
+    return b.eq(0).where(0.0, nonzero(g, g.mul(b.mul(a.pow(b.sub(1))))))
 
 
 def _pow_exponent_grad(g: Tensor, u: UOp) -> Tensor:
     """d(a^b)/db = a^b·ln a, 0 at a = 0 with b >= 0 (where a^b is 0 or 1 and flat in b from the right). PyTorch's
     convention."""
     a, b, out = _src(g, u, 0), _src(g, u, 1), _out(g, u)
-    return a.eq(0).bitwise_and(b.ge(0)).where(0.0, _nonzero(g, g.mul(out.mul(a.log()))))
+    return a.eq(0).bitwise_and(b.ge(0)).where(0.0, nonzero(g, g.mul(out.mul(a.log()))))
 
 
 def _logistic(g: Tensor, u: UOp, targets: set[UOp]) -> tuple[UOp, Tensor] | None:
@@ -210,11 +210,11 @@ PER_SOURCE: dict[Ops, tuple[Callable[[Tensor, UOp], Tensor | None], ...]] = {
 # op -> rule(gradient of the output, the node) -> gradients of its sources
 RULES: dict[Ops, Callable[[Tensor, UOp], Grads]] = {
     Ops.ADD: lambda g, u: (g, g),
-    Ops.RECIP: lambda g, u: (_nonzero(g, g.mul(_out(g, u)).mul(_out(g, u)).neg()),),
-    Ops.EXP2: lambda g, u: (_nonzero(g, g.mul(_out(g, u)).mul(_LN2)),),
-    Ops.LOG2: lambda g, u: (_nonzero(g, g.div(_src(g, u, 0).mul(_LN2))),),
+    Ops.RECIP: lambda g, u: (nonzero(g, g.mul(_out(g, u)).mul(_out(g, u)).neg()),),
+    Ops.EXP2: lambda g, u: (nonzero(g, g.mul(_out(g, u)).mul(_LN2)),),
+    Ops.LOG2: lambda g, u: (nonzero(g, g.div(_src(g, u, 0).mul(_LN2))),),
     Ops.SIN: lambda g, u: (g.mul(_src(g, u, 0).cos()),),
-    Ops.SQRT: lambda g, u: (_nonzero(g, g.div(_out(g, u).mul(2))),),
+    Ops.SQRT: lambda g, u: (nonzero(g, g.div(_out(g, u).mul(2))),),
     Ops.CAST: _cast_grad,
     # piecewise constant (zero almost everywhere), and reinterpreted bits (no derivative): no gradient
     Ops.TRUNC: lambda g, u: (None,),

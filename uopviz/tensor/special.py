@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from uopviz.codegen.decompositions import interpolant
 from uopviz.dtype import DType, dtypes
-from uopviz.tensor.gradient import own_gradient
+from uopviz.tensor.gradient import nonzero, own_gradient
 
 if TYPE_CHECKING:
     from uopviz.tensor.tensor import Tensor
@@ -100,7 +100,7 @@ def exp(x: Tensor, nonpositive: bool = False) -> Tensor:
     else:
         k = t.bitcast(bits).bitwise_and((1 << (mant - 1)) - 1)
         out = p.mul(k.rshift(1).lshift(mant).bitcast(x.dtype)).mul(k.add(1).rshift(1).lshift(mant).bitcast(x.dtype))
-    return own_gradient(out, (arg,), lambda g, xs, _need: (g.mul(exp(xs[0], nonpositive)),))  # out itself, hash-consed
+    return own_gradient(out, (arg,), lambda g, xs, _need: (nonzero(g, g.mul(exp(xs[0], nonpositive))),))  # out itself
 
 
 def _taylor_expm1(x: Tensor, terms: int) -> Tensor:
@@ -116,7 +116,7 @@ def expm1(x: Tensor) -> Tensor:
     below half an ulp), eˣ − 1 above (at most 3.4 ulp where the subtraction cancels most)."""
     small = _taylor_expm1(x, 15 if x.dtype.itemsize == 8 else 8)
     out = x.abs().le(_LN2 / 2).where(small, x.exp().sub(1))
-    return own_gradient(out, (x,), lambda g, xs, _need: (g.mul(xs[0].exp()),))  # not out + 1: 0 far left
+    return own_gradient(out, (x,), lambda g, xs, _need: (nonzero(g, g.mul(xs[0].exp())),))  # not out + 1: 0 far left
 
 
 def log1p(x: Tensor) -> Tensor:
@@ -125,7 +125,7 @@ def log1p(x: Tensor) -> Tensor:
     u = x.add(1)
     corrected = u.log().mul(x.div(u.sub(1)))
     out = u.eq(1).where(x, u.isinf().where(u.log(), corrected))
-    return own_gradient(out, (x,), lambda g, xs, _need: (g.div(xs[0].add(1)),))
+    return own_gradient(out, (x,), lambda g, xs, _need: (nonzero(g, g.div(xs[0].add(1))),))
 
 
 def tanh(x: Tensor) -> Tensor:
