@@ -125,14 +125,11 @@ def _closed_over(body: UOp, n_inputs: int) -> tuple[UOp, tuple[UOp, ...]]:
     """The body with each buffer it reads (realized data the function closed over) replaced by a further Param,
     and those buffers, as the implicit arguments after the inputs."""
     buffers = list(dict.fromkeys(u for u in outside_calls(body) if u.op is Ops.BUFFER))
-    out: dict[UOp, UOp] = {b: UOp.param(n_inputs + j, (b.arg.size,), b.arg.dtype, b.arg.device)
-                           for j, b in enumerate(buffers)}
-    for u in body.toposort():
-        if u not in out:
-            src = tuple(out[s] for s in u.src)
-            out[u] = u if src == u.src else u.replace(src=src)
-    _carry_own_gradients(out)
-    return out[body], tuple(b.reshape((b.arg.size,)) for b in buffers)
+    params = {b: UOp.param(n_inputs + j, (b.arg.size,), b.arg.dtype, b.arg.device) for j, b in enumerate(buffers)}
+    rebuilt: dict[UOp, UOp] = {}
+    new = body.substitute(params, rebuilt)
+    _carry_own_gradients(rebuilt)
+    return new, tuple(b.reshape((b.arg.size,)) for b in buffers)
 
 
 def _carry_own_gradients(rebuilt: dict[UOp, UOp]) -> None:

@@ -429,11 +429,12 @@ class UOp:
     def sparents(self) -> set[UOp]:
         return set(self.toposort())
 
-    def substitute(self, mapping: Mapping[UOp, UOp]) -> UOp:
-        """Replace nodes by the mapping everywhere below (and including) self, rebuilding the users."""
+    def substitute(self, mapping: Mapping[UOp, UOp], rebuilt: dict[UOp, UOp] | None = None) -> UOp:
+        """Replace nodes by the mapping everywhere below (and including) self, rebuilding the users. `rebuilt`, where
+        given, is filled with what each node under self became (for what a node carries beside its graph)."""
         if not mapping:
             return self
-        out: dict[UOp, UOp] = {}
+        out: dict[UOp, UOp] = {} if rebuilt is None else rebuilt
         for u in self.toposort():
             if u in mapping:
                 out[u] = mapping[u]
