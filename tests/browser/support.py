@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from shared_libraries import cache_with_shared_libraries
 from uopviz.backend.child import served
 
 if TYPE_CHECKING:
@@ -15,14 +16,9 @@ if TYPE_CHECKING:
 
 
 def server_cache(tmp: pytest.TempPathFactory) -> Path:
-    """A new cache folder for one `uopviz serve`, whose compiled libraries (cpu/, keyed by source, compiler and
-    flags) are those of every server of this pytest process: each module's server records the zoo, and compiled its
-    21 libraries again (about 2 s of a loaded core each time). Its tuning database and the rest stay its own."""
-    shared = tmp.getbasetemp() / "server-libraries"
-    shared.mkdir(mode=0o700, exist_ok=True)
-    cache = tmp.mktemp("cache")
-    (cache / "cpu").symlink_to(shared, target_is_directory=True)
-    return cache
+    """A new cache folder for one `uopviz serve`, whose compiled libraries are those of every server of this pytest
+    process (each module's server records the zoo, and compiled its 21 libraries again: about 2 s of a loaded core)."""
+    return cache_with_shared_libraries(tmp.mktemp("cache") / "cache", tmp.getbasetemp() / "server-libraries")
 
 
 @contextmanager

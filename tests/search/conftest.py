@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from shared_libraries import cache_with_shared_libraries
 
 
 @pytest.fixture(scope="session")
@@ -19,9 +20,7 @@ def _search_libraries(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path: Path, _search_libraries: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    path = tmp_path / "cache"
-    path.mkdir(mode=0o700)
-    (path / "cpu").symlink_to(_search_libraries, target_is_directory=True)
+    path = cache_with_shared_libraries(tmp_path / "cache", _search_libraries)
     monkeypatch.setenv("UOPVIZ_CACHE_DIR", str(path))
     monkeypatch.delenv("UOPVIZ_BEAM", raising=False)
     yield path
