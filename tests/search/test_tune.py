@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -68,6 +69,50 @@ def test_jit_beam_tunes_every_kernel_once_then_answers_from_the_database(tmp_pat
     again = _step(Tensor(B)).beam(Tensor(A), width=1, max_rounds=1, db=db, progress=False, runs=2)
     assert all(k.result is not None and k.result.from_db and k.result.compiled == 0 for k in again.kernels)
     assert "answered from the tuning database" in str(again)
+
+
+def test_the_step_before_and_after_are_timed_in_turns_once_tuning_is_done(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine slows down while tuning (another process's load, modelled as 30 ms more per replay from then
+    on) and tuning changes nothing: the step must not read slower after it. Timed before tuning and after it, the
+    report said 20x; timed in turns once it is done, both replays meet the same machine."""
+    from uopviz.tensor.jit import _Replay
+    from uopviz.tune import tune
+
+    def tune_then_slow(*args, **kwargs):
+        tuning = tune(*args, **kwargs)
+        run = _Replay.run
+        monkeypatch.setattr(_Replay, "run", lambda self, *a: (time.sleep(0.03), run(self, *a))[1])
+        return tuning
+    monkeypatch.setattr("uopviz.tune.tune", tune_then_slow)
+    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, ast, device, opts: 1.0)
+    step = _step(Tensor(B))
+    tuning = step.beam(Tensor(A), width=1, max_rounds=1, db=tmp_path / "t.db", progress=False, runs=3)
+    assert tuning.step_before_s is not None and tuning.step_after_s is not None
+    assert tuning.step_before_s > 0.03 and tuning.step_after_s > 0.03
+    assert 0.5 < tuning.step_after_s / tuning.step_before_s < 2
+
+
+def test_a_step_tuned_into_its_own_database_is_captured_again_with_its_opts(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tuning into a database that is not the default one: the step is captured again with the opts tuning stored
+    there, not the default database's or the heuristic's (its "after" would time kernels tuning did not choose).
+    Each kernel's result is made its unoptimized candidate, which no heuristic picks for these kernels."""
+    db = tmp_path / "t.db"
+    first = _step(Tensor(B)).beam(Tensor(A), width=1, max_rounds=1, db=db, progress=False, runs=1)
+    with TuningDB(db) as tdb:
+        for k in first.kernels:
+            assert k.result is not None and k.result.search_id is not None
+            plain = next(c for c in tdb.candidates(k.result.search_id) if c.opts == [] and c.median_s)
+            tdb.choose(k.result.search_id, plain.id, "the test's choice: no opts")
+    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, ast, device, opts: 1.0)
+    step = _step(Tensor(B))
+    tuning = step.beam(Tensor(A), width=1, max_rounds=1, db=db, progress=False, runs=1)
+    assert all(k.result is not None and k.result.from_db and k.opts == () for k in tuning.kernels)
+    assert any(k.step_opts for k in tuning.kernels)  # the step had the heuristic's opts before
+    (replay,) = step.replays.values()
+    assert all(launch.key[2] == () for launch in replay.launches if launch.key is not None)
+    np.testing.assert_allclose(step(Tensor(A)).numpy(), _expected(A), rtol=1e-5)
 
 
 def test_a_pick_slower_on_the_steps_buffers_keeps_the_steps_opts(tmp_path: Path,

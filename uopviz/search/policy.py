@@ -5,13 +5,16 @@ search of width N (stored for next time), else the hand-written heuristic's.
 The choice is made once per kernel, device and state of the database: the cache is keyed by the database file's
 path and modification times, so a search that finishes (in this process or another) is seen by the next call
 without anyone being told. A database that does not exist is not created; one that cannot be used is reported
-once on stderr and skipped.
+once on stderr and skipped. The database is the default one (`default_path`), or inside `reading(path)` that one:
+a @jit step tuned into another database is captured again with what its tuning stored there.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from uopviz import lowered_cache
@@ -27,11 +30,27 @@ from uopviz.uop.pattern import unrecorded
 
 _chosen: dict[tuple[UOp, str, str, tuple[int, ...]], tuple[Opt, ...]] = {}
 _warned: set[str] = set()
+_reading: list[Path] = []  # reading() blocks' databases, innermost last
+
+
+@contextmanager
+def reading(path: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Inside the block kernels get their opts from the database at path (None: the default one)."""
+    _reading.append(Path(path) if path is not None else default_path())
+    try:
+        yield
+    finally:
+        _reading.pop()
+
+
+def database_path() -> Path:
+    """The database default_opts reads: the innermost reading() block's, else the default one."""
+    return _reading[-1] if _reading else default_path()
 
 
 def default_opts(ast: UOp, device: str) -> tuple[Opt, ...]:
     """The opts a kernel gets on device when none are given: tuned, searched (UOPVIZ_BEAM) or the heuristic's."""
-    path = default_path()
+    path = database_path()
     key = (ast, device, str(path), _version(path))
     if key not in _chosen:
         with unrecorded():
@@ -50,14 +69,15 @@ def tuning_state() -> tuple[str, tuple[int, ...], int]:
     """What default_opts' choice depends on besides the kernel and device: the database (its path and version) and
     UOPVIZ_BEAM's width. Whoever keeps programs compiled with default opts (realize's schedule cache) keeps them
     only while this stays the same, so a tune or a search is seen by the next realize."""
-    env = (os.environ.get("UOPVIZ_CACHE_DIR"), os.environ.get("HOME"))  # what default_path() depends on
+    env = (os.environ.get("UOPVIZ_CACHE_DIR"), os.environ.get("HOME"),  # what default_path() depends on
+           _reading[-1] if _reading else None)
     if (paths := _state_paths.get(env)) is None:
-        path = str(default_path())
+        path = str(database_path())
         paths = _state_paths[env] = (path, f"{path}-wal")
     return (paths[0], tuple(_mtime(p) for p in paths), beam_width())
 
 
-_state_paths: dict[tuple[str | None, str | None], tuple[str, str]] = {}
+_state_paths: dict[tuple[str | None, str | None, Path | None], tuple[str, str]] = {}
 
 
 def _mtime(path: str) -> int:

@@ -91,20 +91,6 @@ class _Replay:
         return [tuple(values[v] if v in values else fixed[v] for v in names)
                 for names, fixed in zip(self.variables, self.fixed, strict=True)]
 
-    def step_time(self, inputs: Sequence[Tensor], values: dict[str, int], runs: int) -> float:
-        """The median wall time of `runs` replays (each waits for its devices), after one to warm up."""
-        from uopviz.runtime import device as devices
-        used = {launch.key[1] for launch in self.launches if launch.key is not None}
-
-        def once() -> float:
-            t0 = time.perf_counter()
-            self.run(inputs, values)
-            for d in used:
-                devices.get(d).synchronize()
-            return time.perf_counter() - t0
-        once()
-        return statistics.median(once() for _ in range(runs))
-
 
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Capture `fn`'s kernels (Tensors in, a Tensor or a tuple of Tensors out) on its second call per signature
@@ -132,19 +118,24 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     def beam(*args: Any, width: int = 2, budget_s: float | None = None, runs: int = 10, **options: Any) -> Tuning:
         """Tune every kernel this function runs on inputs like `args` (whole-model tuning, uopviz.tune): BEAM of
         `width` over them, most time first, within budget_s seconds; then capture again with the tuned kernels.
-        The report has the step's replay time before and after (medians of `runs`). It calls the function (up to
-        twice to capture it, once to capture it again) and replays it 2 x (runs + 1) times: a training step's
-        weights move as they would in training. `options` are uopviz.tune.tune's (db, executor, workers, ...)."""
+        The report has the step's replay time before and after (medians of `runs`), both replays timed in turns
+        once tuning is done (`_step_times`). It calls the function (up to twice to capture it, once to capture it
+        again) and replays it 2 x (runs + 1) times: a training step's weights move as they would in training.
+        `options` are uopviz.tune.tune's (db, executor, workers, ...)."""
+        from uopviz.search import policy
+        from uopviz.search.db import TuningDB
         from uopviz.tune import tune
         inputs = _inputs(args, name)
         key = tuple(_signature(t) for t in inputs)
         while key not in replays:
             call(*args)
         values = _values(inputs)
-        before = replays[key].step_time(inputs, values, runs)
-        tuning = tune(replays[key].runs(inputs, values), width, budget_s=budget_s, **options)
-        replays[key], _ = _capture(fn, name, inputs)
-        tuning.step_before_s, tuning.step_after_s = before, replays[key].step_time(inputs, values, runs)
+        before = replays[key]
+        tuning = tune(before.runs(inputs, values), width, budget_s=budget_s, **options)
+        db = options.get("db")
+        with policy.reading(db.path if isinstance(db, TuningDB) else db):  # the tuned opts, where tune stored them
+            replays[key], _ = _capture(fn, name, inputs)
+        tuning.step_before_s, tuning.step_after_s = _step_times([before, replays[key]], inputs, values, runs)
         return tuning
 
     # the wrapper stays a function (so it binds as a method does) and carries these as attributes, which mypy
@@ -153,6 +144,30 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     call.replays = replays  # type: ignore[attr-defined]  # by signature: what a replay runs, for inspection
     call.beam = beam  # type: ignore[attr-defined]  # whole-model tuning of its kernels
     return call
+
+
+def _step_times(replays: Sequence[_Replay], inputs: Sequence[Tensor], values: dict[str, int],
+                runs: int) -> list[float]:
+    """Each replay's median wall time over `runs` replays (each waits for its devices), after one each to warm up,
+    taken in turns (the order rotating each turn). Timed apart, the step before tuning and after it are minutes
+    apart, and on a shared machine its load moves more than tuning does: a step whose kernels all kept their opts
+    read 16.7 ms before and 22.0 ms after (issue 30)."""
+    from uopviz.runtime import device as devices
+    used = {launch.key[1] for r in replays for launch in r.launches if launch.key is not None}
+
+    def once(replay: _Replay) -> float:
+        t0 = time.perf_counter()
+        replay.run(inputs, values)
+        for d in used:
+            devices.get(d).synchronize()
+        return time.perf_counter() - t0
+    for r in replays:
+        once(r)
+    times: list[list[float]] = [[] for _ in replays]
+    for turn in range(runs):
+        for i in [(turn + j) % len(replays) for j in range(len(replays))]:
+            times[i].append(once(replays[i]))
+    return [statistics.median(t) for t in times]
 
 
 def _inputs(args: Sequence[Any], name: str) -> list[Tensor]:
