@@ -11,7 +11,9 @@ runs, so quote figures from a quiet machine.
     python bench/models.py [CASE ...] [--steps 20] [--threads 1 2] [--tune 5m]
 
 With --tune, each case is timed with the heuristic's kernels, then its @jit step is tuned as a whole (`.beam()`,
-BEAM width 2 within the budget, results kept in the tuning database: a second run answers from it) and timed again.
+BEAM width 2 within the budget, results kept in the tuning database: a second run answers from it) and timed again,
+in the same turns as a second @jit of the same function captured before tuning (it keeps the heuristic's kernels):
+tuned and heuristic meet the same machine, which timings minutes apart on a shared one do not.
 
 CASE: gpt-forward, gpt-step, resnet-step (default: all).
 """
@@ -43,6 +45,8 @@ class Case:
     theirs: Callable[[], float]
     tune: Callable[[float], Tuning]
     """Whole-model tuning of the uopviz side's @jit function on its inputs, within a budget in seconds."""
+    heuristic: Callable[[], float]
+    """The uopviz side's function under a @jit of its own: once captured, it keeps the kernels it had then."""
 
 
 def gpt_case(step: bool) -> Case:
@@ -62,7 +66,9 @@ def gpt_case(step: bool) -> Case:
         def logits() -> float:
             with torch.no_grad():
                 return float(twin(tx).sum())
-        return Case(lambda: float(forward(X).sum().item()), logits, lambda budget: forward.beam(X, budget_s=budget))
+        pinned = uopviz.jit(forward.__wrapped__)
+        return Case(lambda: float(forward(X).sum().item()), logits, lambda budget: forward.beam(X, budget_s=budget),
+                    lambda: float(pinned(X).sum().item()))
     ours = gpt.train_step(model, nn.optim.AdamW(model.parameters(), lr=1e-4))
     topt = torch.optim.AdamW(twin.parameters(), lr=1e-4)
 
@@ -72,7 +78,9 @@ def gpt_case(step: bool) -> Case:
         loss.backward()
         topt.step()
         return loss.item()
-    return Case(lambda: float(ours(X, Y).item()), theirs, lambda budget: ours.beam(X, Y, budget_s=budget))
+    pinned = uopviz.jit(ours.__wrapped__)
+    return Case(lambda: float(ours(X, Y).item()), theirs, lambda budget: ours.beam(X, Y, budget_s=budget),
+                lambda: float(pinned(X, Y).item()))
 
 
 def resnet_case() -> Case:
@@ -96,7 +104,9 @@ def resnet_case() -> Case:
         topt.step()
         return loss.item()
     X, Y = Tensor(x), Tensor(y)
-    return Case(lambda: float(ours(X, Y).item()), theirs, lambda budget: ours.beam(X, Y, budget_s=budget))
+    pinned = uopviz.jit(ours.__wrapped__)
+    return Case(lambda: float(ours(X, Y).item()), theirs, lambda budget: ours.beam(X, Y, budget_s=budget),
+                lambda: float(pinned(X, Y).item()))
 
 
 CASES: dict[str, Callable[[], Case]] = {"gpt-forward": lambda: gpt_case(False), "gpt-step": lambda: gpt_case(True),
@@ -110,27 +120,35 @@ def run(name: str, steps: int, threads: list[int], tune_s: float | None) -> None
         raise SystemExit(f"{name}: uopviz gives {ours!r}, torch {theirs!r}: not the same computation")
     for _ in range(3):  # uopviz's @jit: capture, then replays
         case.ours()
-    turns(f"{name} (heuristic)" if tune_s else name, case, steps, threads)
-    if tune_s:
-        tuning = case.tune(tune_s)
-        print(tuning, flush=True)
-        turns(f"{name} (tuned)", case, steps, threads)
+        if tune_s:
+            case.heuristic()  # captured with the kernels the step has before tuning
+    if not tune_s:
+        turns({name: case.ours}, case.theirs, steps, threads)
+        return
+    turns({f"{name} (heuristic)": case.ours}, case.theirs, steps, threads)
+    tuning = case.tune(tune_s)
+    print(tuning, flush=True)
+    turns({f"{name} (tuned)": case.ours, f"{name} (heuristic)": case.heuristic}, case.theirs, steps, threads)
 
 
-def turns(label: str, case: Case, steps: int, threads: list[int]) -> None:
-    """Time both sides in turns, so both meet the same machine; print the medians."""
+def turns(ours: dict[str, Callable[[], float]], theirs: Callable[[], float], steps: int, threads: list[int]) -> None:
+    """Time every side in turns (each of ours, torch at each thread count), so all meet the same machine; print
+    each of ours' median with torch's."""
     import torch
-    mine: list[float] = []
+    mine: dict[str, list[float]] = {label: [] for label in ours}
     peers: dict[int, list[float]] = {t: [] for t in threads}
-    for _ in range(steps):
-        mine.append(timed(case.ours))
+    sides = list(ours.items())
+    for turn in range(steps):
+        for label, fn in sides[turn % len(sides):] + sides[:turn % len(sides)]:  # which goes first rotates
+            mine[label].append(timed(fn))
         for t in threads:
             torch.set_num_threads(t)
-            peers[t].append(timed(case.theirs))
-    ms = statistics.median(mine) * 1e3
-    row = "  ".join(f"torch {t} thread{'s' * (t > 1)} {statistics.median(p) * 1e3:7.2f} ms "
-                    f"({statistics.median(p) * 1e3 / ms:.2f}x)" for t, p in peers.items())
-    print(f"{label:24s} uopviz {ms:7.2f} ms  {row}", flush=True)
+            peers[t].append(timed(theirs))
+    for label, times in mine.items():
+        ms = statistics.median(times) * 1e3
+        row = "  ".join(f"torch {t} thread{'s' * (t > 1)} {statistics.median(p) * 1e3:7.2f} ms "
+                        f"({statistics.median(p) * 1e3 / ms:.2f}x)" for t, p in peers.items())
+        print(f"{label:24s} uopviz {ms:7.2f} ms  {row}", flush=True)
 
 
 def main() -> int:

@@ -96,7 +96,8 @@ class KernelTuning:
 class Tuning:
     """What a whole-model tuning did: every kernel (most time first), the step's time before and after, and the
     time the searches took. `step_before_s`/`step_after_s` are the whole step's wall time where it was measured
-    (a @jit replay), else None; `kernels_before_s`/`kernels_after_s` sum the kernels' times (copies included)."""
+    (a @jit replay, both timed in turns once tuning is done), else None; `kernels_before_s`/`kernels_after_s` sum
+    the kernels' times (copies included)."""
 
     device: str
     width: int
