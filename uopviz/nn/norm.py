@@ -14,7 +14,7 @@ from uopviz.nn.layers import parameter
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor, assign_later
 from uopviz.tensor.gradient import own_gradient
-from uopviz.tensor.util import int_dims, numel
+from uopviz.tensor.util import Dim, int_dims, numel
 
 
 class BatchNorm(Module):
@@ -49,7 +49,7 @@ class BatchNorm(Module):
         return _affine(y, self.weight, self.bias, shape)
 
 
-def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple[int, ...]) -> Tensor:
+def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple[Dim, ...]) -> Tensor:
     if weight is None:
         return y
     assert bias is not None  # affine: weight and bias, or neither
