@@ -176,6 +176,22 @@ def test_strided_lanes_gather_and_scatter(device: str) -> None:
         assert "data0[(ridx1*2)+(ridx0*12)] = alu0[0];" in src
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_other_element_is_two_vector_loads_and_a_shuffle(device: str) -> None:
+    # rows of 39: the last vector of the last row ends on the buffer's last element (the loads stay inside the
+    # gather's span); a reduction's update by such a vector is still one fused multiply-add (a shuffle is no
+    # vector assembled lane by lane)
+    a = np.arange(5 * 39, dtype=np.float32).reshape(5, 39)
+    got, src = run(lambda t: t[:, ::2] + 1, [a], device, upcast(1, 4))
+    np.testing.assert_array_equal(got, a[:, ::2] + 1)
+    if device == "CPU":
+        assert src.count("*(float4_u*)(data1+") == 2 and "(float4){val0[0],val0[2],val1[1],val1[3]}" in src
+    got, src = run(lambda t: (t[:, ::2] * 3).sum(0), [a], device, upcast(0, 4))
+    np.testing.assert_array_equal(got, (a[:, ::2] * 3).sum(0))
+    if device == "CPU":
+        assert "fmaf_float4(((float4){val0[0],val0[2],val1[1],val1[3]})" in src
+
+
 def test_python_target_gets_scalar_code_only() -> None:
     a = np.arange(16, dtype=np.float32)
     out = Tensor(a, device="PYTHON") * 3

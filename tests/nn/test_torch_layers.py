@@ -143,3 +143,29 @@ def test_muon(shape: tuple[int, int], nesterov: bool, device: str) -> None:
             (xt @ p).square().sum().backward()
             opt.step()
     np.testing.assert_allclose(mine.numpy() - start.numpy(), (peer.detach() - start).numpy(), rtol=0.05, atol=2e-3)
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 5, 6), (6, 3)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batchnorm_gradients_match_torch_in_float64(shape: tuple[int, ...], affine: bool, device: str) -> None:
+    """BatchNorm's gradient rule of its own (nn.norm._batch_norm_grads) against torch's autograd in float64, on
+    inputs of a large mean (the centring must not cancel), with x also used outside the norm and an uneven g."""
+    x = 100 + 3 * RNG.standard_normal(shape)
+    r = RNG.standard_normal(shape)
+    layer = nn.BatchNorm(3, affine=affine, device=device)
+    peer = torch.nn.BatchNorm2d(3, affine=affine, dtype=torch.float64) if len(shape) == 4 else \
+        torch.nn.BatchNorm1d(3, affine=affine, dtype=torch.float64)
+    if affine:
+        w, b = 1 + RNG.standard_normal(3), RNG.standard_normal(3)
+        layer.weight, layer.bias = (Tensor(v, device=device, requires_grad=True) for v in (w, b))
+        peer.load_state_dict({**peer.state_dict(), "weight": torch.tensor(w), "bias": torch.tensor(b)})
+    xs, xt = Tensor(x, device=device, requires_grad=True), torch.tensor(x, requires_grad=True)
+    out, want = layer(xs) * xs, peer(xt) * xt
+    params = [layer.weight, layer.bias] if affine else []
+    grads = (out * Tensor(r, device=device)).sum().gradient(xs, *params)
+    (want * torch.tensor(r)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-9)
+    peers = [xt.grad, peer.weight.grad, peer.bias.grad] if affine else [xt.grad]
+    for g, p in zip(grads, peers, strict=True):
+        np.testing.assert_allclose(g.numpy(), p.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(layer.running_mean.numpy(), peer.running_mean.numpy(), rtol=1e-6)  # kept in float32

@@ -360,14 +360,23 @@ def fuse_mulacc(x: UOp) -> UOp | None:
     computes a product and a sum with one rounding (its fused multiply-add: one instruction, not two). A product
     by -1 is a subtraction and stays one. A product of a vector assembled lane by lane (a Stack of distinct lanes,
     as a padded convolution's window is) stays a product and a sum: C has no vector fma, so its lanes' fmas would
-    let the C compiler split the assembled vector back into scalars at every use (conv2d ran 10x slower)."""
+    let the C compiler split the assembled vector back into scalars at every use (conv2d ran 10x slower). A
+    shuffle of loaded vectors (devectorize's every-other read) is fused: it is one vector already."""
     if x.dtype not in (dtypes.float32, dtypes.float64):
         return None
     for m, c in ((x.src[1], x.src[0]), (x.src[0], x.src[1])):  # an accumulator's update is Add(acc, Mul)
         if m.op is Ops.MUL and _fusable_addend(c) and not any(s.op is Ops.CONST and s.arg.value == -1 for s in m.src) \
-                and not any(s.op is Ops.STACK and len(set(s.src)) > 1 for s in m.src):
+                and not any(_assembled(s) for s in m.src):
             return UOp(Ops.MULACC, (m.src[0], m.src[1], c))
     return None
+
+
+def _assembled(s: UOp) -> bool:
+    """Whether s is a vector assembled lane by lane: a Stack of distinct lanes, not all lanes of at most two
+    vectors (a shuffle)."""
+    if s.op is not Ops.STACK or len(set(s.src)) == 1:
+        return False
+    return not (all(x.op is Ops.INDEX and x.src[0].shape for x in s.src) and len({x.src[0] for x in s.src}) <= 2)
 
 
 def _fusable_addend(c: UOp) -> bool:

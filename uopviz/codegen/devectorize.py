@@ -8,8 +8,9 @@ Node by node, in graph order:
   simplified;
 - a Load or Store whose lanes address consecutive elements becomes one vector access, Index(buf, base + iota),
   which the renderer writes as a vector load or store; lanes that all address one element load it once (a scalar
-  that its users broadcast); other addresses gather (a Stack of scalar loads) or scatter (a Group of scalar
-  stores in lane order, so the last lane wins as it did in the copies);
+  that its users broadcast); a Load of every other element is two vector loads and a shuffle; other addresses
+  gather (a Stack of scalar loads) or scatter (a Group of scalar stores in lane order, so the last lane wins as it
+  did in the copies);
 - an ALU op the target has in vector form stays one vector op (a comparison makes a lane mask, which feeds Where
   and logic ops on values of its width); any other op is split into a Stack of its lanes;
 - a lane taken of a split vector folds into that lane.
@@ -171,10 +172,27 @@ class _Devectorizer:
                 return u.replace(src=(buf.index(addrs[0]), *rest))
             if self.storable(u.dtype, n) and not rest and self.contiguous(addrs, runs):
                 return u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (addrs[0], iota(n))))),))
+            if self.storable(u.dtype, n) and not rest and (pair := self.every_other(u, buf, runs)) is not None:
+                return pair
             if self.storable(u.dtype, n) and not rest and (guarded := self.guarded(u, buf, addrs)) is not None:
                 return guarded
         at = addrs or [src[0].src[1]] * n
         return UOp(Ops.STACK, tuple(u.replace(src=(buf.index(at[i]), *(lane(s, i) for s in rest))) for i in range(n)))
+
+    def every_other(self, u: UOp, buf: UOp, runs: Runs | None) -> UOp | None:
+        """Lanes two elements apart (a stride-2 convolution's row): two vector loads, of the first n elements the
+        lanes span and of the last n, each lane taken from one (a two-vector shuffle: one vpermi2ps on AVX-512),
+        where the gather was n scalar loads and inserts (a 3x3 stride-2 conv ran at half a stride-1 one's rate).
+        Both loads stay within the elements the gather read. None for other addresses, and under 4 lanes (two
+        scalar loads cost no more)."""
+        if runs is None or (n := len(runs.offsets)) < 4:
+            return None
+        first = runs.offsets[0]
+        if any(o - first != 2 * i for i, o in enumerate(runs.offsets)):
+            return None
+        low, high = (u.replace(src=(UOp(Ops.INDEX, (buf, UOp(Ops.ADD, (_plus(runs.base, at), iota(n))))),))
+                     for at in (first, first + n - 1))
+        return UOp(Ops.STACK, tuple(lane(low, 2 * i) if 2 * i < n else lane(high, 2 * i - n + 1) for i in range(n)))
 
     def guarded(self, u: UOp, buf: UOp, addrs: list[UOp]) -> UOp | None:
         """Lanes whose addresses are consecutive once every select in them takes its first choice (a padded axis
