@@ -24,8 +24,8 @@ order, under the trace (no worker, nothing read back from disk: the trace shows 
 however often it runs, and handed over as lowered under it (`traced=True`, which the caller's compile_kernel then
 uses); their libraries still compile in batches beside the lowering.
 
-`UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: one fewer than the cores, since this process lowers
-too; 0: none, every kernel lowered here one by one as before).
+`UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: two fewer than the cores, since this process lowers
+too and the C compilers it runs need a core beside it; 0: none, every kernel lowered here one by one as before).
 
 Progress: a first call that compiles for longer than PROGRESS_AFTER_S shows "compiling n of N kernels", rewritten
 in place on stderr when it is a terminal, or in the notebook's output (hooks.compile_display) under IPython; not
@@ -104,8 +104,11 @@ and bench/compile.py)."""
 
 
 def workers() -> int:
-    """`UOPVIZ_COMPILE_WORKERS`, else one fewer than the cores this process may run on."""
-    return env_count("UOPVIZ_COMPILE_WORKERS", max(cores() - 1, 0), "a number of processes")
+    """`UOPVIZ_COMPILE_WORKERS`, else two fewer than the cores this process may run on: one for its own lowering, one
+    for the C compilers it runs beside it. On 2 cores a worker took the compilers' core (a cold GPT step's first
+    call: 22.5 s without one, 26.7 s with one, in turns on a loaded machine; quiet, the C compiler's 2.9 s of CPU
+    already fill the second core while this process lowers for 4.5 s)."""
+    return env_count("UOPVIZ_COMPILE_WORKERS", max(cores() - 2, 0), "a number of processes")
 
 
 def compile_all(keys: Iterable[Key], stream: TextIO | None = None, count: int | None = None) -> None:
