@@ -106,8 +106,8 @@ and bench/compile.py)."""
 def workers() -> int:
     """`UOPVIZ_COMPILE_WORKERS`, else two fewer than the cores this process may run on: one for its own lowering, one
     for the C compilers it runs beside it. On 2 cores a worker took the compilers' core (a cold GPT step's first
-    call: 22.5 s without one, 26.7 s with one, in turns on a loaded machine; quiet, the C compiler's 2.9 s of CPU
-    already fill the second core while this process lowers for 4.5 s)."""
+    call: 22.5 s without one, 26.7 s with one, in turns on a loaded machine; the C compilers' 3 s of CPU already
+    fill the second core while this process lowers for 4 s)."""
     return env_count("UOPVIZ_COMPILE_WORKERS", max(cores() - 2, 0), "a number of processes")
 
 
