@@ -9,12 +9,13 @@ one run.
 Every first call is taken in a fresh subprocess (a process's own caches would make the second one warm), `--repeats`
 times, and the table gives medians; the steady times are medians of `--steps` calls after two untimed ones, from the
 warm processes. With `--workers 0,auto` (the default) uopviz runs both ways in the same run: 0 lowers every kernel in
-the realizing process one by one (as before issue 29 item 4), auto lowers a schedule's kernels in build workers
-(UOPVIZ_COMPILE_WORKERS) beside it; the workers' ratio is of the two within this run, whose settings take turns
-(each repeat runs every setting). The load average is printed at the start and the end: figures taken on a loaded
-machine compare only within one run. Beside each cold first call, its CPU time in the realizing process and in the C
-compiler runs it waited for (medians): what other processes' load does not stretch, so figures of a busy machine
-compare across runs; with workers, the build workers' own time is not in them.
+the realizing process one by one (as before issue 29 item 4), auto is uopviz's default: two fewer build workers
+(UOPVIZ_COMPILE_WORKERS) than the cores, lowering beside it (none on 2 cores: `--workers 0,1` compares one); the
+workers' ratio is of the two within this run, whose settings take turns (each repeat runs every setting). The load
+average is printed at the start and the end: figures taken on a loaded machine compare only within one run. Beside each
+cold first call, its CPU time in the realizing process and in the C compiler runs it waited for (medians): what other
+processes' load does not stretch, so figures of a busy machine compare across runs; with workers, the build workers' own
+time is not in them.
 
 `--traced` adds each case's cold first call recorded under `uopviz.trace()` (its own fresh process and cache, in turn
 with the others), as a multiple of the untraced cold call of the last workers setting, and the time to save that

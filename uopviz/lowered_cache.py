@@ -23,7 +23,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +60,16 @@ def _name(what: Any, ast: UOp, device: str, target: Target) -> str | None:
     _NoCanonicalForm where ast or target has no canonical form, None where the code has no digest."""
     if not _code_digest():
         return None
-    text = json.dumps([FORMAT, _code_digest(), device, _canon(target), what, [_canon(row) for row in flatten(ast)]],
-                      separators=(",", ":"))
+    text = json.dumps([_code_digest(), what, _graph(ast, device, target)], separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+@lru_cache(maxsize=8)
+def _graph(ast: UOp, device: str, target: Target) -> str:
+    """What an entry's name reads besides the code and `what`, as JSON: kept for the last few graphs, since a
+    kernel's heuristic opts and its lowering are named back to back (flattening its graph twice was 3% of a cold GPT
+    step)."""
+    return json.dumps([FORMAT, device, _canon(target), [_canon(row) for row in flatten(ast)]], separators=(",", ":"))
 
 
 def heuristic_opts(ast: UOp, device: str, target: Target, choose: Callable[[], tuple[Opt, ...]]) \

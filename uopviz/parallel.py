@@ -12,7 +12,8 @@ take over START_POOL_AFTER_S here: a script that compiles a few quick kernels ne
 A kernel lowered before, by any process (uopviz.lowered_cache), is read back here first: only the misses are
 lowered, so a warm first call starts no worker and sends none anything. A worker lowers a kernel and keeps it for
 next time; this process compiles the CPU kernels' libraries in batches, one C compiler run for many kernels, on a
-background thread while lowering goes on (`Libraries`: a compiler run's fixed cost was most of a small kernel's).
+background thread while lowering goes on (`Libraries`: a compiler run's fixed cost was most of a small kernel's),
+and keeps the kernels it lowered itself once lowering has ended, while the last batches compile.
 
 compile_kernel stays the one place that compiles: a kernel lowered by a worker or here, or read back, is handed to it
 (`lowered=`), which compiles it (from the disk cache, where its batch's compiler run left it) and keeps it; its bounds
@@ -23,8 +24,8 @@ order, under the trace (no worker, nothing read back from disk: the trace shows 
 however often it runs, and handed over as lowered under it (`traced=True`, which the caller's compile_kernel then
 uses); their libraries still compile in batches beside the lowering.
 
-`UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: one fewer than the cores, since this process lowers
-too; 0: none, every kernel lowered here one by one as before).
+`UOPVIZ_COMPILE_WORKERS`: how many worker processes (default: two fewer than the cores, since this process lowers
+too and the C compilers it runs need a core beside it; 0: none, every kernel lowered here one by one as before).
 
 Progress: a first call that compiles for longer than PROGRESS_AFTER_S shows "compiling n of N kernels", rewritten
 in place on stderr when it is a terminal, or in the notebook's output (hooks.compile_display) under IPython; not
@@ -36,11 +37,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sized
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TextIO
@@ -87,6 +89,11 @@ SPLIT_BYTES = 12_000
 """The last batch, compiled once lowering has ended and nothing else runs, is split across the cores in parts of at
 least this much source (a compiler run's fixed cost makes smaller parts slower in all)."""
 
+IDLE_BYTES = 12_000
+"""How much CPU kernel source waits, while no compiler runs, before it is compiled (BATCH_BYTES while one runs): a
+compiler that waited for BATCH_BYTES started only once a cold GPT step had lowered 96 KB, and then fell behind the
+lowering it could have kept up with."""
+
 STEAL = True
 """Whether this process takes kernels the workers have not started (False: the workers build every one; a test's
 way to see them do it)."""
@@ -97,43 +104,68 @@ and bench/compile.py)."""
 
 
 def workers() -> int:
-    """`UOPVIZ_COMPILE_WORKERS`, else one fewer than the cores this process may run on."""
-    return env_count("UOPVIZ_COMPILE_WORKERS", max(cores() - 1, 0), "a number of processes")
+    """`UOPVIZ_COMPILE_WORKERS`, else two fewer than the cores this process may run on: one for its own lowering, one
+    for the C compilers it runs beside it. On 2 cores a worker took the compilers' core (a cold GPT step's first
+    call: 22.5 s without one, 26.7 s with one, in turns on a loaded machine; the C compilers' 3 s of CPU already
+    fill the second core while this process lowers for 4 s)."""
+    return env_count("UOPVIZ_COMPILE_WORKERS", max(cores() - 2, 0), "a number of processes")
 
 
-def compile_all(keys: Sequence[Key], stream: TextIO | None = None) -> None:
+def compile_all(keys: Iterable[Key], stream: TextIO | None = None, count: int | None = None) -> None:
     """Compile every (ast, device, opts) of keys that compile_kernel does not keep yet, in workers and here, showing
     progress on `stream` (default: stderr) when it takes long. A kernel that fails is left uncompiled (its caller's
-    compile_kernel raises the error); Ctrl-C cancels what the workers have not started."""
+    compile_kernel raises the error); Ctrl-C cancels what the workers have not started.
+
+    keys may be an iterator (of `count` keys, for the progress line), which is read to its end: without workers,
+    each key is taken only when the kernel before it is lowered, so that a caller choosing each kernel's opts as it
+    makes its key (realize: the passes before Optimize and the heuristic, a fifth of a cold GPT step) does so while
+    the first batches compile, not before any kernel is lowered."""
     clear_ahead()  # a new schedule: while a trace records, its kernels are lowered again under it
     traced = recording()
-    missing: list[Key] = []
-    seen: set[Key] = set()
-    for key in keys:
-        if key not in seen and (traced or kept(key) is None):
-            seen.add(key)
-            missing.append(key)
-    if not missing:
+    progress = Progress(0, stream)
+
+    def missing() -> Iterator[Key]:
+        """keys not kept yet, each once; progress.total an upper bound on their number, exact at the end."""
+        left = count if count is not None else len(keys) if isinstance(keys, Sized) else 0
+        seen: set[Key] = set()
+        for key in keys:
+            left = max(left - 1, 0)
+            if key not in seen and (traced or kept(key) is None):
+                seen.add(key)
+                progress.total = len(seen) + left
+                yield key
+        progress.total = len(seen)
+
+    todo = missing()
+    first = next(todo, None)
+    if first is None:
         return
-    progress = Progress(len(missing), stream)
+    progress.start = time.perf_counter()
     libs = Libraries(progress, traced)
     try:
         with _collector_paused():
-            _lower_all(missing, traced, libs)
+            _lower_all(itertools.chain([first], todo), traced, libs)
             libs.flush(parts=cores())  # before the collector runs again: its first pass overlaps the compilers
+            libs.store()
     finally:
         libs.finish()
         progress.finish()
 
 
-def _lower_all(missing: list[Key], traced: bool, libs: Libraries) -> None:
-    """Every kernel of missing lowered (read back, here, or in workers) and handed to libs."""
+def _lower_all(missing: Iterator[Key], traced: bool, libs: Libraries) -> None:
+    """Every kernel of missing lowered (read back, here, or in workers) and handed to libs; without workers, each
+    taken from missing as the one before it is done."""
     if traced:
-        _in_the_trace(missing, libs)
+        _in_the_trace(list(missing), libs)
         return
-    todo = _from_disk(missing, libs)
     n = workers()
-    if len(todo) < 2 or n == 0:
+    if n == 0:
+        for key in missing:
+            for item in _from_disk([key], libs):
+                _here(item, libs)
+        return
+    todo = _from_disk(list(missing), libs)
+    if len(todo) < 2:
         for item in todo:
             _here(item, libs)
         return
@@ -190,8 +222,8 @@ def _from_disk(missing: list[Key], libs: Libraries) -> list[Todo]:
 
 
 def _here(item: Todo, libs: Libraries) -> None:
-    """One kernel lowered in this process, its bounds checked, kept on disk and handed to libs; its failure left to
-    the caller."""
+    """One kernel lowered in this process, its bounds checked, handed to libs and kept on disk (by libs.store); its
+    failure left to the caller."""
     (ast, device, opts), name = item
     target = devices.get(device).target
     try:
@@ -202,7 +234,7 @@ def _here(item: Todo, libs: Libraries) -> None:
         return
     stats["here"] += 1
     if name is not None:
-        lowered_cache.store(name, kernel, target)
+        libs.stores.append((name, kernel, target))
     libs.add(item[0], kernel)
 
 
@@ -210,9 +242,9 @@ class Libraries:
     """Lowered kernels on their way to compile_kernel (which compiles and keeps each, its bounds already checked),
     each counted done on `progress` once handed over: a CPU kernel's library is first compiled in a batch
     (CPURuntime.libraries: one C compiler run for several kernels) on a background thread, once BATCH_BYTES of
-    source are waiting, while this process goes on lowering (the compiler is a child process, so the two run side
-    by side); a batch's kernels are handed over once it is compiled, and `finish` compiles the rest and waits.
-    Other devices' kernels are handed over at once."""
+    source are waiting (IDLE_BYTES while no compiler runs), while this process goes on lowering (the compiler is a
+    child process, so the two run side by side); a batch's kernels are handed over once it is compiled, and
+    `finish` compiles the rest and waits. Other devices' kernels are handed over at once."""
 
     def __init__(self, progress: Progress, traced: bool = False) -> None:
         """traced: the kernels were lowered under the trace recording now (compile_kernel's `traced`)."""
@@ -220,6 +252,8 @@ class Libraries:
         self.waiting: dict[CPURuntime, list[tuple[Key, Kernel]]] = {}
         self.size = 0
         self.builds: list[tuple[Future[None], list[tuple[Key, Kernel]]]] = []
+        self.stores: list[tuple[str, Kernel, Target]] = []
+        """Kernels lowered here to keep on disk (lowered_cache.store, by `store`) under their entries' names."""
 
     def add(self, key: Key, kernel: Kernel) -> None:
         rt = devices.get(key[1])
@@ -228,9 +262,21 @@ class Libraries:
         else:
             self.waiting.setdefault(rt, []).append((key, kernel))
             self.size += len(kernel.source)
-            if self.size >= BATCH_BYTES:
+            if self.size >= BATCH_BYTES or (self.size >= IDLE_BYTES and self._idle()):
                 self.flush()
         self.collect()
+
+    def _idle(self) -> bool:
+        """No batch of this realize is compiling (IDLE_BYTES)."""
+        return all(f.done() for f, _ in self.builds)
+
+    def store(self) -> None:
+        """The kernels lowered here kept on disk, once lowering has ended and the last batches compile: storing
+        (the JSON form and its check) was 8% of a cold GPT step's lowering, which the compilers waited on, and is
+        time this process would spend waiting for them."""
+        for name, kernel, target in self.stores:
+            lowered_cache.store(name, kernel, target)
+        self.stores.clear()
 
     def failed(self) -> None:
         """A kernel that will not come (its lowering failed): done, its error left to the caller."""

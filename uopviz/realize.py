@@ -100,9 +100,16 @@ def run_schedule(graph: UOp, timed: bool = False) -> float:
     time in seconds (device time where the device measures it). A graph over several devices runs each device's
     calls on a thread of its own, each call after the calls whose buffers it depends on."""
     steps = []
-    calls = [(call, _key(call) if call.ast.op is not Ops.COPY else None) for call in calls_of(graph)]
-    compile_all([key for _, key in calls if key is not None])  # side by side, before any runs
-    for call, key in calls:
+    calls = calls_of(graph)
+    keys: list[tuple[UOp, str, tuple[Any, ...]] | None] = []
+
+    def each_key() -> Iterator[tuple[UOp, str, tuple[Any, ...]]]:
+        for call in calls:
+            keys.append(_key(call) if call.ast.op is not Ops.COPY else None)
+            if keys[-1] is not None:
+                yield keys[-1]
+    compile_all(each_key(), count=len(calls))  # side by side, before any runs; each key made as its turn comes
+    for call, key in zip(calls, keys, strict=True):
         kernel, prog = _program(call, key)
         launch = Launch(kernel, prog, call.buffers, call.vals, key, user_line() if _captures else None)
         steps.append((launch, tuple(call.vals[v] for v in kernel.vars)))

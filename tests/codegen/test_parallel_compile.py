@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from uopviz import Tensor, compiler, lowered_cache, parallel
-from uopviz.pipeline import calls_of, schedule
+from uopviz.pipeline import calls_of, lower, schedule
 from uopviz.realize import _key, schedule_cache
 from uopviz.runtime import cpu
 from uopviz.runtime import device as devices
@@ -149,6 +149,7 @@ def test_the_last_batch_is_split_across_the_cores(monkeypatch: pytest.MonkeyPatc
                         real(args, stdin, dev, name))
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
     monkeypatch.setattr(parallel, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(parallel, "IDLE_BYTES", 10**9)  # nothing compiled before lowering ends
     monkeypatch.setattr(parallel, "cores", lambda: 2)
     outs = outputs()
     outs[0].realize(*outs[1:])
@@ -186,6 +187,7 @@ def test_a_worker_only_lowers_and_the_libraries_are_compiled_here_in_one_compile
                         real(args, stdin, dev, name))
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
     monkeypatch.setattr(parallel, "SPLIT_BYTES", 10**9)  # the last batch whole (its split: the test above)
+    monkeypatch.setattr(parallel, "IDLE_BYTES", 10**9)  # and the only one (the first one early: the test below)
     outs = outputs()
     outs[0].realize(*outs[1:])
     for got, w in zip(outs, want(), strict=True):
@@ -194,6 +196,31 @@ def test_a_worker_only_lowers_and_the_libraries_are_compiled_here_in_one_compile
     paths = {rt.kernel_library(k) for k in libs}
     assert runs == [f"batch of {len(libs)} kernels"], runs
     assert len(paths) == len(libs) and len({p.stat().st_ino for p in paths}) == 1  # one library
+
+
+@pytest.mark.usefixtures("fresh")
+def test_while_no_compiler_runs_the_first_kernel_compiles_as_the_next_ones_lower(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compiler left idle until BATCH_BYTES wait starts late: the first kernel lowered goes to the compiler at
+    once, alone, and each of the schedule's keys is made only as its turn to lower comes (opts chosen then); the
+    kernels run right."""
+    import uopviz.realize as realize
+    events: list[str] = []
+    real, real_key = cpu.run_compiler, realize._key
+    monkeypatch.setattr(cpu, "run_compiler", lambda args, stdin, dev, name: events.append(f"cc {name}") or
+                        real(args, stdin, dev, name))
+    monkeypatch.setattr(realize, "_key", lambda call: events.append("key") or real_key(call))
+    monkeypatch.setattr(parallel, "lower", lambda *a: events.append("lower") or lower(*a))
+    monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "0")
+    monkeypatch.setattr(parallel, "IDLE_BYTES", 1)
+    monkeypatch.setattr(parallel, "BATCH_BYTES", 10**9)
+    outs = outputs()
+    outs[0].realize(*outs[1:])
+    for got, w in zip(outs, want(), strict=True):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-4, atol=1e-4)
+    ran = [e for e in events if e.startswith("cc ") and "uopviz_pool" not in e and "--version" not in e]
+    assert not ran[0].startswith("cc batch of") and len(ran) > 1, events
+    assert [e for e in events if e in ("key", "lower")][:4] == ["key", "lower", "key", "lower"], events
 
 
 @pytest.mark.usefixtures("fresh")
@@ -334,6 +361,7 @@ def test_while_a_trace_records_kernels_lower_under_it_once_per_call_and_compile_
                         real(args, stdin, dev, name))
     monkeypatch.setenv("UOPVIZ_COMPILE_WORKERS", "2")  # never used while recording
     monkeypatch.setattr(parallel, "SPLIT_BYTES", 10**9)
+    monkeypatch.setattr(parallel, "IDLE_BYTES", 10**9)
     n = len(set(keys()))
     with uopviz.trace() as tr:
         first = outputs()

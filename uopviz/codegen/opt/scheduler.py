@@ -19,6 +19,7 @@ its reduction). What cannot be done raises `KernelOptError` saying why.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -145,9 +146,7 @@ class Scheduler:
     @staticmethod
     def of(ast: UOp, target: Target) -> Scheduler:
         """Scheduler over a kernel, its ranges put in canonical order (idx order, grouped by AxisType)."""
-        axes = sorted(_ranges(ast), key=lambda r: r.arg.idx)
-        new = _place([(r.arg.type, r.src[0]) for r in axes])
-        return Scheduler(_rebuild(ast, {r: ([x], x) for r, x in zip(axes, new)}), target)
+        return _ordered(ast, target)
 
     @property
     def axes(self) -> list[UOp]:
@@ -158,6 +157,12 @@ class Scheduler:
         return [(r.arg.type, _size(r)) for r in self.axes]
 
     def apply_opt(self, opt: Opt) -> Scheduler:
+        """This kernel with opt applied (KernelOptError where it does not apply), kept for the last KEPT made: the
+        heuristic applies a kernel's opts to choose them, and its lowering's Optimize pass applies them again (3%
+        of a cold GPT step's lowering)."""
+        return _applied(self, opt)
+
+    def _apply_opt(self, opt: Opt) -> Scheduler:
         opt.check_types()
         if opt.op is OptOps.NOLOCALS:
             used = [i for i, (t, _) in enumerate(self.shape()) if t in (AxisType.LOCAL, AxisType.GROUP_REDUCE,
@@ -417,3 +422,21 @@ def _rebuild(ast: UOp, mapping: dict[UOp, tuple[list[UOp], UOp]], masks: dict[UO
             src = tuple(out[s] for s in u.src)
             out[u] = u if src == u.src else u.replace(src=src)
     return out[ast]
+
+
+KEPT = 256
+"""Schedulers kept by Scheduler.of and apply_opt (each a pure function of its arguments): a kernel's heuristic and
+its lowering follow each other (realize's keys are made as each kernel's turn to lower comes), and a BEAM search's
+thousands of candidates, each holding its own graph, are not all kept."""
+
+
+@functools.lru_cache(maxsize=KEPT)
+def _ordered(ast: UOp, target: Target) -> Scheduler:
+    axes = sorted(_ranges(ast), key=lambda r: r.arg.idx)
+    new = _place([(r.arg.type, r.src[0]) for r in axes])
+    return Scheduler(_rebuild(ast, {r: ([x], x) for r, x in zip(axes, new)}), target)
+
+
+@functools.lru_cache(maxsize=KEPT)
+def _applied(sched: Scheduler, opt: Opt) -> Scheduler:
+    return sched._apply_opt(opt)
