@@ -14,6 +14,7 @@ from typing import Any
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor
 from uopviz.tensor.nn import conv_padding
+from uopviz.tensor.template import templated
 
 
 def parameter(t: Tensor) -> Tensor:
@@ -35,7 +36,13 @@ class Linear(Module):
         self.bias = fan_in_uniform((out_features,), in_features, device) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.linear(self.weight.T, self.bias)
+        return _linear(x, self.weight, self.bias)
+
+
+@templated
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """x·weightᵀ + bias: a function of the signatures (templated)."""
+    return x.linear(weight.T, bias)
 
 
 def _with_dims(base: type, nd: int) -> Any:
@@ -103,7 +110,13 @@ class Embedding(Module):
 
     def forward(self, idx: Tensor) -> Tensor:
         """The rows of the table at idx (negative indices wrap, others out of range read zeros, as indexing)."""
-        return self.weight[idx]
+        return _rows(self.weight, idx) if isinstance(idx, Tensor) else self.weight[idx]
+
+
+@templated
+def _rows(table: Tensor, idx: Tensor) -> Tensor:
+    """table[idx] for an index Tensor: a function of the signatures of both (templated)."""
+    return table[idx]
 
 
 class Dropout(Module):

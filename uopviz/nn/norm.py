@@ -14,6 +14,7 @@ from uopviz.nn.layers import parameter
 from uopviz.nn.module import Module
 from uopviz.tensor import Tensor, assign_later
 from uopviz.tensor.gradient import own_gradient
+from uopviz.tensor.template import templated
 from uopviz.tensor.util import Dim, int_dims, numel
 
 
@@ -106,8 +107,14 @@ class LayerNorm(Module):
         self.bias = parameter(Tensor.zeros(self.shape, device=device)) if elementwise_affine else None
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x.layernorm(tuple(range(-len(self.shape), 0)), self.eps)
-        return y if self.weight is None else y * self.weight + self.bias
+        return _layer_norm(x, len(self.shape), self.eps, self.weight, self.bias)
+
+
+@templated
+def _layer_norm(x: Tensor, axes: int, eps: float, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """x normalized over its last `axes` axes, then scaled and shifted: a function of the signatures (templated)."""
+    y = x.layernorm(tuple(range(-axes, 0)), eps)
+    return y if weight is None else y * weight + bias
 
 
 class GroupNorm(Module):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, DTypeError, dtypes, least_upper_dtype
 from uopviz.tensor import special
+from uopviz.tensor.template import templated
 from uopviz.tensor.util import (
     ArgumentError,
     Shape,
@@ -452,6 +453,7 @@ class ElementwiseMixin:
         """Accurate near 0 and exactly ±1 far out (uopviz.tensor.special)."""
         return self._math(special.tanh)
 
+    @templated
     def gelu(self: Tensor, approximate: str = "none") -> Tensor:
         """PyTorch's GELU: x·Φ(x) = 0.5·x·(1 + erf(x/√2)); approximate="tanh" gives the tanh approximation
         0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DTypeError
+from uopviz.tensor.template import templated
 from uopviz.tensor.util import ShapeError, fmt, int_dim
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class LossMixin:
         picked = w.mul(self).sum(axis).neg().mul(counted)
         return _reduce(picked, reduction, w.sum(axis).mul(counted).sum() if reduction == "mean" else None)
 
+    @templated
     def cross_entropy(self: Tensor, target: Any, weight: Tensor | None = None, ignore_index: int = -100,
                       reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
         """PyTorch's cross_entropy of (N, C, *d) (or (C,)) logits: with int class targets (N, *d), −Σ_c q_c·log

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from uopviz.dtype import dtypes, least_upper_dtype
 from uopviz.tensor.gradient import own_gradient
 from uopviz.tensor.reduce import acc_dtypes
+from uopviz.tensor.template import templated
 from uopviz.tensor.util import (
     ArgumentError,
     ShapeError,
@@ -164,6 +165,7 @@ class NNMixin:
 
     __slots__ = ()
 
+    @templated
     def matmul(self: Tensor, w: Any, reverse: bool = False) -> Tensor:
         """NumPy's matmul: 1-D operands get a unit axis added and removed; batch axes broadcast.
         Each product is SPEC's gemm: (A[..., M, K, 1] · B[..., 1, K, N]).sum(K)."""
@@ -358,6 +360,7 @@ class NNMixin:
         # stored once: each element picks its phase through a chain of pads, which a consumer would walk per read
         return out.shrink([None, None, *((0, m) for m in size)]).contiguous()
 
+    @templated
     def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """self @ weight + bias (weight of shape (in, out), as tinygrad; nn.Linear passes its (out, in) one
         transposed)."""
@@ -477,6 +480,7 @@ class NNMixin:
         keep = type(self).rand(*concrete(self.shape), device=self.device).ge(p)
         return keep.where(self._float().div(1 - p), 0.0) if p < 1 else self._float().mul(0)
 
+    @templated
     def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
         """(x − mean) / √(var + eps) over the axes, with the biased variance (as LayerNorm). A half-precision input
         is normalized in float32 and the result rounded back, as torch's layer_norm does: its squares overflow a
@@ -510,6 +514,19 @@ class NNMixin:
         if enable_gqa and self.ndim >= 3 and key.shape[-3] != self.shape[-3]:
             key = key.repeat_interleave(int_dim(self.shape[-3] // key.shape[-3], "grouped query heads"), -3)
             value = value.repeat_interleave(int_dim(self.shape[-3] // value.shape[-3], "grouped query heads"), -3)
+        if dropout_p:
+            return self._attention_weights(key, attn_mask, is_causal, scale).dropout(dropout_p).matmul(value)
+        return self._attention(key, value, attn_mask, is_causal, scale)
+
+    @templated
+    def _attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, is_causal: bool,
+                   scale: float | None) -> Tensor:
+        """Attention without dropout: a function of its inputs' signatures (templated)."""
+        return self._attention_weights(key, attn_mask, is_causal, scale).matmul(value)
+
+    def _attention_weights(self: Tensor, key: Tensor, attn_mask: Tensor | None, is_causal: bool,
+                           scale: float | None) -> Tensor:
+        """softmax(q·kᵀ·scale + mask) over the keys."""
         q = self._float()
         scores = q.matmul(key.transpose(-2, -1))
         scores = scores.mul(scale if scale is not None else 1 / math.sqrt(int_dim(q.shape[-1], "attention's scale")))
@@ -518,8 +535,7 @@ class NNMixin:
             attn_mask = type(self).ones(n, m, dtype="bool", device=self.device).tril()
         if attn_mask is not None:
             scores = attn_mask.where(scores, float("-inf")) if attn_mask.dtype.is_bool else scores.add(attn_mask)
-        weights = scores.softmax(-1)
-        return weights.dropout(dropout_p).matmul(value)
+        return scores.softmax(-1)
 
     @staticmethod
     def einsum(formula: str, *operands: Any) -> Tensor:

@@ -15,6 +15,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from uopviz.dtype import DType, dtypes, sum_acc_dtype
+from uopviz.tensor.template import templated
 from uopviz.tensor.util import normalize_axes, normalize_axis, numel, sym, to_dtype
 from uopviz.uop.ops import Ops
 
@@ -131,11 +132,13 @@ class ReduceMixin:
         out = x.sub(m)._exp_of_shifted().sum(axis, keepdim=True).log().add(m)
         return out if keepdim else out.squeeze(normalize_axes(axis, self.ndim))
 
+    @templated
     def softmax(self: Tensor, axis: int = -1) -> Tensor:
         x = self._float()
         e = x.sub(x.max(axis, keepdim=True).detach())._exp_of_shifted()  # the max shifts, and has no gradient to give
         return e.div(e.sum(axis, keepdim=True))
 
+    @templated
     def log_softmax(self: Tensor, axis: int = -1) -> Tensor:
         """(x − m) − log Σ e^(x−m): subtracting m first keeps the digits of a row far from 0 (x − (m + log Σ) rounds
         log Σ to the ulp of m, 1e-3 at -10000 in float32)."""
