@@ -1,12 +1,14 @@
 """Suite-wide isolation: tests never read or write the user's cache (compiled kernels, tuning database), and an
 exported UOPVIZ_BEAM never starts searches, so every test sees realize's defaults: no tuning results, the
 heuristic's opts. With UOPVIZ_REQUIRE_CL set (CI sets it) a machine without an OpenCL device fails at once. The
-`device` fixture runs a test on every runtime (a test or folder may parametrize its own)."""
+`device` fixture runs a test on every runtime (a test or folder may parametrize its own). Modules run slowest first
+(pytest_collection_modifyitems), so that the workers end together."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +20,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if not HAS_CL:
             raise pytest.UsageError("UOPVIZ_REQUIRE_CL is set but no OpenCL device starts here: the CL tests would "
                                     "all skip (install PoCL: ./dev setup as root does)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules that hold a `slow` test (a browser, a notebook kernel, mypy: up to a minute or more each) first, then
+    the others by their number of tests, most first; each module's tests stay together and in order. xdist
+    (--dist loadfile, --no-loadscope-reorder) hands out modules in this order: its own order (by number of tests
+    alone) left the browser modules, few tests each, to the end, where one worker ran them while the other idled."""
+    modules = [item.nodeid.split("::")[0] for item in items]
+    count = Counter(modules)
+    slow = {m for m, item in zip(modules, items, strict=True) if item.get_closest_marker("slow")}
+    order = {m: (m not in slow, -n) for m, n in count.items()}
+    items[:] = [item for _, item in sorted(zip(modules, items, strict=True), key=lambda mi: order[mi[0]])]
 
 
 @pytest.fixture(params=["CPU", "CL", "PYTHON"])

@@ -34,6 +34,7 @@ def _link_tree() -> Path:
     return TREE
 
 
+@pytest.mark.slow  # a minute: run first (tests/conftest.py), not last, where one worker would run it alone
 def test_mypy_finds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     api = pytest.importorskip("mypy.api")
     monkeypatch.chdir(_link_tree())

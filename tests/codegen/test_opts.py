@@ -17,6 +17,7 @@ from uopviz.codegen.opt import KernelOptError, Opt, OptOps, Scheduler
 from uopviz.codegen.opt import scheduler as scheduler_module
 from uopviz.codegen.opt.actions import actions, legal_actions
 from uopviz.compiler import compile_kernel
+from uopviz.parallel import compile_all
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.pipeline import scheduler as scheduler_of
 from uopviz.runtime import buffer as buffers
@@ -53,11 +54,22 @@ def scheduler(ast: UOp, device: str) -> Scheduler:
     return scheduler_of(ast, devices.get(device).target)
 
 
+def check_all(runs: list[tuple[Case, list[Opt]]]) -> None:
+    """Each case run with its opts and checked, in order, their kernels first compiled together as realize compiles
+    a schedule's (compile_all: lowered side by side, the CPU's in batches of one C compiler run; a kernel that fails
+    raises its error in check). One C compiler run per kernel was a third of the CPU's tests' CPU time."""
+    compile_all([(case.ast, case.device, tuple(opts)) for case, opts in runs])
+    for case, opts in runs:
+        case.check(opts)
+
+
 def cases(name: str, device: str) -> Iterator[Case]:
     """Each kernel of a zoo program at its small sizes, its inputs computed and its unoptimized answer kept."""
     z = ZOO[name]
     out, _ = z.build(z.sizes(small=True), device)
-    for ast, bufs in kernels_of(schedule([out.uop])):
+    kernels = kernels_of(schedule([out.uop]))
+    compile_all([(ast, device, ()) for ast, _ in kernels])
+    for ast, bufs in kernels:
         _, prog = compile_kernel(ast, device, [])  # the unoptimized kernel is the reference
         prog([buffers.handle(b) for b in bufs], wait=True)
         yield Case(name, ast, bufs, buffers.to_numpy(bufs[0]).copy(), device)
@@ -181,10 +193,10 @@ def test_action_space_is_deterministic(gemm_cpu: Case) -> None:
 @pytest.mark.parametrize("name", list(ZOO))
 def test_every_single_legal_opt_keeps_the_answer(name: str, device: str) -> None:
     tried = 0
-    for case in cases(name, device):
-        for opt, _ in legal_actions(case.sched()):
-            case.check([opt])
-            tried += 1
+    for case in cases(name, device):  # a kernel's opts checked before the next kernel's reference runs, as they were
+        runs = [(case, [opt]) for opt, _ in legal_actions(case.sched())]
+        check_all(runs)
+        tried += len(runs)
     assert tried >= 4
 
 
@@ -194,9 +206,8 @@ def test_random_opt_sequences_keep_the_answer(device: str) -> None:
     renderer is the same, so CL's share is its dialect's spelling of what the opts make)."""
     rng = random.Random(1234)
     all_cases = [c for name in ZOO for c in cases(name, device)]
-    seen = set()
-    runs = 150 if device == "CPU" else 60
-    for _ in range(runs):
+    runs: list[tuple[Case, list[Opt]]] = []
+    for _ in range(150 if device == "CPU" else 60):
         case = rng.choice(all_cases)
         s = case.sched()
         for _ in range(rng.randint(2, 4)):
@@ -204,9 +215,9 @@ def test_random_opt_sequences_keep_the_answer(device: str) -> None:
             if not legal:
                 break
             _, s = rng.choice(legal)
-        seen.add((case.name, s.opts))
-        case.check(list(s.opts))
-    assert len(seen) > runs * 2 // 3
+        runs.append((case, list(s.opts)))
+    check_all(runs)
+    assert len({(case.name, tuple(opts)) for case, opts in runs}) > len(runs) * 2 // 3
 
 
 def test_thread_axis_splits_cpu_work(gemm_cpu: Case, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,6 +12,8 @@ import pytest
 if TYPE_CHECKING:
     from conftest import FrontendCopy
 
+pytestmark = pytest.mark.slow  # npm: about a minute in all
+
 OUTPUT_CHARS = 20_000  # of a failing check's output, the end (where the summary is)
 
 
