@@ -14,6 +14,7 @@ from uopviz.codegen.opt import Opt, OptOps
 from uopviz.compiler import compile_kernel
 from uopviz.dtype import dtypes
 from uopviz.pipeline import kernels_of, schedule
+from uopviz.renderer.cstyle import _strip
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.uop.ops import AxisType, Ops
@@ -219,3 +220,21 @@ def test_lane_addresses_are_one_simplified_base_plus_constants(monkeypatch: pyte
     np.testing.assert_array_equal(got, a[:, 1:5, :] * 2 + 1)
     assert simplified and Ops.STACK not in simplified
     assert "*(float16_u*)(data1+" in src  # the lanes are consecutive: one vector load
+
+
+@pytest.mark.parametrize(("expr", "operand_of", "rendered"), [
+    ("(c?(i+-4):0)", "+", "(c?(i+-4):0)"),  # p+c?i:0 tests the pointer, then yields an integer read as an address
+    ("((i<4)!=1)", "+", "((i<4)!=1)"),
+    ("(a&b)", "+", "(a&b)"),
+    ("(i<<2)", "+", "(i<<2)"),
+    ("(i*16)", "+", "i*16"),
+    ("(i+(j?1:2))", "+", "i+(j?1:2)"),  # the select inside parentheses of its own
+    ("(a?b:c)", "?", "(a?b:c)"),
+    ("(a<b)", "?", "a<b"),
+    ("(a?b:c)", None, "a?b:c"),  # alone (an index in brackets, a condition in if (...))
+])
+def test_a_vector_address_keeps_the_parentheses_its_meaning_needs(expr: str, operand_of: str | None,
+                                                                     rendered: str) -> None:
+    # a stride-2 read under a padding's select rendered `data1+alu1?(ridx0+-4):0`: a kernel that segfaulted
+    # (tests/tensor/test_fuzz.py::test_budget crashed its worker)
+    assert _strip(expr, operand_of) == rendered

@@ -339,7 +339,7 @@ def render(linear: UOp, name: str, d: Dialect, params: Sequence[DType] | None = 
         elif op is Ops.STACK:
             w.expr[u] = d.vector_literal(w.value_type(u), s)
         elif op is Ops.INDEX and u.shape:
-            base = _strip(w.expr[u.src[1].src[0]])  # Index(buf, base + iota): a vector's address
+            base = _strip(w.expr[u.src[1].src[0]], "+")  # Index(buf, base + iota): a vector's address
             w.expr[u] = s[0] if base == "0" else f"{s[0]}+{base}"
         elif op is Ops.INDEX and u.src[0].shape and u.src[0].memory().op not in (Ops.PARAM, Ops.BUFFER):
             e = d.lane(s[0], int(u.src[1].arg.value))
@@ -419,8 +419,32 @@ def _wmma(w: _Writer, u: UOp) -> None:
     w.expr[u] = out
 
 
-def _strip(e: str) -> str:
-    return e[1:-1] if e.startswith("(") and e.endswith(")") and _balanced(e[1:-1]) else e
+LOOSER = {"+": "?:<>=!&|^", "?": "?"}
+"""Operators that bind more loosely than an operand of `+` (or the condition of `?:`) in C: an expression that holds
+one outside parentheses keeps its own (`p+(c?i:0)` is an address; `p+c?i:0` tests the pointer and then yields an
+integer, which a kernel read as an address: a segfault)."""
+
+
+def _strip(e: str, operand_of: str | None = None) -> str:
+    """e without its outer parentheses where they are not needed: e alone (an index, a condition), or as an
+    operand of `operand_of` where no operator of e outside parentheses binds more loosely (LOOSER)."""
+    inner = e[1:-1]
+    if not (e.startswith("(") and e.endswith(")") and _balanced(inner)):
+        return e
+    if operand_of is not None and any(ch in LOOSER[operand_of] for ch in _outside_parentheses(inner)):
+        return e
+    return inner
+
+
+def _outside_parentheses(e: str) -> str:
+    """The characters of e at depth 0."""
+    depth, out = 0, []
+    for ch in e:
+        depth += ch == "("
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == ")"
+    return "".join(out)
 
 
 def _balanced(e: str) -> bool:
@@ -471,7 +495,7 @@ def _load(w: _Writer, u: UOp, s: list[str]) -> None:
     if u.shape:
         n = width(u)
         val = w.d.vector_load(w.vector(u.dtype, n, True), n, s[0])
-        w.define(u, "val", f"({_strip(s[2])}?{val}:{s[1]})" if len(u.src) == 3 else val)
+        w.define(u, "val", f"({_strip(s[2], '?')}?{val}:{s[1]})" if len(u.src) == 3 else val)
         return
     val = s[0]
     if w.emulates(u.dtype):
