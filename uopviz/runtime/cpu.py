@@ -40,7 +40,11 @@ from uopviz.runtime.trust import load_library, open_checked, trusted_dir
 from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops
 
-FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno")
+FLAGS = ("-O2", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fno-math-errno",
+         "-Werror=int-to-pointer-cast", "-Werror=int-conversion")
+"""The last two make a kernel whose text uses an integer as an address a compile error, not a read of arbitrary
+memory: the IR's bounds are checked, its rendering is not (a select's lost parentheses once rendered
+`data1+c?i:0`, an int, cast to a vector's pointer)."""
 
 
 def flags(source: str) -> tuple[str, ...]:
