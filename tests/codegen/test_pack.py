@@ -32,6 +32,8 @@ CASES: dict[str, Case] = {  # A's shape, B's array's shape, the product, NumPy's
     "broadcast": ((3, 30, 7), (7, 12), lambda a, b: a @ b, lambda a, b: a @ b),  # B re-read for 3 x 30 rows
     # A computed in the kernel (an MLP's activation times the next weight's transpose): B is packed still
     "computed": ((66, 8), (10, 8), lambda a, b: (a * a + 1) @ b.T, lambda a, b: (a * a + 1) @ b.T),
+    # B computed too (attention's k plus the qkv projection's bias): the copy computes it, once an element
+    "computed B": ((66, 8), (10, 8), lambda a, b: a @ (b * 2 + 1).T, lambda a, b: a @ (b * 2 + 1).T),
 }
 
 
@@ -102,6 +104,32 @@ def test_a_transposed_b_packs_where_its_vectors_would_be_gathers(monkeypatch: py
     np.testing.assert_allclose(out.numpy(), a @ b.T, rtol=1e-5, atol=1e-5)
 
 
+def test_a_computed_b_that_reads_a_packed_matmul_s_result_packs_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPT's q @ k.T, k the qkv projection (a packed matmul) plus its bias: the copy is made of the operand as
+    the pass rebuilt it (over the first matmul's packed read), and both matmuls read panels."""
+    with_l1(monkeypatch, "CPU", TINY)
+    rng = np.random.default_rng(5)
+    q, x, w = (rng.standard_normal(s, dtype=np.float32) for s in ((70, 8), (66, 6), (6, 8)))
+    out = Tensor(q) @ (Tensor(x) @ Tensor(w) + 1).T
+    assert names(out) == ["pack", "matmul", "pack", "matmul"]
+    want = q.astype(np.float64) @ (x.astype(np.float64) @ w + 1).T
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_product_summed_along_its_last_axis_packs_along_the_output_s_innermost(monkeypatch: pytest.MonkeyPatch,
+                                                                                device: str) -> None:
+    """Attention's backward dP = dY @ V.T sums the product's last axis: B (V, read along the output's innermost
+    axis N with a stride) is copied into panels along N. The result is transposed so that the Reduce is stored (a
+    Reduce read elementwise stays fused as a row reduction, schedule/rows.py); the transpose is a third kernel."""
+    with_l1(monkeypatch, device, TINY)
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((66, 8), dtype=np.float32), rng.standard_normal((10, 8), dtype=np.float32)
+    out = (Tensor(a, device=device)[:, None, :] * Tensor(b, device=device)[None, :, :]).sum(-1).T
+    assert names(out)[:2] == ["pack", "matmul"]
+    np.testing.assert_allclose(out.numpy(), (a.astype(np.float64) @ b.T).T, rtol=1e-5, atol=1e-5)
+
+
 def test_a_called_function_s_matmul_packs_as_the_same_program_inline(monkeypatch: pytest.MonkeyPatch) -> None:
     """A @uopviz.function body is scheduled apart, over Params shaped as its arguments (not flat buffers)."""
     with_l1(monkeypatch, "CPU", SAPPHIRE)
@@ -135,7 +163,7 @@ def test_other_reductions_and_targets_without_an_l1_keep_one_kernel(monkeypatch:
     x, y = Tensor.empty(1024, 1024), Tensor.empty(1024, 1024)
     assert names((x * y).sum(-1)) == ["matmul"]  # a product summed, but no operand broadcast: not a matmul
     assert names(x.sum(0)) == ["matmul"]
-    assert names(x @ (y + 1)) == ["matmul"]  # B computed in the kernel: no buffer to copy
+    assert names(x @ (y + 1)) == ["pack", "matmul"]  # B computed: the copy computes it once, aliasing rows or not
     assert names((x + 1) @ y) == ["pack", "matmul"]  # A computed (a GELU, say): B is still copied
     with_l1(monkeypatch, "CPU", None)
     assert names(x @ y) == ["matmul"]  # no L1 described: as GPUs' Targets

@@ -30,7 +30,7 @@ from typing import Any
 
 from uopviz.runtime import device as devices
 from uopviz.schedule.program import program_order
-from uopviz.uop.ops import Ops, UOp, all_ints, prod
+from uopviz.uop.ops import GroupOp, Ops, UOp, all_ints, prod
 
 ALIASED_SETS = 4
 """Rows that fall in at most this many of the L1's sets alias: a stride that is a multiple of a quarter of the set
@@ -39,61 +39,65 @@ REUSE = 64
 """The fewest rows of the other operand (its reads of the packed one: one per 8-row tile block) that pay for the
 copy: gemm 64x1024x1024 gained 1.6x, 16x1024x1024 lost."""
 
-View = tuple[tuple[int, ...], tuple[int, ...], UOp]  # shape, strides in elements, the Param read
+View = tuple[tuple[int, ...], tuple[int, ...], UOp]  # shape, strides in elements, the memory read (`MEMORY`)
 
 
 def pack(fn: UOp) -> UOp:
     """Function fn with every aliasing matmul operand read from a packed copy (unchanged when there is none)."""
     body = fn.src[0]
-    copies: dict[UOp, UOp] = {}  # each view packed: one copy, whichever matmuls read it
-    packed: dict[UOp, tuple[UOp, UOp]] = {}  # a matmul's Reduce -> (its broadcast of the view, that of the copy)
-    for u in program_order(body):
-        if (found := _packs(u)) is not None:
-            b, width = found
-            view = b.src[0]
-            if view not in copies:
-                copies[view] = panels(view, width)
-            packed[u] = (b, b.replace(src=(copies[view], *b.src[1:])))
-    if not packed:
+    packs = {u: found for u in program_order(body) if (found := _packs(u)) is not None}
+    if not packs:
         return fn
     # only the packed matmul reads the copy: its broadcast of the view is also what the gradient's matmul of the
-    # other operand reads (summed along the other axis), which would read panels laid out for this one as gathers
+    # other operand reads (summed along the other axis), which would read panels laid out for this one as gathers.
+    # The copy is made of the operand as rebuilt: a computed one may read another packed matmul's result
+    copies: dict[tuple[UOp, int], UOp] = {}  # each operand packed along an axis: one copy, whichever matmuls read it
     out: dict[UOp, UOp] = {}
     for u in body.toposort():
         src = tuple(out[s] for s in u.src)
-        if u in packed:
-            b, copy = packed[u]
-            src = (src[0].replace(src=tuple(copy if s is b else s for s in src[0].src)), *src[1:])
+        if u in packs:
+            b, width, axis = packs[u]
+            new = out[b]
+            if (key := (new.src[0], axis)) not in copies:
+                copies[key] = panels(new.src[0], width, axis)
+            copy = new.replace(src=(copies[key], *new.src[1:]))
+            src = (src[0].replace(src=tuple(copy if s is new else s for s in src[0].src)), *src[1:])
         out[u] = u if src == u.src else u.replace(src=src)
     return fn.replace(src=(out[body], *fn.src[1:]))
 
 
-def panels(x: UOp, width: int) -> UOp:
-    """x (its last axis N, the rest R rows) read from a copy laid out as ceil(N/width) panels of R x width, the
-    last axis padded with zeros to a multiple of width; the same shape and values as x."""
-    *lead, n = x.shape
+def panels(x: UOp, width: int, axis: int = -1) -> UOp:
+    """x (its axis `axis` N, the others in order R rows) read from a copy laid out as ceil(N/width) panels of R x
+    width, N padded with zeros to a multiple of width; the same shape and values as x."""
+    axis %= len(x.shape)
+    order = (*(i for i in range(len(x.shape)) if i != axis), axis)
+    moved = x.permute(order) if axis != len(x.shape) - 1 else x
+    *lead, n = moved.shape
     rows, wide = prod(lead), -(-n // width) * width
-    flat = x.reshape((rows, n))
+    flat = moved.reshape((rows, n))
     if wide != n:
         flat = flat.pad((0, 0), (rows, wide))
     copy = UOp(Ops.CONTIGUOUS, (flat.reshape((rows, wide // width, width)).permute((1, 0, 2)),))
     back = copy.permute((1, 0, 2)).reshape((rows, wide))
     if wide != n:
         back = back.shrink((0, 0), (rows, n))
-    return back.reshape(x.shape)
+    back = back.reshape(moved.shape)
+    return back.permute(tuple(order.index(i) for i in range(len(order)))) if moved is not x else back
 
 
-def _packs(u: UOp) -> tuple[UOp, int] | None:
-    """The operand of matmul-shaped Reduce u to read packed (its broadcast of a view) and its panels' width, else
-    None."""
+def _packs(u: UOp) -> tuple[UOp, int, int] | None:
+    """The operand of matmul-shaped Reduce u to read packed (its broadcast of a view), its panels' width and the
+    axis they run along (the output's innermost: the last but the summed one, which may be last, as in attention's
+    backward dP = dY @ V.T), else None."""
     if u.op is not Ops.REDUCE or u.tag is not None or u.arg.op is not Ops.ADD or len(u.arg.axes) != 1:
         return None
     prodn = u.src[0]
     shape = tuple(d for d in prodn.shape if isinstance(d, int) and d > 0)  # concrete and non-empty, or no packing
     if prodn.op is not Ops.MUL or len(shape) != len(prodn.shape) or len(shape) < 3:
         return None
-    k, inner = u.arg.axes[0], len(shape) - 1
-    if k == inner or shape[inner] == 1:
+    k = u.arg.axes[0]
+    inner = len(shape) - (2 if k == len(shape) - 1 else 1)
+    if shape[inner] == 1:
         return None
     x, y = prodn.src
     if x.op is not Ops.EXPAND or y.op is not Ops.EXPAND:
@@ -101,9 +105,9 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     a, b = (x, y) if x.src[0].shape[inner] == 1 else (y, x)  # A is broadcast along the tile's columns
     if (vb := _operand(b)) is None or not _broadcast_matmul(a.src[0].shape, vb, k, inner, shape):
         return None
-    bshape, bstrides, param = vb
-    target = devices.target_of(param.arg.device)
-    item = param.arg.dtype.itemsize
+    bshape, bstrides, mem = vb
+    target = devices.target_of(mem.device) if isinstance(mem.device, str) else None
+    item = mem.dtype.itemsize
     row = max(abs(bstrides[k]), abs(bstrides[inner])) * item
     reuse = prod(shape[i] for i in range(len(shape)) if bshape[i] == 1 and i != k)
     if target is None or (cache := target.l1) is None or reuse < REUSE:
@@ -111,7 +115,7 @@ def _packs(u: UOp) -> tuple[UOp, int] | None:
     gathered = abs(bstrides[inner]) != 1  # a transposed B: the tile's vector of B's row k is a gather
     if not gathered and (cache.sets_touched(row) > ALIASED_SETS or prod(bshape) * item <= cache.size):
         return None
-    return b, max(target.vectors, default=0) or cache.line // item  # panels one widest vector wide
+    return b, max(target.vectors, default=0) or cache.line // item, inner  # panels one widest vector wide
 
 
 def _broadcast_matmul(ash: tuple[Any, ...], vb: View, k: int, inner: int, shape: tuple[int, ...]) -> bool:
@@ -125,17 +129,48 @@ def _broadcast_matmul(ash: tuple[Any, ...], vb: View, k: int, inner: int, shape:
 
 
 def _operand(x: UOp) -> View | None:
-    """(shape, strides, Param) of Expand(v) where v is a view of a realized buffer (Reshapes, Permutes and Shrinks
-    of a Param) that a stride describes; None for anything else."""
-    if x.op is not Ops.EXPAND:
+    """(shape, strides, memory) of Expand(v) where v is a view of memory, or an elementwise value of such views
+    (`_views`), that a stride describes: the view that varies with the most axes, a strided one first (the read
+    that decides whether panels pay); None for anything else. A computed B (attention's k plus the qkv bias) is
+    computed once into the panels, where the matmul computed it again for every block of A's rows."""
+    if x.op is not Ops.EXPAND or (views := _views(x.src[0])) is None or not views:
         return None
-    chain, v = [], x.src[0]
-    while v.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK):
-        chain.append(v)
-        v = v.src[0]
-    if v.op is not Ops.PARAM or not chain:
-        return None
-    shape = v.shape  # a realized buffer's Param is flat; a called function's has its argument's shape
+    return max(views, key=lambda vw: (sum(1 for s in vw[1] if s), sum(1 for s in vw[1] if abs(s) > 1)))
+
+
+MEMORY = (Ops.PARAM, Ops.CONTIGUOUS, Ops.REDUCE)
+"""What a kernel reads from memory: a realized buffer, a stored value, a Reduce the kernel split stores (row-major
+in their shapes; a row reduction, tagged, is computed in its reader's kernel: not memory)."""
+
+
+def _views(v: UOp) -> list[View] | None:
+    """The views of memory (Reshapes, Permutes and Shrinks of a MEMORY node) elementwise value v reads, in v's
+    shape, each that a stride describes; reads through a broadcast or a pad (a bias, a constant) have none and are
+    left out. None where v holds anything else (a row reduction, a call) or a view no stride describes."""
+    out: list[View] = []
+    todo: list[tuple[UOp, tuple[UOp, ...] | None]] = [(v, ())]
+    while todo:
+        u, chain = todo.pop()
+        if u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK):
+            todo.append((u.src[0], None if chain is None else (*chain, u)))
+        elif u.op in (Ops.EXPAND, Ops.PAD, Ops.FLIP):
+            todo.append((u.src[0], None))
+        elif u.op in GroupOp.Elementwise:
+            todo += [(s, chain) for s in u.src]
+        elif u.op in MEMORY and (u.op is not Ops.REDUCE or u.tag is None):
+            if chain:
+                if (view := _strided(u, chain)) is None:
+                    return None
+                out.append(view)
+        elif u.op is not Ops.CONST:
+            return None
+    return out
+
+
+def _strided(mem: UOp, chain: tuple[UOp, ...]) -> View | None:
+    """(shape, strides, mem) of memory node mem read through chain (its movements, outermost first); None where no
+    stride describes it."""
+    shape = mem.shape  # a realized buffer's Param is flat; a called function's has its argument's shape
     if not all_ints(shape):
         return None
     strides = tuple(prod(shape[i + 1:]) for i in range(len(shape)))  # row-major
@@ -151,7 +186,7 @@ def _operand(x: UOp) -> View | None:
         elif m.op is Ops.PERMUTE:
             strides = tuple(strides[i] for i in m.arg)
         shape = new
-    return shape, strides, v
+    return shape, strides, mem
 
 
 def _reshaped(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
