@@ -394,6 +394,29 @@ def test_lane_split_refuses_a_negative_divisor_and_overflow():
     same_values(e, simp(e), UOp.variable("v", 0, 10))
 
 
+r3 = UOp.range(1024, 3)
+
+
+@pytest.mark.parametrize("expr, want", [
+    (lambda: (r1 + r3 * 4) // 128, "(r3//32)"),  # a transposing copy's index: r1 cannot reach the next 4
+    (lambda: ((r1 + r3 * 4) // 128) % 4, "((r3//32)%4)"),
+    (lambda: (r1 + r3 * 4 + 8) // 128, "((r3+2)//32)"),
+    (lambda: (r1 * 2 + r3 * 8 + 1) // 64, "(r3//8)"),  # r1*2 + 1 <= 7 < 8
+    (lambda: (r1 + r3 * 4 + 1) // 128, "(((r1+(r3*4))+1)//128)"),  # r1 + 1 reaches 4: it may carry
+])
+def test_low_terms_drop_from_a_quotient(expr, want):
+    e = expr()
+    out = simp(e)
+    assert out.render() == want
+    same_values(e, out, *[v for v in (r1, r3) if v in e.toposort()])
+
+
+def test_low_terms_stay_in_a_remainder():
+    # the remainder needs them back: (r1 + r3*4) % 128 is already as simple as it gets
+    assert s((r1 + r3 * 4) % 128) == "((r1+(r3*4))%128)"
+    same_values((r1 + r3 * 4) % 128, simp((r1 + r3 * 4) % 128), r1, r3)
+
+
 @st.composite
 def lane_cases(draw):
     """Σ v_i·k_i·g + k over random small ranges, divided, reduced or compared by a constant: the lane split's and

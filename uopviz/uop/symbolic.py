@@ -176,7 +176,7 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     r_hi = sum(max(t.vmin * k, t.vmax * k) for t, k in r_terms) + const % cv
     floor_known = r_lo // cv == r_hi // cv
     if not q_terms and const // cv == 0 and not floor_known:
-        return None  # nothing to pull out: no progress
+        return _drop_low_terms(d, terms, const, cv)  # nothing to pull out: drop what cannot reach the next step
     k = r_lo // cv if floor_known else 0
     rem = _sum(dt, r_terms, const % cv - cv * k)
     if d.op is Ops.MOD:
@@ -204,6 +204,24 @@ def _split_lane_constant(d: UOp, terms: list[tuple[UOp, int]], const: int, cv: i
         return _source(d, inner // (cv // g))
     rem = (inner % (cv // g)) * g
     return _source(d, rem + r if r else rem)
+
+
+def _drop_low_terms(d: UOp, terms: list[tuple[UOp, int]], const: int, cv: int) -> UOp | None:
+    """(g·T + s) // c = T // (c/g) where g > 1 divides c > 0 and the coefficients of T's terms, and the other terms
+    s (with const % g) stay in [0, g): T and s/g < 1 share their floor by c/g, as no multiple of c/g lies in
+    (T, T + s/g]. A copy's index `(r0 + r1*4) // 128` for r0 in [0, 3] reads `r1 // 32`. Division only: the
+    remainder would need s added back, no simpler than it was. Tries g from the terms' common factors with c,
+    largest first; the caller checked that no partial sum overflows."""
+    if d.op is not Ops.IDIV or cv <= 0:
+        return None
+    for g in sorted({math.gcd(cv, k) for _, k in terms} - {1}, reverse=True):
+        high = [(t, k // g) for t, k in terms if k % g == 0]
+        low = [(t, k) for t, k in terms if k % g != 0]
+        r = const % g
+        if high and low and r + sum(min(t.vmin * k, t.vmax * k) for t, k in low) >= 0 \
+                and r + sum(max(t.vmin * k, t.vmax * k) for t, k in low) < g:
+            return _source(d, _sum(d.dtype, high, (const - r) // g) // (cv // g))
+    return None
 
 
 def less_by_factor(x: UOp, c: UOp, u: UOp) -> UOp | None:
