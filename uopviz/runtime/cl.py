@@ -122,17 +122,15 @@ class CLRuntime(Runtime):
         log (showing the kernel's own source where it is one); CompileTimeoutError past the time limit."""
         text = "".join(unit(source, kernel) for source, kernel in members.items())
         shown = next(iter(members)) if len(members) == 1 else text
-        return self._load(self._binary(text, name, shown), name, shown)
-
-    def _load(self, binary: bytes, name: str, source: str) -> Any:
+        binary = self._binary(text, name, shown)
         cl = self._cl
         try:
             with warnings.catch_warnings():  # a successful build's chatter is not the user's concern
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 return cl.Program(self.context, [self.device], [binary]).build()
         except cl.Error as e:
-            raise CompileError(self.name, name, source, f"the driver refused the program binary its own compiler "
-                                                        f"made: {e}") from None
+            raise CompileError(self.name, name, shown, f"the driver refused the program binary its own compiler "
+                                                       f"made: {e}") from None
 
     def binary(self, source: str, name: str) -> bytes:
         """The driver's program binary of source for this device, built in this process's compile worker
