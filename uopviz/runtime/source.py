@@ -6,6 +6,9 @@ text passed to `CPURuntime.library`) could otherwise make the compiler read any 
 "/etc/passwd"` prints the file's first line in the compiler's error, and a FIFO hangs the compiler. So every
 preprocessor line must be one of those forms, and nothing that reads a file by another route (`_Pragma`,
 `__has_include`, `__has_embed`, an assembler's `.incbin` through `asm`, a trigraph spelling of `#`) may appear.
+
+Checked source then reaches the C and OpenCL compilers as a `unit`: its names its own, so that many kernels compile
+in one run (a CPU batch's library, a CL batch's program).
 """
 
 from __future__ import annotations
