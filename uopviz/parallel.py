@@ -11,9 +11,10 @@ take over START_POOL_AFTER_S here: a script that compiles a few quick kernels ne
 
 A kernel lowered before, by any process (uopviz.lowered_cache), is read back here first: only the misses are
 lowered, so a warm first call starts no worker and sends none anything. A worker lowers a kernel and keeps it for
-next time; this process compiles the CPU kernels' libraries in batches, one C compiler run for many kernels, on a
-background thread while lowering goes on (`Libraries`: a compiler run's fixed cost was most of a small kernel's),
-and keeps the kernels it lowered itself once lowering has ended, while the last batches compile.
+next time; this process compiles the CPU kernels' libraries (the CL kernels' programs) in batches, one compiler run
+for many kernels, on a background thread while lowering goes on (`Libraries`: a compiler run's fixed cost was most
+of a small kernel's), and keeps the kernels it lowered itself once lowering has ended, while the last batches
+compile.
 
 compile_kernel stays the one place that compiles: a kernel lowered by a worker or here, or read back, is handed to it
 (`lowered=`), which compiles it (from the disk cache, where its batch's compiler run left it) and keeps it; its bounds
@@ -52,6 +53,7 @@ from uopviz.codegen.opt import Opt
 from uopviz.compiler import clear_ahead, compile_kernel, kept, lower_kernel
 from uopviz.pipeline import lower
 from uopviz.runtime import device as devices
+from uopviz.runtime.cl import CLRuntime
 from uopviz.runtime.cpu import CPURuntime
 from uopviz.runtime.workers import cores
 from uopviz.search.executor import Built, FlatUOp, OptsJson, _main_not_rerun, flatten, process_pool, unflatten
@@ -240,16 +242,17 @@ def _here(item: Todo, libs: Libraries) -> None:
 
 class Libraries:
     """Lowered kernels on their way to compile_kernel (which compiles and keeps each, its bounds already checked),
-    each counted done on `progress` once handed over: a CPU kernel's library is first compiled in a batch
-    (CPURuntime.libraries: one C compiler run for several kernels) on a background thread, once BATCH_BYTES of
-    source are waiting (IDLE_BYTES while no compiler runs), while this process goes on lowering (the compiler is a
-    child process, so the two run side by side); a batch's kernels are handed over once it is compiled, and
-    `finish` compiles the rest and waits. Other devices' kernels are handed over at once."""
+    each counted done on `progress` once handed over: a CPU kernel's library (a CL kernel's program) is first
+    compiled in a batch (CPURuntime.libraries, CLRuntime.libraries: one compiler run for several kernels) on a
+    background thread, once BATCH_BYTES of source are waiting (IDLE_BYTES while no compiler runs), while this process
+    goes on lowering (the compiler is a child process, or CL's compile worker, so the two run side by side); a
+    batch's kernels are handed over once it is compiled, and `finish` compiles the rest and waits. Other devices'
+    kernels are handed over at once."""
 
     def __init__(self, progress: Progress, traced: bool = False) -> None:
         """traced: the kernels were lowered under the trace recording now (compile_kernel's `traced`)."""
         self.progress, self.traced = progress, traced
-        self.waiting: dict[CPURuntime, list[tuple[Key, Kernel]]] = {}
+        self.waiting: dict[CPURuntime | CLRuntime, list[tuple[Key, Kernel]]] = {}
         self.size = 0
         self.builds: list[tuple[Future[None], list[tuple[Key, Kernel]]]] = []
         self.stores: list[tuple[str, Kernel, Target]] = []
@@ -257,7 +260,7 @@ class Libraries:
 
     def add(self, key: Key, kernel: Kernel) -> None:
         rt = devices.get(key[1])
-        if not isinstance(rt, CPURuntime) or kernel.source is None:
+        if not isinstance(rt, CPURuntime | CLRuntime) or kernel.source is None:
             self._hand_over(key, kernel)
         else:
             self.waiting.setdefault(rt, []).append((key, kernel))
@@ -284,10 +287,12 @@ class Libraries:
 
     def flush(self, parts: int = 1) -> None:
         """The kernels waiting, per runtime, sent to compiler threads: one batch, or up to `parts` batches of about
-        the same source size (each at least SPLIT_BYTES) that compile side by side."""
+        the same source size (each at least SPLIT_BYTES) that compile side by side (CPU kernels: CL's compile worker
+        takes one request at a time, so its parts would only pay the fixed cost more often)."""
         for rt, items in self.waiting.items():
             size = sum(len(k.source or "") for _, k in items)
-            for part in _balanced(items, max(1, min(parts, len(items), size // SPLIT_BYTES))):
+            split = parts if isinstance(rt, CPURuntime) else 1
+            for part in _balanced(items, max(1, min(split, len(items), size // SPLIT_BYTES))):
                 self.builds.append((_compilers().submit(rt.libraries, [k for _, k in part]), part))
         self.waiting.clear()
         self.size = 0

@@ -94,6 +94,49 @@ def test_compile_error_keeps_source_and_log(rt: cl_runtime.CLRuntime) -> None:
     assert src in str(info.value) and "undefined_name" in str(info.value).split("--- source ---")[0]
 
 
+def scaled(c: float, helper: str = "x") -> str:
+    """A kernel named `scale` with a helper named `twice`, as the renderer names both alike in many kernels."""
+    return (f"static inline float twice(float x) {{ return {helper} * 2.0f; }}\n"
+            f"__kernel void scale(__global float* out, __global const float* a) {{\n"
+            f"  int i = get_global_id(0);\n  out[i] = twice(a[i]) * {c}f;\n}}\n")
+
+
+def test_kernels_build_as_one_program_each_taken_by_name(rt: cl_runtime.CLRuntime) -> None:
+    """Kernels of one name, their helpers of one name too, share one program (one compiler run) and each runs its
+    own code; a kernel with other extension pragmas gets a program of its own."""
+    a = np.arange(8, dtype=np.float32) - 3
+    sources = [scaled(1.5), scaled(-2.0), scaled(0.25, helper="(x + 1.0f)")]
+    wanted = [a * 2 * 1.5, a * 2 * -2.0, (a + 1) * 2 * 0.25]
+    fp64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + scaled(3.0)
+    ks = [kernel("scale", src, (dtypes.float32,) * 2, (8,)) for src in [*sources, fp64]]
+    rt.libraries(ks)
+    assert rt._programs[sources[0]] is rt._programs[sources[1]] is rt._programs[sources[2]]
+    assert fp64 not in rt._programs  # a batch of one: compile builds it, as it would here
+    out = rt.alloc(8, dtypes.float32)
+    for k, want in zip(ks, [*wanted, a * 2 * 3.0], strict=True):
+        rt.compile(k)([out, upload(rt, a)])
+        np.testing.assert_array_equal(rt.copyout(out, 8, dtypes.float32), want)
+    assert rt._programs[fp64] is not rt._programs[sources[0]]
+
+
+def test_a_bad_kernel_in_a_batch_fails_alone(rt: cl_runtime.CLRuntime) -> None:
+    """A batch that does not compile is left to compile, kernel by kernel: the others run, and the bad one's error
+    names it, shows its own source and its line as the source numbers it."""
+    bad = "__kernel void bad(__global float* out) {\n  int i = 0;\n  out[i] = undefined_name;\n}"
+    good = [scaled(4.0), scaled(5.0)]
+    ks = [kernel("scale", good[0], (dtypes.float32,) * 2, (8,)), kernel("bad", bad, (dtypes.float32,)),
+          kernel("scale", good[1], (dtypes.float32,) * 2, (8,))]
+    rt.libraries(ks)
+    a, out = np.ones(8, np.float32), rt.alloc(8, dtypes.float32)
+    for k, c in ((ks[0], 4.0), (ks[2], 5.0)):
+        rt.compile(k)([out, upload(rt, a)])
+        np.testing.assert_array_equal(rt.copyout(out, 8, dtypes.float32), a * 2 * c)
+    with pytest.raises(CompileError) as info:
+        rt.compile(ks[1])
+    assert info.value.name == "bad" and info.value.source == bad
+    assert ":3:" in info.value.log and "undefined_name" in info.value.log
+
+
 def test_describe(rt: cl_runtime.CLRuntime) -> None:
     d = rt.describe()
     assert d["device"] == "CL" and d["name"] and d["opencl"].startswith("OpenCL")

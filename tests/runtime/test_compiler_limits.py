@@ -25,12 +25,14 @@ from uopviz.dtype import DType, dtypes
 from uopviz.pipeline import kernels_of, lower, schedule, scheduler
 from uopviz.runtime import compile_worker
 from uopviz.runtime import device as devices
+from uopviz.runtime.cl import CLRuntime
 from uopviz.runtime.cpu import CompileTimeoutError, CPURuntime
 from uopviz.runtime.cuda import cuda_target, nvrtc_compile
 from uopviz.runtime.device import CompileError
 from uopviz.runtime.source import UntrustedSourceError, check_source
-from uopviz.target import Target
+from uopviz.target import Kernel, Target
 from uopviz.tensor import Tensor
+from uopviz.uop.ops import Ops, UOp
 
 PASSWD = "/etc/passwd"
 FIRST_LINE = Path(PASSWD).read_text().splitlines()[0]
@@ -82,9 +84,16 @@ def test_cpu_compiler_reads_no_file_a_source_names(cache: Path, spelling: str) -
 @needs_cl
 @pytest.mark.parametrize("spelling", SPELLINGS)
 def test_opencl_compiler_reads_no_file_a_source_names(spelling: str) -> None:
-    with pytest.raises(UntrustedSourceError) as e:
-        devices.get("CL").build(attack(spelling).replace("void one", "__kernel void one"), "one")
-    assert FIRST_LINE not in str(e.value)
+    """Through compile (every kernel's route) and binary (the machine-code route's); libraries leaves it unbuilt."""
+    rt = devices.get("CL")
+    assert isinstance(rt, CLRuntime)
+    source = attack(spelling).replace("void one", "__kernel void one")
+    one, two = (Kernel(name, UOp(Ops.LINEAR, ()), source, ()) for name in ("one", "two"))
+    rt.libraries([one, two])
+    for build in (lambda: rt.compile(one), lambda: rt.binary(source, "one")):
+        with pytest.raises(UntrustedSourceError) as e:
+            build()
+        assert FIRST_LINE not in str(e.value)
 
 
 @needs_nvrtc

@@ -66,14 +66,16 @@ class CompileWorker:
         return proc.pid if proc is not None and proc.poll() is None else None
 
     def compile(self, head: dict[str, Any], source: str, device: str, name: str, compiler: str,
-                failures: Mapping[str, Callable[[str], DeviceError]] | None = None) -> bytes:
-        """The bytes the worker answers to request head (head["op"]: "cl" or "nvrtc") for source.
+                failures: Mapping[str, Callable[[str], DeviceError]] | None = None, shown: str | None = None) -> bytes:
+        """The bytes the worker answers to request head (head["op"]: "cl" or "nvrtc") for source; an error shows
+        `shown` (default: source) as the source that failed (a kernel's own text, not the unit built from it).
 
         CompileError with the compiler's log where the source does not compile; CompileTimeoutError past the
         limit; CompileError where the worker dies before it answers (the driver's compiler crashed, or Ctrl-C in
         `uopviz serve` killed it); DeviceUnavailableError where the worker cannot load the driver; a failure of
         another kind through failures (kind -> error), else CompileWorkerError."""
         timeout = compile_timeout()
+        shown = source if shown is None else shown
         with self._lock:
             proc = self._started()
             try:
@@ -81,9 +83,9 @@ class CompileWorker:
             except BaseException as e:  # past the limit, the worker gone, or this thread interrupted
                 self._kill()
                 if isinstance(e, TimeoutError):
-                    raise CompileTimeoutError(device, name, source, timeout_message(compiler, timeout)) from None
+                    raise CompileTimeoutError(device, name, shown, timeout_message(compiler, timeout)) from None
                 if isinstance(e, _Ended):
-                    raise CompileError(device, name, source, f"{compiler} ended without an answer "
+                    raise CompileError(device, name, shown, f"{compiler} ended without an answer "
                                        f"({_how(proc.returncode)}): the compiler crashed, or the process was "
                                        "killed") from None
                 raise
@@ -91,7 +93,7 @@ class CompileWorker:
             return out
         kind, message = str(answer.get("kind")), str(answer.get("message"))
         if kind == "compile":
-            raise CompileError(device, name, source, message)
+            raise CompileError(device, name, shown, message)
         if kind == "unavailable":
             raise DeviceUnavailableError(message)
         if failures and kind in failures:

@@ -17,7 +17,6 @@ import functools
 import hashlib
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -35,7 +34,7 @@ from uopviz.dtype import DType, dtypes
 from uopviz.renderer.dialect import C
 from uopviz.runtime import workers
 from uopviz.runtime.device import CompileError, DeviceUnavailableError, Program, Runtime, UnknownDeviceError
-from uopviz.runtime.source import check_source
+from uopviz.runtime.source import check_source, exported, unit
 from uopviz.runtime.trust import load_library, open_checked, trusted_dir
 from uopviz.target import Cache, Kernel, Target
 from uopviz.uop.ops import Ops
@@ -192,7 +191,7 @@ class CPURuntime(Runtime):
 
     def _library(self, source: str, name: str, shown: str | None = None) -> Path:
         """The shared library for source, trusted as it is (the worker pool's own C, which includes headers, or a
-        kernel's `_unit`); a CompileError shows `shown` (default: source) as the source that failed.
+        kernel's `unit`); a CompileError shows `shown` (default: source) as the source that failed.
 
         A cached library is used only if its bytes still hash to the digest written beside it: loading a
         truncated or damaged one would crash the process (SIGBUS), so such a file is compiled again. The digest
@@ -230,7 +229,7 @@ class CPURuntime(Runtime):
 
     def libraries(self, kernels: Sequence[Kernel]) -> None:
         """Compile the libraries of kernels that the disk cache lacks in as few compiler runs as may be: one
-        translation unit per set of flags, each kernel in it as `_unit` writes it (its exported and static names its
+        translation unit per set of flags, each kernel in it as `unit` writes it (its exported and static names its
         own), linked into one library that every kernel of the batch is cached under (hard links: a kernel found
         later loads it as its own). A C compiler run has a fixed cost (driver, assembler, linker) larger than most
         kernels' own (a GPT training step's 158 kernels took 2.5x the CPU time one by one).
@@ -248,16 +247,16 @@ class CPURuntime(Runtime):
                 check_source(source, self.name, kernel.name)
             except CompileError:
                 continue
-            unit = _unit(source, kernel.name)
-            key = self._key(unit)
+            text = unit(source, kernel.name)
+            key = self._key(text)
             if key in seen or _cached(key) is not None:
                 continue
             seen.add(key)
-            batches.setdefault(flags(source), []).append((key, unit, kernel.name))
+            batches.setdefault(flags(source), []).append((key, text, kernel.name))
         for args, members in batches.items():
             folder = _writable_library_dir()
             try:
-                tmp = self._compile("".join(unit for _, unit, _ in members), folder, args,
+                tmp = self._compile("".join(text for _, text, _ in members), folder, args,
                                     f"batch of {len(members)} kernels" if len(members) > 1 else members[0][2])
             except CompileError:
                 continue
@@ -273,12 +272,12 @@ class CPURuntime(Runtime):
 
     def kernel_library(self, kernel: Kernel) -> Path:
         """The kernel's library, from the disk cache or compiled into it, not loaded: what compile loads, and
-        what CPURuntime.libraries compiled it into with others. Its entry points are named as `_exported` says."""
+        what CPURuntime.libraries compiled it into with others. Its entry points are named as `exported` says."""
         if kernel.source is None:
             raise CompileError(self.name, kernel.name, "", "the kernel has no C source")
         source = self._source(kernel)
         check_source(source, self.name, kernel.name)
-        return self._library(_unit(source, kernel.name), kernel.name, source)
+        return self._library(unit(source, kernel.name), kernel.name, source)
 
     def compile(self, kernel: Kernel) -> Program:
         threads = kernel.threads
@@ -289,9 +288,9 @@ class CPURuntime(Runtime):
         # the library stays loaded while its program lives: a ctypes function pointer holds its library
         source = self._source(kernel)
         if threads > 1:  # the pool calls the kernel's task entry, which unpacks one array of arguments
-            launch = functools.partial(self._run_pool, getattr(lib, _exported(source, f"{kernel.name}_task")), threads)
+            launch = functools.partial(self._run_pool, getattr(lib, exported(source, f"{kernel.name}_task")), threads)
         else:
-            launch = getattr(lib, _exported(source, kernel.name))
+            launch = getattr(lib, exported(source, kernel.name))
             launch.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
             launch.restype = None
 
@@ -344,26 +343,6 @@ def _memory_class() -> type:
     class AddressedArray(np.ndarray):
         address: int
     return AddressedArray
-
-
-_HELPER = re.compile(r"^static inline (?:__attribute__\(\(\w+\)\) )?[^(]*?(\w+)\(", re.M)
-
-
-def _exported(source: str, name: str) -> str:
-    """What the function `name` of a kernel's source (its entry point, its THREAD entry `<name>_task`, a static
-    helper) is called in its library: the name and a digest of the source, so that kernels of one name (one shape,
-    other ops) share a batch's library without meeting."""
-    return f"{name}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
-
-
-def _unit(source: str, name: str) -> str:
-    """What a kernel's library is compiled from, alone or as one part of a batch's translation unit: source with
-    its entry points renamed as `_exported` says and its static helpers (the renderer's, at the start of a line)
-    renamed with the same digest, so that two kernels' helpers of one name never meet. The compiler numbers its
-    lines from the source's first (`#line 1`), as a CompileError shows them."""
-    names = [name, f"{name}_task", *dict.fromkeys(_HELPER.findall(source))]
-    return "".join(f"#define {n} {_exported(source, n)}\n" for n in names) + "#line 1\n" + source + "\n" + \
-        "".join(f"#undef {n}\n" for n in names)
 
 
 def _cached(key: str) -> Path | None:

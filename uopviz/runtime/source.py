@@ -6,10 +6,14 @@ text passed to `CPURuntime.library`) could otherwise make the compiler read any 
 "/etc/passwd"` prints the file's first line in the compiler's error, and a FIFO hangs the compiler. So every
 preprocessor line must be one of those forms, and nothing that reads a file by another route (`_Pragma`,
 `__has_include`, `__has_embed`, an assembler's `.incbin` through `asm`, a trigraph spelling of `#`) may appear.
+
+Checked source then reaches the C and OpenCL compilers as a `unit`: its names its own, so that many kernels compile
+in one run (a CPU batch's library, a CL batch's program).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from uopviz.runtime.device import CompileError
@@ -66,3 +70,23 @@ def _refuse(source: str, device: str, name: str, found: str, what: str) -> None:
         device, name, source,
         f"the source has {what}: {found[:200]!r}. Only source as the renderer writes it from a kernel's Linear "
         "program is compiled, so that no kernel text can make a compiler read a file: render the kernel again")
+
+
+_HELPER = re.compile(r"^static inline (?:__attribute__\(\(\w+\)\) )?[^(]*?(\w+)\(", re.M)
+
+
+def exported(source: str, name: str) -> str:
+    """What the function `name` of a kernel's source (its entry point, a CPU kernel's THREAD entry `<name>_task`, a
+    static helper) is called in its library or program: the name and a digest of the source, so that kernels of one
+    name (one shape, other ops) share a batch's library (CPU) or program (CL) without meeting."""
+    return f"{name}_{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+def unit(source: str, name: str) -> str:
+    """What a kernel is compiled from, alone or as one part of a batch's translation unit: source (checked by
+    check_source) with its entry points renamed as `exported` says and its static helpers (the renderer's, at the
+    start of a line) renamed with the same digest, so that two kernels' helpers of one name never meet. The compiler
+    numbers its lines from the source's first (`#line 1`), as a CompileError shows them."""
+    names = [name, f"{name}_task", *dict.fromkeys(_HELPER.findall(source))]
+    return "".join(f"#define {n} {exported(source, n)}\n" for n in names) + "#line 1\n" + source + "\n" + \
+        "".join(f"#undef {n}\n" for n in names)
