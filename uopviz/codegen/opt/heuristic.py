@@ -317,9 +317,10 @@ def _balanced(calls: int, cores: int) -> bool:
 
 def _pays_for_threads(s: Scheduler) -> bool:
     """Whether the kernel's work pays for waking the other cores: iterations enough (`_work`, MIN_THREADED), or
-    operations enough (MIN_THREADED_OPS) where each iteration costs many (the GPT step's softmax backward recomputes
-    exp, some 40 operations an element over 131,072 iterations: 92 -> 57 us and 141 -> 76 us on 2 cores, where
-    the iterations alone left them on one)."""
+    operations enough (MIN_THREADED_OPS) where each iteration costs many. The GPT step's softmax backward
+    recomputes exp, some 40 operations an element over 131,072 iterations (4.7-6.0 M operations: 66-141 us on one
+    core, 57-76 us on 2), and its cross-entropy's logsumexp 4.5 M (38 -> 17 us), where the iterations alone left
+    them on one core; its layernorm rows of 1-1.5 M operations (20-26 us) gained nothing from the second."""
     t = s.target
     return _work(s) >= MIN_THREADED or executed_ops(s.ast, t.native) >= MIN_THREADED_OPS
 
