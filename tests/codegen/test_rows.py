@@ -13,7 +13,8 @@ from uopviz.kernels import ZOO
 
 import uopviz
 from uopviz import Tensor
-from uopviz.codegen.opt.heuristic import MIN_THREADED, heuristic_opts
+from uopviz.codegen.opt.heuristic import MIN_THREADED, MIN_THREADED_OPS, heuristic_opts
+from uopviz.codegen.opt.size import executed_ops
 from uopviz.compiler import compile_kernel
 from uopviz.pipeline import kernels_of, schedule
 from uopviz.pipeline import scheduler as scheduler_of
@@ -113,3 +114,20 @@ def test_large_kernels_are_threaded() -> None:
     assert 256 ** 3 >= MIN_THREADED
     opts = heuristic_opts(scheduler_of(ast, devices.get("CPU").target))
     assert opts[-1].arg[1] is AxisType.THREAD
+
+
+@pytest.mark.parametrize(("costly", "threaded"), [(True, True), (False, False)])
+def test_costly_iterations_are_threaded(costly: bool, threaded: bool) -> None:
+    """Iterations too few to thread (MIN_THREADED) of a body of some forty operations (softplus: an exp and a log
+    an element) pay for waking the other cores; as many iterations of an add do not."""
+    x = Tensor(np.random.default_rng(3).standard_normal((512, 256)).astype(np.float32))
+    out = (x.exp() + 1).log() if costly else x + 1
+    (ast, _), = kernels_of(schedule([out.uop]))
+    target = devices.get("CPU").target
+    sched = scheduler_of(ast, target)
+    assert 512 * 256 < MIN_THREADED and (executed_ops(sched.ast, target.native) >= MIN_THREADED_OPS) == costly
+    opts = heuristic_opts(sched)
+    assert any(o.arg[1] is AxisType.THREAD for o in opts) == threaded, opts
+    got = out.numpy()
+    want = np.log1p(np.exp(x.numpy())) if costly else x.numpy() + 1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -91,6 +91,22 @@ def test_unrolled_reduction_keeps_partials_per_lane(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_lane_partials_combine_in_halves(device: str) -> None:
+    """16 partials are combined low half with high half, one vector op a step (16 -> 8 -> 4 -> 2 -> 1), not in a
+    chain of 15 scalar ops; a NaN or a -inf in any lane still decides a max, and sums keep their value."""
+    x = np.random.default_rng(4).standard_normal((6, 64)).astype(np.float32)
+    x[1, 40], x[2, 3] = np.nan, np.inf
+    x[4] = -np.inf
+    got, src = run(lambda t: t.max(1), [x], device, [Opt(OptOps.SPLIT, 1, (16, UNROLL, False))])
+    np.testing.assert_array_equal(got, x.max(1))
+    y = np.random.default_rng(5).standard_normal((6, 64)).astype(np.float32)
+    got, _ = run(lambda t: t.sum(1), [y], device, [Opt(OptOps.SPLIT, 1, (16, UNROLL, False))])
+    np.testing.assert_allclose(got, y.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    if device == "CPU":
+        assert all(f"float{n} alu" in src for n in (8, 4, 2)), src
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_vector_trunc_floor_and_masks_at_the_edges(device: str) -> None:
     x = np.array([-0.0, 0.0, -0.5, 0.5, -1.5, 2.5, -2.0**23 - 1, 2.0**23 + 1, 1e10, -1e10, 3e38, np.inf, -np.inf,
                   np.nan, -7.99, 7.99], np.float32)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from uopviz.codegen.group_reduce import free_ranges
 from uopviz.codegen.opt.actions import TC_MODES
 from uopviz.codegen.opt.scheduler import MAX_EXPANDED, MAX_THREADS, KernelOptError, Opt, OptOps, Scheduler
-from uopviz.codegen.opt.size import CodeSize, code_size
+from uopviz.codegen.opt.size import CodeSize, code_size, executed_ops
 from uopviz.uop.ops import AxisType, Ops, UOp
 from uopviz.uop.symbolic import step
 
@@ -26,6 +26,7 @@ OUTPUT = (AxisType.GLOBAL, AxisType.LOOP)
 IDLE_SLACK = 0.02  # the share of the cores' time that uneven THREAD calls may leave idle
 FEW_CALLS = 64  # the most calls one THREAD split of the heuristic makes
 MIN_THREADED = 1 << 18  # iterations (`_work`) below which waking the other cores (some 25 µs) costs more than it saves
+MIN_THREADED_OPS = 1 << 22  # operations executed (size.py's `executed_ops`) that pay for waking them however few
 PAD_COPIES = (8, 4, 2)  # vectors per run of a padded row the widest vector divides (see _pad_runs)
 PAD_SLACK = 16  # a tile axis is padded to the widest vector only where that adds at most 1/16 of its size
 WIDE_TILE = 3  # vectors in a row of a CPU's matmul tile (see `_wide_tile`)
@@ -44,7 +45,7 @@ def heuristic_opts(sched: Scheduler) -> list[Opt]:
     for choices in _wishes(s):
         s = _first_legal(s, choices)
     s = _first_legal(s, _lines_reused(s))
-    if s.target.threads > 1 and _work(s) >= MIN_THREADED:  # the outermost output axis shared by the cores
+    if s.target.threads > 1 and _pays_for_threads(s):  # the outermost output axis shared by the cores
         s = _first_legal(s, _threads(s))
         s = _first_legal(s, _balance(s))
     s = _first_legal(s, _rows_outside(s))
@@ -312,6 +313,16 @@ def _busy(calls: int, cores: int) -> float:
 def _balanced(calls: int, cores: int) -> bool:
     """Whether `calls` leave the cores idle at most IDLE_SLACK of the time."""
     return _busy(calls, cores) >= 1 - IDLE_SLACK
+
+
+def _pays_for_threads(s: Scheduler) -> bool:
+    """Whether the kernel's work pays for waking the other cores: iterations enough (`_work`, MIN_THREADED), or
+    operations enough (MIN_THREADED_OPS) where each iteration costs many. The GPT step's softmax backward
+    recomputes exp, some 40 operations an element over 131,072 iterations (4.7-6.0 M operations: 66-141 us on one
+    core, 57-76 us on 2), and its cross-entropy's logsumexp 4.5 M (38 -> 17 us), where the iterations alone left
+    them on one core; its layernorm rows of 1-1.5 M operations (20-26 us) gained nothing from the second."""
+    t = s.target
+    return _work(s) >= MIN_THREADED or executed_ops(s.ast, t.native) >= MIN_THREADED_OPS
 
 
 def _work(s: Scheduler) -> int:

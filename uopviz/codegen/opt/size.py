@@ -1,7 +1,8 @@
 """How much code a kernel's opts make: an estimate, read from the optimized kernel before Expand, of the operations
 Expand and Instruction Selection will write for it (what the C compiler then compiles, and what devectorize and
 the passes after it walk). It is a measure, not a rule: the heuristic (heuristic.py) decides what size is too
-much.
+much. `executed_ops` counts the other way, what the kernel runs (each op once per element it computes), which the
+heuristic weighs against waking the other cores.
 
 Each value computed in the kernel counts:
 - its operations: 1 for an op the target computes, the size of its decomposition for one it does not (a float32
@@ -75,6 +76,22 @@ def code_size(ast: UOp, native: frozenset[Ops], vector_functions: frozenset[Ops]
         else:
             ops += c.ops * copies
     return CodeSize(ops, vector, wide)
+
+
+def executed_ops(ast: UOp, native: frozenset[Ops]) -> int:
+    """The operations an optimized kernel executes, counted per element: each value's cost (its decomposition's
+    size where the target lacks the op, as code_size counts it) times the iterations of the ranges it varies with
+    (a Reduce's: its source's), vectors and copies aside. What an iteration costs, which the iterations alone do
+    not say: a softmax's exp is some thirty operations an element, a copy's body two."""
+    free = free_by_node(ast)
+    total = 0
+    for u in ast.toposort():
+        if u.op not in _COUNTED or u.dtype == dtypes.index:
+            continue
+        ranges = free[u.src[0]] if u.op is Ops.REDUCE else free[u]
+        c = _cost(u.op, _value_dtype(u), tuple(s.dtype for s in u.src), native, frozenset())
+        total += c.ops * math.prod(_size(r) for r in ranges)
+    return total
 
 
 def _size(r: UOp) -> int:
