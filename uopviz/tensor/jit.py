@@ -14,9 +14,9 @@ inputs are bound to now, and buffers were made for the largest values.
     for batch in data:
         y = step(batch)          # from the third call: the recorded kernels, nothing else
 
-A result is the caller's to keep: each replay writes its outputs into new buffers (their memory from the pool, so a
-loop that drops each result gives the call after next the same memory: no allocation, no page faults), never into
-a buffer an earlier result still holds or an input is (an output fed back in as the next call's input). A function
+A result is the caller's to keep: each replay writes its outputs into buffers that no earlier result holds and no
+input is (an output fed back in as the next call's input): one of the last two it made where nothing else refers
+to it, so a loop that drops each result alternates two (no allocation, no page faults), else new ones. A function
 whose kernels depend on Python values other than the inputs (a value read with .numpy(), the global random
 generator's counter) cannot be replayed: reading a value or drawing random numbers from the global generator while
 capturing is a JitError (draw them outside and pass them in).
@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import functools
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from uopviz.runtime import buffer as buffers
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
     from uopviz.tune import Run, Tuning
 
 _capturing: list[str] = []  # the jitted functions being captured, innermost last
+
+SPARES = 2
+"""How many Buffers a replay keeps per result buffer to write again once nothing else refers to them."""
+_UNHELD = 3
+"""sys.getrefcount of a kept Buffer that no result holds: its list's reference, _renew's loop variable and the
+call's argument (tests/tensor/test_jit.py fails on a wrong count: a kept result overwritten, or none reused)."""
 
 
 class JitError(RuntimeError):
@@ -65,6 +72,7 @@ class _Replay:
     outputs: list[tuple[UOp, tuple[int | UOp, ...], str | tuple[str, ...]]]
     single: bool
     fresh: list[tuple[UOp, list[tuple[int, int]]]]  # the outputs' buffers the call made -> (launch, argument) places
+    spares: list[list[UOp]] = field(default_factory=list)  # per fresh buffer, the last SPARES Buffers made for it
 
     @functools.cached_property
     def _captured(self) -> list[tuple[int, ...]]:
@@ -100,8 +108,9 @@ class _Replay:
                 self.handles[launch][arg] = hs[j]
 
     def _release(self) -> None:
-        """Let go of the inputs' and the results' memory: theirs alone between calls, back to the pool when they
-        die (held here, it would be freed instead, and the next call's allocated and faulted in anew)."""
+        """Let go of the inputs' and the results' memory between calls: a Buffer's memory goes back to the pool when
+        it dies only where nothing else holds it (else it is freed, and the next Buffer's allocated and faulted in
+        anew)."""
         for slots in self.slots:
             for launch, arg, _ in slots:
                 self.handles[launch][arg] = None
@@ -110,12 +119,23 @@ class _Replay:
                 self.handles[launch][arg] = None
 
     def _renew(self) -> dict[UOp, UOp]:
-        """A new Buffer for each of the outputs' buffers the call made, its memory put in the launches' places:
-        captured buffer -> its new one."""
+        """A Buffer no result holds for each of the outputs' buffers the call made, its memory put in the launches'
+        places: captured buffer -> its Buffer now. One of the last SPARES made for it where nothing else refers to it
+        (a loop that drops each result alternates two), else a new one, its memory from the pool: a new Buffer
+        node, its memory and the result's return to the pool cost 6 µs, a third of a small program's replay."""
+        if not self.spares:
+            self.spares = [[] for _ in self.fresh]
         new: dict[UOp, UOp] = {}
-        for b, places in self.fresh:
-            a = b.arg
-            h = buffers.handle(new.setdefault(b, buffers.new_buffer(a.size, a.dtype, a.device)))
+        for (b, places), spares in zip(self.fresh, self.spares, strict=True):
+            for buf in spares:
+                if sys.getrefcount(buf) <= _UNHELD:
+                    break
+            else:
+                a = b.arg
+                spares.append(buf := buffers.new_buffer(a.size, a.dtype, a.device))
+                del spares[:-SPARES]
+            new[b] = buf
+            h = buffers.handle(buf)
             for launch, arg in places:
                 self.handles[launch][arg] = h
         return new
