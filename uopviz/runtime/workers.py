@@ -45,8 +45,8 @@ class Workers:
     def run(self, task: ctypes.c_void_p, args: ctypes.Array[ctypes.c_longlong], count: int) -> None:
         """Call the kernel entry at address `task` with args (buffer addresses, then symbolic sizes) for every
         THREAD index below count; return when all have finished. The arguments are passed as the ctypes objects
-        they are (the pool's and the task's made once): argtypes' conversion of plain ints, the task's cast and
-        the array's type, made per call, were 4 of a threaded launch's 6 µs in Python."""
+        they are (the pool's and the task's made once): with argtypes converting plain ints, the task cast and the
+        array's type made per call, a tiny kernel's launch on 2 threads took 9.5-11 µs, against 3.2-4.8 now."""
         self._run(self._pool, task, args, count)
 
 
