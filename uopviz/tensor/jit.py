@@ -45,9 +45,19 @@ _capturing: list[str] = []  # the jitted functions being captured, innermost las
 
 SPARES = 2
 """How many Buffers a replay keeps per result buffer to write again once nothing else refers to them."""
-_UNHELD = 3
-"""sys.getrefcount of a kept Buffer that no result holds: its list's reference, _renew's loop variable and the
-call's argument (tests/tensor/test_jit.py fails on a wrong count: a kept result overwritten, or none reused)."""
+
+
+def _unheld() -> int:
+    """sys.getrefcount of an object only a list holds, read in a loop over the list as _renew reads it (3 on CPython
+    3.11: the list, the loop variable, the argument; measured, as an interpreter that borrows references counts
+    fewer). tests/tensor/test_jit.py fails on a wrong count: a kept result overwritten, or none written again."""
+    count = 0
+    for kept in [object()]:
+        count = sys.getrefcount(kept)
+    return count
+
+
+_UNHELD = _unheld()
 
 
 class JitError(RuntimeError):
