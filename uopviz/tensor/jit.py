@@ -29,7 +29,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from uopviz.runtime import buffer as buffers
@@ -82,7 +82,7 @@ class _Replay:
     outputs: list[tuple[UOp, tuple[int | UOp, ...], str | tuple[str, ...]]]
     single: bool
     fresh: list[tuple[UOp, list[tuple[int, int]]]]  # the outputs' buffers the call made -> (launch, argument) places
-    spares: list[list[UOp]] = field(default_factory=list)  # per fresh buffer, the last SPARES Buffers made for it
+    spares: list[list[UOp]]  # per fresh buffer, the last SPARES Buffers made for it
 
     @functools.cached_property
     def _captured(self) -> list[tuple[int, ...]]:
@@ -133,8 +133,6 @@ class _Replay:
         places: captured buffer -> its Buffer now. One of the last SPARES made for it where nothing else refers to it
         (a loop that drops each result alternates two), else a new one, its memory from the pool: a new Buffer
         node, its memory and the result's return to the pool cost 6 µs, a third of a small program's replay."""
-        if not self.spares:
-            self.spares = [[] for _ in self.fresh]
         new: dict[UOp, UOp] = {}
         for (b, places), spares in zip(self.fresh, self.spares, strict=True):
             for buf in spares:
@@ -276,7 +274,8 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
     replay = _Replay(launches, [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
-                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single, list(made.items()))
+                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single, list(made.items()),
+                     [[] for _ in made])
     _check_outputs(launches, outs, inputs, name)
     return replay, result
 
