@@ -49,11 +49,9 @@ def reference(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray) -> 
 
 def kernel_time(jitted: Callable[[Tensor], Tensor], x: Tensor, calls: int) -> tuple[int, float]:
     """(launches, median seconds of the launches' own time) of one replay of a captured JIT."""
-    r = next(iter(jitted.replays.values()))  # type: ignore[attr-defined]
-    jitted(x)  # the input in place
-    samples = [sum(launch.prog(h, tuple(f.values()), wait=True) or 0.0
-                   for launch, h, f in zip(r.launches, r.handles, r.fixed, strict=True)) for _ in range(calls)]
-    return len(r.launches), statistics.median(samples)
+    runs = next(iter(jitted.replays.values())).runs([x], {})  # type: ignore[attr-defined]  # x's buffer in place
+    samples = [sum(run.prog(run.handles, run.vals, wait=True) or 0.0 for run in runs) for _ in range(calls)]
+    return len(runs), statistics.median(samples)
 
 
 def tinygrad_per_call(ws: list[np.ndarray], xs: list[np.ndarray], calls: int) -> float | None:

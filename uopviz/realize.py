@@ -95,6 +95,18 @@ def run_launch(launch: Launch, handles: Sequence[Any], vals: tuple[int, ...], wa
     return t
 
 
+def run_launches(launches: Sequence[Launch], handles: Sequence[Sequence[Any]], vals: Sequence[tuple[int, ...]]) \
+        -> None:
+    """Run launches in order on these handles and values (a @jit replay): each one its program's call alone
+    where no profile is open, the check made once for all of them."""
+    if _profiles:
+        for launch, hs, vs in zip(launches, handles, vals, strict=True):
+            run_launch(launch, hs, vs)
+        return
+    for launch, hs, vs in zip(launches, handles, vals, strict=True):
+        launch.prog(hs, vs)
+
+
 def run_schedule(graph: UOp, timed: bool = False) -> float:
     """Run the graph's Calls in dependency order; with timed, wait for each and return the kernels' total
     time in seconds (device time where the device measures it). A graph over several devices runs each device's

@@ -130,11 +130,10 @@ def test_assign_jit_and_function_over_sharded_tensors() -> None:
         return (x @ w).relu().sum(0)  # over the shard axis: an allreduce, its copies replayed too
 
     w = RNG.standard_normal((3, 4)).astype(np.float32)
-    for k in range(4):
-        x = a + k
-        out = step(Tensor(x).shard(D, 0), Tensor(w).shard(D))
+    outs = [step(Tensor(a + k).shard(D, 0), Tensor(w).shard(D)) for k in range(4)]
+    for k, out in enumerate(outs):  # each result kept: a later replay writes shards of its own
         assert (out.device, out.axis) == (D, None)
-        np.testing.assert_allclose(out.numpy(), np.maximum(x @ w, 0).sum(0), rtol=1e-5)
+        np.testing.assert_allclose(out.numpy(), np.maximum((a + k) @ w, 0).sum(0), rtol=1e-5)
     assert step.captures == 1
 
     scale = Tensor(np.float32([2.0])).shard(D)  # closed over, replicated

@@ -66,10 +66,10 @@ def test_the_indices_run_on_more_than_one_thread(rt: CPURuntime) -> None:
     kernel = Kernel("who", UOp(Ops.LINEAR, ()), WHO, (dtypes.int64,), threads=16)
     # the test's own C includes headers, which kernel source may not (runtime/source.py): built as the pool's is
     lib = ctypes.CDLL(str(rt._library(kernel.source + workers.task_source(kernel), kernel.name)))
-    task = ctypes.cast(lib.who_task, ctypes.c_void_p).value
+    task = ctypes.cast(lib.who_task, ctypes.c_void_p)
     out = rt.alloc(16, dtypes.int64)
     out[:] = 0
-    workers.Workers(rt._workers_library, 4).run(task, [out.ctypes.data], 16)
+    workers.Workers(rt._workers_library, 4).run(task, (ctypes.c_longlong * 1)(out.ctypes.data), 16)
     assert 0 not in out.tolist()  # every index ran; each waits (up to 5 s, once) for an index another thread ran,
     assert len(set(out.tolist())) >= 2  # so a loaded machine only delays the workers' first index
 

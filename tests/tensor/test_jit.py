@@ -13,6 +13,7 @@ import pytest
 import uopviz
 import uopviz.realize
 from uopviz import Tensor
+from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.tensor import FunctionTraceError, JitError
 
@@ -96,14 +97,37 @@ def test_a_new_signature_is_captured_apart() -> None:
     assert twice.captures == 2  # type: ignore[attr-defined]  ((3,) and (4,); (3, 1) was called once)
 
 
-def test_outputs_are_the_same_buffers_every_replay() -> None:
+def test_a_kept_result_is_not_overwritten_and_a_dropped_one_lends_its_memory() -> None:
     @uopviz.jit
     def plus(x: Tensor) -> Tensor:
         return x + 1
 
-    outs = [plus(Tensor(np.full(3, k, np.float32))) for k in range(4)]
-    assert outs[2].uop is outs[3].uop  # a replay writes the captured output buffer again
-    np.testing.assert_array_equal(outs[3].numpy(), [4, 4, 4])
+    outs = [plus(Tensor(np.full(3, k, np.float32))) for k in range(6)]  # calls 3..6 replay
+    for k, out in enumerate(outs):
+        np.testing.assert_array_equal(out.numpy(), [k + 1] * 3)
+    x = Tensor(np.full(3, 9, np.float32)).realize()
+    y = plus(x)
+    address = buffers.handle(y.uop.src[0]).address
+    del y  # the result dies: the next replay writes its buffer again
+    again = plus(x)
+    assert buffers.handle(again.uop.src[0]).address == address
+    np.testing.assert_array_equal(again.numpy(), [10] * 3)
+
+
+def test_an_output_fed_back_as_the_next_input(device: str) -> None:
+    """h = f(h): each replay reads the last result while it writes its own (a matmul reads every element of h for
+    each one it writes), which must be other memory."""
+    w = (RNG.random((64, 64), dtype=np.float32) - 0.5) / 4
+    wt = Tensor(w, device=device)
+
+    @uopviz.jit
+    def step(h: Tensor) -> Tensor:
+        return (h @ wt).tanh()
+
+    h, ref = Tensor(np.ones((8, 64), np.float32), device=device), np.ones((8, 64), np.float32)
+    for _ in range(6):
+        h, ref = step(h), np.tanh(ref @ w)
+        np.testing.assert_allclose(h.numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_what_cannot_be_replayed_says_why() -> None:

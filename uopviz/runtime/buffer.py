@@ -31,6 +31,16 @@ def new_buffer(size: int, dtype: DType, device: str | tuple[str, ...] | None = N
     return UOp.buffer(max(size, 1), dtype, devices.canonical_devices(device), AddrSpace.GLOBAL, next(_uids))
 
 
+def mark() -> int:
+    """A number below the uid of every Buffer new_buffer makes from now on (made_since tells them)."""
+    return next(_uids)
+
+
+def made_since(buf: UOp, mark: int) -> bool:
+    """Whether a Buffer was made by new_buffer after mark() returned `mark` (a @jit capture's own results)."""
+    return buf.arg.uid > mark
+
+
 def handle(buf: UOp) -> Any:
     """The device memory of a Buffer UOp, allocated on first use."""
     mem = buf.__dict__.get(_MEMORY)

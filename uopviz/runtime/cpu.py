@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -288,7 +288,8 @@ class CPURuntime(Runtime):
         # the library stays loaded while its program lives: a ctypes function pointer holds its library
         source = self._source(kernel)
         if threads > 1:  # the pool calls the kernel's task entry, which unpacks one array of arguments
-            launch = functools.partial(self._run_pool, getattr(lib, exported(source, f"{kernel.name}_task")), threads)
+            launch = self._pool_launch(getattr(lib, exported(source, f"{kernel.name}_task")), threads,
+                                       len(kernel.params) + len(kernel.vars))
         else:
             launch = getattr(lib, exported(source, kernel.name))
             launch.argtypes = [ctypes.c_void_p] * len(kernel.params) + [ctypes.c_int] * len(kernel.vars)
@@ -306,8 +307,16 @@ class CPURuntime(Runtime):
 
         return run
 
-    def _run_pool(self, entry: Any, threads: int, *args: int) -> None:
-        workers.pool(self._workers_library).run(ctypes.cast(entry, ctypes.c_void_p).value or 0, args, threads)
+    def _pool_launch(self, entry: Any, threads: int, count: int) -> Callable[..., None]:
+        """A call of the pool's for a THREAD kernel's task entry (whose `count` arguments go in one array): what
+        does not change between calls (the entry's address, the array's type, the pool's path) made here, once."""
+        task = ctypes.c_void_p(ctypes.cast(entry, ctypes.c_void_p).value)
+        array = ctypes.c_longlong * count
+        library = str(self._workers_library)
+
+        def launch(*args: int, _held: Any = entry) -> None:  # held: the address is valid while its library is loaded
+            workers.pool(library).run(task, array(*args), threads)
+        return launch
 
     @cached_property
     def _workers_library(self) -> Path:

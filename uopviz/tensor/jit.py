@@ -14,16 +14,19 @@ inputs are bound to now, and buffers were made for the largest values.
     for batch in data:
         y = step(batch)          # from the third call: the recorded kernels, nothing else
 
-As in other JITs, the outputs of a replay are the same buffers every call: read (or copy) them before the next
-call. A function whose kernels depend on Python values other than the inputs (a value read with .numpy(), the
-global random generator's counter) cannot be replayed: reading a value or drawing random numbers from the global
-generator while capturing is a JitError (draw them outside and pass them in).
+A result is the caller's to keep: each replay writes its outputs into buffers that no earlier result holds and no
+input is (an output fed back in as the next call's input): one of the last two it made where nothing else refers
+to it, so a loop that drops each result alternates two (no allocation, no page faults), else new ones. A function
+whose kernels depend on Python values other than the inputs (a value read with .numpy(), the global random
+generator's counter) cannot be replayed: reading a value or drawing random numbers from the global generator while
+capturing is a JitError (draw them outside and pass them in).
 """
 
 from __future__ import annotations
 
 import functools
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +42,22 @@ if TYPE_CHECKING:
     from uopviz.tune import Run, Tuning
 
 _capturing: list[str] = []  # the jitted functions being captured, innermost last
+
+SPARES = 2
+"""How many Buffers a replay keeps per result buffer to write again once nothing else refers to them."""
+
+
+def _unheld() -> int:
+    """sys.getrefcount of an object only a list holds, read in a loop over the list as _renew reads it (3 on CPython
+    3.11: the list, the loop variable, the argument; measured, as an interpreter that borrows references counts
+    fewer). tests/tensor/test_jit.py fails on a wrong count: a kept result overwritten, or none written again."""
+    count = 0
+    for kept in [object()]:
+        count = sys.getrefcount(kept)
+    return count
+
+
+_UNHELD = _unheld()
 
 
 class JitError(RuntimeError):
@@ -62,20 +81,32 @@ class _Replay:
     fixed: list[dict[str, int]]  # each launch's variable values that no input's size gives
     outputs: list[tuple[UOp, tuple[int | UOp, ...], str | tuple[str, ...]]]
     single: bool
+    fresh: list[tuple[UOp, list[tuple[int, int]]]]  # the outputs' buffers the call made -> (launch, argument) places
+    spares: list[list[UOp]]  # per fresh buffer, the last SPARES Buffers made for it
+
+    @functools.cached_property
+    def _captured(self) -> list[tuple[int, ...]]:
+        """Each launch's variable values where no input's size is symbolic (all of them captured ones), made once."""
+        return self._vals({})
 
     def run(self, inputs: Sequence[Tensor], values: dict[str, int]) -> Any:
-        from uopviz.realize import run_launch
+        from uopviz.realize import run_launches
         self._bind(inputs)
-        for launch, handles, vals in zip(self.launches, self.handles, self._vals(values), strict=True):
-            run_launch(launch, handles, vals)
-        outs = tuple(_tensor(u if multi.is_realized(u) else u.src[0].reshape(tuple(_rebind(d, values) for d in shape)),
-                             device) for u, shape, device in self.outputs)
+        new = self._renew()
+        try:
+            run_launches(self.launches, self.handles, self._vals(values) if values else self._captured)
+        finally:
+            self._release()
+        outs = tuple(_tensor(multi.over(u, new) if multi.is_realized(u) else
+                             new.get(u.src[0], u.src[0]).reshape(tuple(_rebind(d, values) for d in shape)), device)
+                     for u, shape, device in self.outputs)
         return outs[0] if self.single else outs
 
     def runs(self, inputs: Sequence[Tensor], values: dict[str, int]) -> list[Run]:
         """Each launch ready to run on its own with the inputs' buffers in place (what whole-model tuning times)."""
         from uopviz.tune import Run
         self._bind(inputs)
+        self._renew()
         return [Run(launch.key, launch.kernel.name, launch.prog, handles, vals)
                 for launch, handles, vals in zip(self.launches, self.handles, self._vals(values), strict=True)]
 
@@ -85,6 +116,37 @@ class _Replay:
             hs = [buffers.handle(b) for b in multi.buffers_of(t.uop)]
             for launch, arg, j in self.slots[k]:
                 self.handles[launch][arg] = hs[j]
+
+    def _release(self) -> None:
+        """Let go of the inputs' and the results' memory between calls: a Buffer's memory goes back to the pool when
+        it dies only where nothing else holds it (else it is freed, and the next Buffer's allocated and faulted in
+        anew)."""
+        for slots in self.slots:
+            for launch, arg, _ in slots:
+                self.handles[launch][arg] = None
+        for _, places in self.fresh:
+            for launch, arg in places:
+                self.handles[launch][arg] = None
+
+    def _renew(self) -> dict[UOp, UOp]:
+        """A Buffer no result holds for each of the outputs' buffers the call made, its memory put in the launches'
+        places: captured buffer -> its Buffer now. One of the last SPARES made for it where nothing else refers to it
+        (a loop that drops each result alternates two), else a new one, its memory from the pool: a new Buffer
+        node, its memory and the result's return to the pool cost 6 µs, a third of a small program's replay."""
+        new: dict[UOp, UOp] = {}
+        for (b, places), spares in zip(self.fresh, self.spares, strict=True):
+            for buf in spares:
+                if sys.getrefcount(buf) <= _UNHELD:
+                    break
+            else:
+                a = b.arg
+                spares.append(buf := buffers.new_buffer(a.size, a.dtype, a.device))
+                del spares[:-SPARES]
+            new[b] = buf
+            h = buffers.handle(buf)
+            for launch, arg in places:
+                self.handles[launch][arg] = h
+        return new
 
     def _vals(self, values: dict[str, int]) -> list[tuple[int, ...]]:
         """Each launch's variable values: the inputs' bound sizes, else the captured ones."""
@@ -184,6 +246,7 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
     """Run fn once more, recording its launches, and make the replay of them."""
     from uopviz.realize import capture
     _capturing.append(name)
+    mark = buffers.mark()
     try:
         with capture() as launches:
             result = _realized(fn(*inputs), name)
@@ -202,10 +265,17 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
                 k, j = positions[b]
                 slots[k].append((i, arg, j))
     given = _values(inputs)
+    made: dict[UOp, list[tuple[int, int]]] = {  # not a weight's or an input's: the function's own results
+        b: [] for o in outs for b in multi.buffers_of(o.uop) if buffers.made_since(b, mark) and b not in positions}
+    for i, launch in enumerate(launches):
+        for arg, b in enumerate(launch.buffers):
+            if b in made:
+                made[b].append((i, arg))
     replay = _Replay(launches, [[buffers.handle(b) for b in launch.buffers] for launch in launches], slots,
                      [launch.kernel.vars for launch in launches],
                      [{v: x for v, x in launch.vals.items() if v not in given} for launch in launches],
-                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single)
+                     [(o.uop, tuple(_unbound(d) for d in o.shape), o.device) for o in outs], single, list(made.items()),
+                     [[] for _ in made])
     _check_outputs(launches, outs, inputs, name)
     return replay, result
 

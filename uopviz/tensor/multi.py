@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from uopviz.runtime import buffer
@@ -459,6 +459,12 @@ def _realized_view(u: UOp, shards: tuple[UOp, ...]) -> UOp:
             view = _slice(view, ax, 0, shape[ax])
     _REALIZED[view] = shards
     return view
+
+
+def over(u: UOp, new: Mapping[UOp, UOp]) -> UOp:
+    """A realized multi-device value like u whose shards' Buffers are new's where new maps them (a @jit replay's
+    results, each call in memory of its own)."""
+    return _realized_view(u, tuple(new.get(s.src[0], s.src[0]).reshape(s.shape) for s in _REALIZED[u]))
 
 
 def shards_of(u: UOp) -> tuple[UOp, ...]:
