@@ -71,6 +71,19 @@ def test_padded_tile_loads_whole_vectors_and_gathers_only_the_last(device: str) 
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_concatenations_lanes_share_one_guard(device: str) -> None:
+    # the gradient of a split: pieces of 32 and 16 columns padded out to 48 and added; 16-wide vectors never
+    # straddle a piece, so every lane of one is guarded by the same `ridx < 2` (simplified as addresses are),
+    # not by sixteen comparisons `ridx*16 + k < 32`
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((5, 32), np.float32), rng.standard_normal((5, 16), np.float32)
+    got, src = run(lambda x, y: x.cat(y, dim=1), [a, b], device, upcast(1, 16))
+    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+    if device != "PYTHON":
+        assert "+1)<" not in src and "+15)<" not in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_lane_counts_without_a_vector_type_are_scalar_code(device: str) -> None:
     a = np.arange(30, dtype=np.float32).reshape(3, 10) - 7.5
     got, src = run(lambda x: x * 2 + 1, [a], device, upcast(1, 5))

@@ -100,6 +100,8 @@ class _Devectorizer:
 
     def alu(self, u: UOp, src: list[UOp]) -> UOp:
         n, op = width(u), u.op
+        if op in _COMPARE and u.src[0].dtype == dtypes.index:  # a guard's lanes, simplified as addresses are
+            return _simplified(self.split(u, src), self.memo)
         if n not in self.target.vectors:
             return self.split(u, src)
         if (form := _vector_form(u, src, self.target.vector_functions)) is not None:
