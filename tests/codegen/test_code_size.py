@@ -11,7 +11,7 @@ import pytest
 from uopviz import Tensor
 from uopviz.codegen import devectorize as devectorize_module
 from uopviz.codegen.opt import Opt, OptOps, Scheduler
-from uopviz.codegen.opt.heuristic import CODE_BUDGET, _size, heuristic_opts
+from uopviz.codegen.opt.heuristic import CODE_BUDGET, TRANSPOSE_COLUMNS, _size, heuristic_opts
 from uopviz.codegen.opt.size import code_size
 from uopviz.pipeline import kernels_of, lower, schedule
 from uopviz.pipeline import scheduler as scheduler_of
@@ -146,13 +146,16 @@ def test_a_column_sum_with_a_broadcast_term_reads_vectors_of_outputs() -> None:
 def test_a_transpose_walks_the_rows_its_vectors_gather_from_innermost() -> None:
     """A transposed copy (a weight's transpose for the backward): each vector of outputs gathers one float from 16
     rows of the input, so the loop along those rows (moving every gather by one float) is innermost, and each line
-    loaded serves the next 15 iterations; the values are the transpose."""
+    loaded serves the next iterations; that loop is upcast by TRANSPOSE_COLUMNS[0], so an iteration reads that many
+    neighbouring floats of each row (codegen/transpose.py); the values are the transpose."""
     w = np.random.default_rng(6).standard_normal((128, 512), dtype=np.float32)
     t = Tensor(w, device="CPU").T.contiguous()
     _, after = optimized(only_kernel(t))
     inner = [i for i, (k, n) in enumerate(after.shape()) if k is AxisType.LOOP and n and n > 1][-1]
     loads = [u for u in after.ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
-    assert loads and all(step(u.src[0].src[1], after.axes[inner]) == 1 for u in loads)
+    k = TRANSPOSE_COLUMNS[0]
+    assert loads and all(step(u.src[0].src[1], after.axes[inner]) == k for u in loads)
+    assert (AxisType.UPCAST, k) in after.shape()
     np.testing.assert_array_equal(t.numpy(), w.T)
 
 

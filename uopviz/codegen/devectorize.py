@@ -13,7 +13,8 @@ Node by node, in graph order:
   did in the copies);
 - an ALU op the target has in vector form stays one vector op (a comparison makes a lane mask, which feeds Where
   and logic ops on values of its width); any other op is split into a Stack of its lanes;
-- a lane taken of a split vector folds into that lane.
+- a lane taken of a split vector folds into that lane;
+- last, gathers that read neighbouring columns of the same rows become vector loads and shuffles (transpose.py).
 A target without vectors (the PYTHON interpreter) gets scalar code only, the program the copies would have made.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from uopviz.codegen.lanes import MASKS, broadcast, iota, lane, mask_dtype, width
+from uopviz.codegen.transpose import transpose_gathers
 from uopviz.dtype import DType, dtypes
 from uopviz.target import Target
 from uopviz.uop.ops import GroupOp, Ops, UOp, toposort
@@ -364,4 +366,5 @@ def devectorize(sink: UOp, target: Target) -> UOp:
     """The kernel with each vector value in the target's vector type or split into scalar lanes."""
     if not any(u.op is Ops.STACK and u.dtype == dtypes.index for u in sink.toposort()):
         return sink
-    return _Devectorizer(target, target.emulated).run(sink)
+    devectorizer = _Devectorizer(target, target.emulated)
+    return transpose_gathers(devectorizer.run(sink), devectorizer.storable)

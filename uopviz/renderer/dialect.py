@@ -155,6 +155,11 @@ class Dialect(ABC):
     @abstractmethod
     def vector_literal(self, vtype: str, lanes: list[str]) -> str: ...
 
+    def shuffle(self, a: str, b: str, lanes: list[int]) -> str | None:
+        """The vector of lanes of a and b (two vectors of one type; lane i of b is lane n + i), or None where the
+        dialect has no shuffle (the renderer then writes the vector literal of those lanes)."""
+        return None
+
     @abstractmethod
     def splat(self, vtype: str, e: str, n: int) -> str:
         """e repeated in every lane of an n-lane vtype."""
@@ -251,6 +256,10 @@ class CDialect(Dialect):
 
     def splat(self, vtype: str, e: str, n: int) -> str:
         return self.vector_literal(vtype, [e] * n)
+
+    def shuffle(self, a: str, b: str, lanes: list[int]) -> str | None:
+        """GCC's (12 and later) and Clang's builtin: one instruction where the target has it."""
+        return f"__builtin_shufflevector({a},{b},{','.join(map(str, lanes))})"
 
     def lane(self, e: str, i: int) -> str:
         return f"{e}[{i}]"
