@@ -3,7 +3,8 @@ and AdamW training step (nanoGPT layout, d 128, 4 heads, 2 blocks, batch 8, T 64
 (16 -> 32 channels, batch 16, 32x32), torch on 1 and 2 threads.
 
 Both sides start from the same weights and are first checked to compute the same thing (the forward's logits, the
-step's loss, to 1e-4 relative); then the steps are timed in turns (uopviz, torch at each thread count, again), and
+step's loss, to 1e-4 relative); then the steps are timed in turns (uopviz, torch at each thread count, again; each
+side runs untimed for 0.15 s before its timed call, so no side meets the threads the one before left spinning), and
 the medians are printed with torch's time / uopviz's (above 1: uopviz is faster). The uopviz step is warmed up first
 (its first calls compile, capture and replay). The machine is shared: torch's threads thrash when anything else
 runs, so quote figures from a quiet machine.
@@ -21,13 +22,14 @@ CASE: gpt-forward, gpt-step, resnet-step (default: all).
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from support import ROOT, example, timed
+from support import ROOT, example, measure
 
 import uopviz
 from uopviz import Tensor, nn
@@ -132,22 +134,24 @@ def run(name: str, steps: int, threads: list[int], tune_s: float | None) -> None
 
 
 def turns(ours: dict[str, Callable[[], float]], theirs: Callable[[], float], steps: int, threads: list[int]) -> None:
-    """Time every side in turns (each of ours, torch at each thread count), so all meet the same machine; print
-    each of ours' median with torch's."""
+    """Time every side in turns (each of ours, torch at each thread count), so all meet the same machine, each
+    after running untimed for a moment (support.measure): torch's OpenMP threads spin on after its call and take
+    the other core from whatever runs next (the GPT step: 14.6 ms alone, 17.6 ms right after a torch step, 15.0
+    ms after a 30 ms pause). Print each of ours' median with torch's."""
     import torch
-    mine: dict[str, list[float]] = {label: [] for label in ours}
-    peers: dict[int, list[float]] = {t: [] for t in threads}
-    sides = list(ours.items())
-    for turn in range(steps):
-        for label, fn in sides[turn % len(sides):] + sides[:turn % len(sides)]:  # which goes first rotates
-            mine[label].append(timed(fn))
-        for t in threads:
-            torch.set_num_threads(t)
-            peers[t].append(timed(theirs))
-    for label, times in mine.items():
-        ms = statistics.median(times) * 1e3
-        row = "  ".join(f"torch {t} thread{'s' * (t > 1)} {statistics.median(p) * 1e3:7.2f} ms "
-                        f"({statistics.median(p) * 1e3 / ms:.2f}x)" for t, p in peers.items())
+
+    def at(t: int) -> Callable[[], float]:
+        def run() -> float:
+            if torch.get_num_threads() != t:
+                torch.set_num_threads(t)
+            return theirs()
+        return run
+
+    samples = measure({**ours, **{f"torch {t}": at(t) for t in threads}}, steps, budget_s=math.inf, burst=1)
+    for label in ours:
+        ms = statistics.median(samples[label]) * 1e3
+        row = "  ".join(f"torch {t} thread{'s' * (t > 1)} {statistics.median(samples[f'torch {t}']) * 1e3:7.2f} ms "
+                        f"({statistics.median(samples[f'torch {t}']) * 1e3 / ms:.2f}x)" for t in threads)
         print(f"{label:24s} uopviz {ms:7.2f} ms  {row}", flush=True)
 
 

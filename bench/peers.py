@@ -27,13 +27,13 @@ import statistics
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from support import measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/peers.py` from a checkout
 
@@ -203,36 +203,6 @@ def _reader(out: Any) -> np.ndarray:
 
 
 # ---- measuring ----
-def timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def measure(runners: dict[str, Callable[[], Any]], repeats: int, budget_s: float = 3.0,
-            burst: int = 3, settle_s: float = 0.15) -> dict[str, list[float]]:
-    """Seconds per run of each runner, timed in turns: each round runs every runner, in turn, untimed for
-    `settle_s` and then `burst` times timed. Drift hits them alike, and a runner is timed neither while the threads
-    the one before it left spinning (OpenBLAS's spin for about 0.1 s after a call, OpenMP's too) still take a core,
-    nor on cores gone idle (a worker thread that slept is slow to wake on a virtual machine: after 10 ms idle a
-    two-core gemm 512 took 1.6 ms instead of 1.0). Fewer rounds (at least 5) once a case has spent its time budget
-    on timed runs."""
-    samples: dict[str, list[float]] = {k: [] for k in runners}
-    spent = 0.0
-    for r in range(repeats):
-        for k, fn in runners.items():
-            t0 = time.perf_counter()
-            fn()
-            while time.perf_counter() - t0 < settle_s:
-                fn()
-            got = [timed(fn) for _ in range(burst)]
-            samples[k] += got
-            spent += sum(got)
-        if r >= 4 and spent > budget_s:
-            break
-    return samples
-
-
 def spread(xs: list[float]) -> float:
     """Half the interquartile range as a fraction of the median."""
     q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3

@@ -26,7 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/prefetch.py` from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import check, measure, spread
+from peers import check, spread
+from support import measure
 from uopviz.kernels import ZOO
 
 CASES: dict[str, tuple[str, dict[str, int]]] = {

@@ -32,8 +32,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # `python bench/row_cache.py` from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peers import check, measure, spread
+from peers import check, spread
 from peers import torch_peer as _torch_zoo
+from support import measure
 from uopviz.kernels import ZOO
 
 

@@ -1,5 +1,6 @@
-"""What several bench scripts share: the example models as modules, a wall-clock timer of one call, and the Chromium
-the UI benches drive. The scripts run as `python bench/NAME.py`, so this folder is on their path."""
+"""What several bench scripts share: the example models as modules, a wall-clock timer of one call, timing rivals
+in turns (`measure`), and the Chromium the UI benches drive. The scripts run as `python bench/NAME.py`, so this
+folder is on their path."""
 
 from __future__ import annotations
 
@@ -30,6 +31,30 @@ def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def measure(runners: dict[str, Callable[[], Any]], repeats: int, budget_s: float = 3.0,
+            burst: int = 3, settle_s: float = 0.15) -> dict[str, list[float]]:
+    """Seconds per run of each runner, timed in turns: each round runs every runner, in turn, untimed for
+    `settle_s` and then `burst` times timed. Drift hits them alike, and a runner is timed neither while the threads
+    the one before it left spinning (OpenBLAS's spin for about 0.1 s after a call, OpenMP's too) still take a core,
+    nor on cores gone idle (a worker thread that slept is slow to wake on a virtual machine: after 10 ms idle a
+    two-core gemm 512 took 1.6 ms instead of 1.0). Fewer rounds (at least 5) once a case has spent its time budget
+    on timed runs."""
+    samples: dict[str, list[float]] = {k: [] for k in runners}
+    spent = 0.0
+    for r in range(repeats):
+        for k, fn in runners.items():
+            t0 = time.perf_counter()
+            fn()
+            while time.perf_counter() - t0 < settle_s:
+                fn()
+            got = [timed(fn) for _ in range(burst)]
+            samples[k] += got
+            spent += sum(got)
+        if r >= 4 and spent > budget_s:
+            break
+    return samples
 
 
 def find_chromium(script: str) -> str | None:
