@@ -29,6 +29,7 @@ def s(u: UOp) -> str:
 x = UOp.variable("x", 0, 9)
 y = UOp.variable("y", -4, 4)
 r0, r1 = UOp.range(8, 0), UOp.range(4, 1)
+r3 = UOp.range(1024, 3)
 fx = UOp.param(0, (), f32)  # a float scalar with no known bounds
 b = UOp.variable("b", 0, 1).ne(0)  # a bool whose value is not known
 
@@ -195,12 +196,19 @@ def test_an_empty_range_is_not_the_point_0():
     (lambda: (y - 5) // 4, "(((y+3)//4)+-2)"),
     (lambda: x % 4 + (x // 4) * 4, "x"),
     (lambda: (x // 4) * 4 + x % 4, "x"),
+    # low terms that cannot carry drop from a quotient: a transposing copy's index, r1 < 4 under the next 4
+    (lambda: (r1 + r3 * 4) // 128, "(r3//32)"),
+    (lambda: ((r1 + r3 * 4) // 128) % 4, "((r3//32)%4)"),
+    (lambda: (r1 + r3 * 4 + 8) // 128, "((r3+2)//32)"),
+    (lambda: (r1 * 2 + r3 * 8 + 1) // 64, "(r3//8)"),  # r1*2 + 1 <= 7 < 8
+    (lambda: (r1 + r3 * 4 + 1) // 128, "(((r1+(r3*4))+1)//128)"),  # r1 + 1 reaches 4: it may carry
+    (lambda: (r1 + r3 * 4) % 128, "((r1+(r3*4))%128)"),  # a remainder would need them back: no simpler
 ])
 def test_division_and_modulo(expr, want):
     e = expr()
     out = simp(e)
     assert out.render() == want
-    same_values(e, out, *[v for v in (x, y, r0, r1) if v in e.toposort()])
+    same_values(e, out, *[v for v in (x, y, r0, r1, r3) if v in e.toposort()])
 
 
 def test_negative_values_keep_floor_semantics():
@@ -392,29 +400,6 @@ def test_lane_split_refuses_a_negative_divisor_and_overflow():
     v = UOp.variable("v", 0, 10).cast(i8)
     e = v * 16 + 3 < 100  # 10*16 wraps in int8: the sum is not 16v + 3
     same_values(e, simp(e), UOp.variable("v", 0, 10))
-
-
-r3 = UOp.range(1024, 3)
-
-
-@pytest.mark.parametrize("expr, want", [
-    (lambda: (r1 + r3 * 4) // 128, "(r3//32)"),  # a transposing copy's index: r1 cannot reach the next 4
-    (lambda: ((r1 + r3 * 4) // 128) % 4, "((r3//32)%4)"),
-    (lambda: (r1 + r3 * 4 + 8) // 128, "((r3+2)//32)"),
-    (lambda: (r1 * 2 + r3 * 8 + 1) // 64, "(r3//8)"),  # r1*2 + 1 <= 7 < 8
-    (lambda: (r1 + r3 * 4 + 1) // 128, "(((r1+(r3*4))+1)//128)"),  # r1 + 1 reaches 4: it may carry
-])
-def test_low_terms_drop_from_a_quotient(expr, want):
-    e = expr()
-    out = simp(e)
-    assert out.render() == want
-    same_values(e, out, *[v for v in (r1, r3) if v in e.toposort()])
-
-
-def test_low_terms_stay_in_a_remainder():
-    # the remainder needs them back: (r1 + r3*4) % 128 is already as simple as it gets
-    assert s((r1 + r3 * 4) % 128) == "((r1+(r3*4))%128)"
-    same_values((r1 + r3 * 4) % 128, simp((r1 + r3 * 4) % 128), r1, r3)
 
 
 @st.composite
