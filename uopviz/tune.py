@@ -1,15 +1,16 @@
 """Whole-model tuning: BEAM over every kernel a step runs, the kernels that take the most time first, within one
 time budget for the whole step.
 
-A step (a `@jit` function's replay, or whatever a script realizes) runs many launches of fewer kernels. Each
-launch is timed on its own buffers; launches of one kernel (the same kernel graph on the same device) are summed,
-so a kernel run eight times a step weighs eight times. Kernels are then searched in that order, each with a share
-of what is left of the budget in proportion to its time (`share_s`), on one executor (build workers, or a Ray
-cluster, shared by every search). Every result goes to the tuning database as BEAM stores it, so realize uses the
-tuned opts from then on, and a second run with the same database answers the kernels already searched at once and
-spends its budget on the rest: tuning resumes. Where a search's pick, timed again on the step's own buffers, runs
-slower than the kernel the step had (its data and neighbours are not the search's random inputs), the step's opts
-are kept: the database's result becomes the search's candidate with them (`TuningDB.choose`, saying why).
+A step (a `@jit` function's replay, or whatever a script realizes) runs many launches of fewer kernels. Each launch
+is timed on its own buffers, after the launches before it (`_in_place`); launches of one kernel (the same kernel
+graph on the same device) are summed, so a kernel run eight times a step weighs eight times. Kernels are then
+searched in that order, each with a share of what is left of the budget in proportion to its time (`share_s`), on
+one executor (build workers, or a Ray cluster, shared by every search). Every result goes to the tuning database as
+BEAM stores it, so realize uses the tuned opts from then on, and a second run with the same database answers the
+kernels already searched at once and spends its budget on the rest: tuning resumes. Where a search's pick, timed
+again on the step's own buffers and in its place, runs slower than the kernel the step had (its data and neighbours
+are not the search's random inputs), the step's opts are kept: the database's result becomes the search's candidate
+with them (`TuningDB.choose`, saying why).
 
     report = step.beam(x, y, width=2, budget_s=300)   # a @uopviz.jit function, on example inputs
     print(report)                                     # the step before and after, and each kernel's share
@@ -43,7 +44,9 @@ and heuristic kernels and checks them again, which costs about as much and finds
 SHOWN = 20
 """The report lists the kernels searched and up to this many in all: a model's tail of small kernels is one line."""
 TIMING_RUNS = 5
-"""Runs of each launch when a step is timed kernel by kernel (the median counts; one run before warms it)."""
+"""Runs of each launch when a step is timed kernel by kernel (the median counts)."""
+CONTEXT = 4
+"""Launches of the step run, untimed, before each launch timed in place (`_in_place`)."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +59,6 @@ class Run:
     prog: Program
     handles: Sequence[Any]
     vals: tuple[int, ...]
-
-    def time(self, prog: Program | None = None, runs: int = TIMING_RUNS) -> float:
-        """The median seconds of `runs` runs of this launch (with another program of the same kernel, if given)."""
-        p = prog or self.prog
-        p(self.handles, self.vals, wait=True)
-        return statistics.median(p(self.handles, self.vals, wait=True) or 0.0 for _ in range(runs))
 
 
 @dataclass
@@ -142,7 +139,8 @@ class Tuning:
             lines.append(f"step:    {format_seconds(self.step_before_s)} -> {format_seconds(self.step_after_s)} "
                          f"({_speedup(self.step_before_s, self.step_after_s)})")
         lines.append(f"kernels: {format_seconds(self.kernels_before_s)} -> {format_seconds(self.kernels_after_s)} "
-                     f"({_speedup(self.kernels_before_s, self.kernels_after_s)}, each launch timed on its own)")
+                     f"({_speedup(self.kernels_before_s, self.kernels_after_s)}, each launch timed in its place in "
+                     "the step)")
         lines += ["", f"{'before':>10s} {'share':>6s} {'after':>10s} {'speedup':>8s}  {'n':>3s}  kernel"]
         total = self.kernels_before_s or 1.0
         shown = [k for i, k in enumerate(self.kernels) if i < SHOWN or k.skipped is None]
@@ -192,19 +190,22 @@ def tune(runs: Sequence[Run], width: int = 2, *, budget_s: float | None = None,
     if budget_s is not None and not budget_s > 0:
         raise ValueError(f"the time budget must be a positive number of seconds, got {budget_s!r}")
     began = time.perf_counter()
-    alike: dict[Any, list[Any]] = {}  # launches alike (one kernel, one device, the same variables): one is timed
-    for r in runs:
-        alike.setdefault((r.key if r.key is not None else r.name, r.vals), [r, 0])[1] += 1
-    by_kernel: dict[tuple[UOp, str], list[tuple[Run, int]]] = {}
+    alike: dict[Any, list[int]] = {}  # launches alike (one kernel, one device, the same variables): one is timed
+    for i, r in enumerate(runs):
+        alike.setdefault((r.key if r.key is not None else r.name, r.vals), [i, 0])[1] += 1
+    by_kernel: dict[tuple[UOp, str], list[tuple[int, int]]] = {}  # a kernel's (first launch alike, how many alike)
     copies_s = 0.0
-    for r, n in alike.values():
-        if r.key is None:
-            copies_s += n * r.time()
+    for i, n in alike.values():
+        if (key := runs[i].key) is None:
+            copies_s += n * _time_in_place(runs, i)
         else:
-            by_kernel.setdefault(r.key[:2], []).append((r, n))
-    kernels = [KernelTuning(rs[0][0].name, ast, device, sum(n for _, n in rs), t, t,
-                            step_opts=tuple(rs[0][0].key[2]) if rs[0][0].key is not None else ())
-               for (ast, device), rs in by_kernel.items() for t in [sum(n * r.time() for r, n in rs)]]
+            by_kernel.setdefault(key[:2], []).append((i, n))
+
+    def opts_of(at: list[tuple[int, int]]) -> tuple[Opt, ...]:
+        key = runs[at[0][0]].key
+        return tuple(key[2]) if key is not None else ()
+    kernels = [KernelTuning(runs[at[0][0]].name, ast, device, sum(n for _, n in at), t, t, step_opts=opts_of(at))
+               for (ast, device), at in by_kernel.items() for t in [sum(n * _time_in_place(runs, i) for i, n in at)]]
     kernels.sort(key=lambda k: -k.before_s)
     devices_seen = sorted({k.device for k in kernels})
     own_executor = executor is None
@@ -226,7 +227,7 @@ def tune(runs: Sequence[Run], width: int = 2, *, budget_s: float | None = None,
                                  + ("" if share is None else f", up to {share:.0f} s") + "\n")
             k.result = beam(k.ast, width, k.device, db=tdb, executor=executor, max_rounds=max_rounds, force=force,
                             progress=progress, budget_s=share)
-            ratio = _speedup_of(by_kernel[(k.ast, k.device)], k.ast, k.device, k.result.opts)
+            ratio = _speedup_of(runs, by_kernel[(k.ast, k.device)], k.ast, k.device, k.result.opts)
             if ratio > 1 and _keep_step_opts(tdb, k, ratio):
                 ratio = 1.0
             k.after_s = k.before_s * ratio
@@ -243,23 +244,40 @@ _NUM = r"(\d+(?:\.\d+)?)"
 _DURATION = re.compile(rf"{_NUM}|(?:{_NUM}h)?(?:{_NUM}m)?(?:{_NUM}s)?")
 
 
-def _speedup_of(runs: list[tuple[Run, int]], ast: UOp, device: str, opts: tuple[Opt, ...]) -> float:
-    """The tuned program's time over the one the step ran, on the step's buffers: 1 where the search kept its opts,
-    else both timed in turns (a ratio taken apart from the first timing would be the machine's drift: a kept
-    heuristic measured 2x slower a few minutes later), each by its fastest run: what other processes add to a run
-    is no part of either program, and on a loaded machine it decides a median (a ResNet step's pick read 1.00x to
-    1.01x the step's kernel by minima eight times over, 0.89x to 1.59x by medians of five: whether the step kept
-    its opts was chance)."""
-    key = runs[0][0].key
+def _in_place(runs: Sequence[Run], at: int, prog: Program | None = None) -> float:
+    """One timed run of the launch runs[at] (with prog in its place, if given) as it runs in the step: right after the
+    CONTEXT launches before it, run untimed, so the caches hold the data they hold there. Run after itself, a launch
+    finds its own inputs and outputs in the caches, which it never does in the step: picks checked so were each as
+    fast or faster, yet the tuned GPT step ran 0.93x its heuristic twin in one run (issue 30)."""
+    for r in runs[max(0, at - CONTEXT):at]:
+        r.prog(r.handles, r.vals, wait=True)
+    r = runs[at]
+    return (prog or r.prog)(r.handles, r.vals, wait=True) or 0.0
+
+
+def _time_in_place(runs: Sequence[Run], at: int) -> float:
+    """The median of TIMING_RUNS timings of runs[at] in place (`_in_place`)."""
+    return statistics.median(_in_place(runs, at) for _ in range(TIMING_RUNS))
+
+
+def _speedup_of(runs: Sequence[Run], at: list[tuple[int, int]], ast: UOp, device: str,
+                opts: tuple[Opt, ...]) -> float:
+    """The tuned program's time over the one the step ran, each launch of the kernel (its first launch alike, and how
+    many are alike: `at`) timed in place (`_in_place`): 1 where the search kept its opts, else both timed in turns (a
+    ratio taken apart from the first timing would be the machine's drift: a kept heuristic measured 2x slower a few
+    minutes later), each by its fastest run: what other processes add to a run is no part of either program, and on
+    a loaded machine it decides a median (a ResNet step's pick read 1.00x to 1.01x the step's kernel by minima eight
+    times over, 0.89x to 1.59x by medians of five: whether the step kept its opts was chance)."""
+    key = runs[at[0][0]].key
     if key is not None and tuple(key[2]) == tuple(opts):
         return 1.0
     _, prog = compile_kernel(ast, device, opts)
     old = new = 0.0
-    for r, n in runs:
+    for i, n in at:
         olds, news = [], []
         for _ in range(TIMING_RUNS):
-            olds.append(r.time(runs=1))
-            news.append(r.time(prog, runs=1))
+            olds.append(_in_place(runs, i))
+            news.append(_in_place(runs, i, prog))
         old, new = old + n * min(olds), new + n * min(news)
     return new / old if old > 0 else 1.0
 

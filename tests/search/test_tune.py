@@ -20,7 +20,7 @@ from uopviz.cli import main
 from uopviz.codegen.opt import Opt, OptOps
 from uopviz.search.db import TuningDB
 from uopviz.search.keys import cache_key
-from uopviz.tune import MIN_SHARE_S, Run, _speedup_of, parse_duration, share_s
+from uopviz.tune import CONTEXT, MIN_SHARE_S, Run, _in_place, _speedup_of, parse_duration, share_s
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((13, 11)).astype(np.float32)
@@ -86,7 +86,7 @@ def test_the_step_before_and_after_are_timed_in_turns_once_tuning_is_done(tmp_pa
         monkeypatch.setattr(_Replay, "run", lambda self, *a: (time.sleep(0.03), run(self, *a))[1])
         return tuning
     monkeypatch.setattr("uopviz.tune.tune", tune_then_slow)
-    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, ast, device, opts: 1.0)
+    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, at, ast, device, opts: 1.0)
     step = _step(Tensor(B))
     tuning = step.beam(Tensor(A), width=1, max_rounds=1, db=tmp_path / "t.db", progress=False, runs=3)
     assert tuning.step_before_s is not None and tuning.step_after_s is not None
@@ -106,7 +106,7 @@ def test_a_step_tuned_into_its_own_database_is_captured_again_with_its_opts(tmp_
             assert k.result is not None and k.result.search_id is not None
             plain = next(c for c in tdb.candidates(k.result.search_id) if c.opts == [] and c.median_s)
             tdb.choose(k.result.search_id, plain.id, "the test's choice: no opts")
-    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, ast, device, opts: 1.0)
+    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, at, ast, device, opts: 1.0)
     step = _step(Tensor(B))
     tuning = step.beam(Tensor(A), width=1, max_rounds=1, db=db, progress=False, runs=1)
     assert all(k.result is not None and k.result.from_db and k.opts == () for k in tuning.kernels)
@@ -123,7 +123,7 @@ def test_a_pick_slower_on_the_steps_buffers_keeps_the_steps_opts(tmp_path: Path,
     says so and counts no gain. The step runs unoptimized kernels here (a candidate every search times), and every
     re-timing finds the pick 1.5x slower."""
     monkeypatch.setattr("uopviz.realize.default_opts", lambda ast, device: ())
-    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, ast, device, opts: 1.5 if opts else 1.0)
+    monkeypatch.setattr("uopviz.tune._speedup_of", lambda runs, at, ast, device, opts: 1.5 if opts else 1.0)
     w = RNG.standard_normal((64, 64)).astype(np.float32)
     step = uopviz.jit(lambda x: (x @ Tensor(w)).sum(axis=1))
     x = RNG.standard_normal((64, 64)).astype(np.float32)
@@ -147,9 +147,28 @@ def test_a_pick_is_checked_against_the_steps_kernel_by_their_fastest_runs(monkey
     slowed to 3 ms) is faster than the step's kernel (1 ms), which a median would read as 3x slower."""
     times = iter([3e-3, 9e-4, 3e-3, 9e-4, 3e-3])
     monkeypatch.setattr("uopviz.tune.compile_kernel", lambda ast, device, opts: (None, "pick"))
-    monkeypatch.setattr("uopviz.tune.Run.time", lambda self, prog=None, runs=5: next(times) if prog else 1e-3)
+    monkeypatch.setattr("uopviz.tune._in_place", lambda runs, at, prog=None: next(times) if prog else 1e-3)
     run = Run((Tensor(A).uop, "CPU", ()), "kernel", lambda handles, vals, wait=False: None, [], ())
-    assert _speedup_of([(run, 2)], run.key[0], "CPU", (Opt(OptOps.NOLOCALS),)) == pytest.approx(0.9)
+    assert _speedup_of([run], [(0, 2)], run.key[0], "CPU", (Opt(OptOps.NOLOCALS),)) == pytest.approx(0.9)
+
+
+def test_a_launch_is_timed_where_it_runs_in_the_step() -> None:
+    """A launch is timed right after the launches before it in the step (CONTEXT of them, untimed), not after
+    itself: its own previous run leaves its data in the caches, which the step does not. A pick runs in the
+    launch's place, on its buffers."""
+    log: list[str] = []
+
+    def prog(name: str, seconds: float):
+        def run(handles, vals, wait=False):
+            log.append(f"{name} {handles[0]} {vals}")
+            return seconds
+        return run
+    runs = [Run(None, f"k{i}", prog(f"k{i}", i / 1000), [f"buf{i}"], (i,)) for i in range(8)]
+    assert _in_place(runs, 6) == 6e-3
+    assert log == [f"k{i} buf{i} ({i},)" for i in range(6 - CONTEXT, 7)]
+    log.clear()
+    assert _in_place(runs, 1, prog("pick", 0.5)) == 0.5
+    assert log == ["k0 buf0 (0,)", "pick buf1 (1,)"]
 
 
 def test_a_spent_budget_leaves_the_rest_unsearched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
