@@ -194,9 +194,15 @@ class _Devectorizer:
         """A gather's lane addresses whose index selects all test one condition c (a Pad's clamp, in every term it
         reaches: `(c ? r*16 + k : 0) % 32` and `// 32`) as `c ? first : second`, each the address with every select
         taking that choice, simplified: exact, since the selects all choose alike. Only where that makes every
-        lane's first and second the same sums plus constants (a transposed piece of a concatenation: lane k reads
-        base + 64k), so the lanes share the arithmetic the selects kept apart (sixteen selects, modulos and
-        quotients per lane); the addresses as they were elsewhere."""
+        lane's first and second the same sums plus constants and the lanes were not (a transposed piece of a
+        concatenation: lane k reads base + 64k), so the lanes share the arithmetic the selects kept apart (sixteen
+        selects, modulos and quotients per lane); the addresses as they were elsewhere (a padded convolution's
+        `(c ? r : 0)*3 + k` shares it already)."""
+        def shared(xs: list[UOp]) -> bool:
+            return len({frozenset(affine(x)[0].items()) for x in xs}) == 1
+
+        if shared(addrs):
+            return addrs
         split: list[tuple[UOp, UOp, UOp]] = []
         for a in addrs:
             selects = {x: x.src for x in a.toposort() if x.op is Ops.WHERE and x.dtype == dtypes.index}
@@ -204,9 +210,9 @@ class _Devectorizer:
                 return addrs
             firsts, seconds = ({x: srcs[i] for x, srcs in selects.items()} for i in (1, 2))
             c = next(iter(selects.values()))[0]
-            split.append((c, *(_simplified(a.substitute(choice), self.memo) for choice in (firsts, seconds))))
-        if any(c is not split[0][0] for c, _, _ in split) or \
-                any(len({frozenset(affine(x[i])[0].items()) for x in split}) != 1 for i in (1, 2)):
+            first, second = (_simplified(a.substitute(choice), self.memo) for choice in (firsts, seconds))
+            split.append((c, first, second))
+        if any(c is not split[0][0] for c, _, _ in split) or not all(shared([x[i] for x in split]) for i in (1, 2)):
             return addrs
         return [c.where(first, second) for c, first, second in split]
 
