@@ -6,6 +6,7 @@ so the copy kernel runs wherever a Target says to pack); where it fires and wher
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -207,3 +208,23 @@ def test_only_the_packed_matmul_reads_the_copy_not_its_gradient(monkeypatch: pyt
     (px @ pw.T).square().sum().backward()
     np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_a_head_split_b_s_copy_reads_rows_as_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention's q @ k.T, k the heads of a qkv projection plus its bias: the copy keeps B's rows (batch, head,
+    head dim) as axes, so the head dim is a loop of unit stride in k's rows, which the heuristic reads as vector
+    loads and shuffles (codegen/transpose.py); rows merged into one axis read `r % 128` and gathered 16 loads."""
+    from uopviz import realize
+    with_l1(monkeypatch, "CPU", SAPPHIRE)
+    rng = np.random.default_rng(7)
+    qkv, bias = rng.standard_normal((2, 64, 384), dtype=np.float32), rng.standard_normal(384, dtype=np.float32)
+    x = Tensor(qkv) + Tensor(bias)
+    q, k = (x[:, :, i * 128:(i + 1) * 128].reshape(2, 64, 4, 32).permute(0, 2, 1, 3) for i in (0, 1))
+    with realize.capture() as launches:
+        out = (q @ k.transpose(-1, -2)).numpy()
+    xs = (qkv + bias).astype(np.float64).reshape(2, 64, 3, 4, 32)
+    want = np.einsum("bqhd,bkhd->bhqk", xs[:, :, 0], xs[:, :, 1])
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    (copy,) = [src for launch in launches if (src := launch.kernel.source or "").startswith("#") and
+               "void E_" in src]
+    assert "__builtin_shufflevector" in copy and not re.search(r"float val\d+ = data1\[", copy)  # no gather of k

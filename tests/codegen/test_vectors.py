@@ -4,6 +4,7 @@ runtime against NumPy; the source checks say which form each target got."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -81,6 +82,37 @@ def test_a_concatenations_lanes_share_one_guard(device: str) -> None:
     np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
     if device != "PYTHON":
         assert "+1)<" not in src and "+15)<" not in src
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_concatenations_pieces_are_gated_vector_loads(device: str) -> None:
+    # each piece of 32 columns is a vector load gated on its guard, zero elsewhere: the Pad's select of the load
+    # takes the load's place, where the load's fallback gather (of the clamped lanes) was loaded and thrown away
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((5, 32), np.float32), rng.standard_normal((5, 32), np.float32)
+    got, src = run(lambda x, y: x.cat(y, dim=1), [a, b], device, upcast(1, 16))
+    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+    if device == "CPU":
+        assert src.count("?*(float16_u*)(data1+") == src.count("?*(float16_u*)(data2+") == 1
+    if device == "CL":
+        assert src.count("?vload16(0,data1+") == src.count("?vload16(0,data2+") == 1
+    if device != "PYTHON":
+        assert "data1[" not in src and "data2[" not in src  # no scalar load: no gather
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_transposed_pieces_lanes_select_whole_addresses(device: str) -> None:
+    # a piece read transposed gathers its lanes, each clamped by the Pad's select inside its address (`c ? i : 0`
+    # under the product by the row stride, and under % and // where rows split): the select goes outside, between
+    # the address with every select's first choice and with every second, and each is the lanes' one base plus a
+    # constant, where every lane computed its own clamped arithmetic
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((6, 32), np.float32), rng.standard_normal((2, 16, 6), np.float32)
+    got, src = run(lambda x, y: x.cat(y.reshape(32, 6).T, dim=1), [a, b], device, upcast(1, 16))
+    np.testing.assert_array_equal(got, np.concatenate([a, b.reshape(32, 6).T], axis=1))
+    if device != "PYTHON":
+        lanes = re.findall(r"data2\[(.*?)\];", src)
+        assert len(lanes) == 16 and all(re.fullmatch(r"alu\d+\?.*:.*", x) and "%" not in x for x in lanes), lanes
 
 
 @pytest.mark.parametrize("device", DEVICES)

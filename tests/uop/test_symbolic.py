@@ -196,6 +196,12 @@ def test_an_empty_range_is_not_the_point_0():
     (lambda: (y - 5) // 4, "(((y+3)//4)+-2)"),
     (lambda: x % 4 + (x // 4) * 4, "x"),
     (lambda: (x // 4) * 4 + x % 4, "x"),
+    # digits of one index merge: a row index split into a head and its dims (r3 = b*128 + h*32 + d)
+    (lambda: r3 % 32 + ((r3 // 32) % 4) * 32, "(r3%128)"),
+    (lambda: ((x // 2) % 3) * 2 + x % 2, "(x%6)"),
+    (lambda: y % 2 + ((y // 2) % 2) * 2, "(y%4)"),  # floor semantics: negative values too
+    (lambda: x % 2 + ((x // 2) % 3) * 4, "((x%2)+(((x//2)%3)*4))"),  # another coefficient: not a remainder
+    (lambda: y % -2 + ((y // -2) % 3) * -2, "((y%-2)+(((y//-2)%3)*-2))"),  # a negative divisor: left alone
     # low terms that cannot carry drop from a quotient: a transposing copy's index, r1 < 4 under the next 4
     (lambda: (r1 + r3 * 4) // 128, "(r3//32)"),
     (lambda: ((r1 + r3 * 4) // 128) % 4, "((r3//32)%4)"),

@@ -10,7 +10,12 @@ Node by node, in graph order:
   which the renderer writes as a vector load or store; lanes that all address one element load it once (a scalar
   that its users broadcast); a Load of every other element is two vector loads and a shuffle; other addresses
   gather (a Stack of scalar loads) or scatter (a Group of scalar stores in lane order, so the last lane wins as it
-  did in the copies);
+  did in the copies); lanes consecutive where their index selects take their first choice (a Pad's clamp) are one
+  vector load under that condition, and a select on the same condition of that load (the Pad's) is the load, its
+  other value the load's alternative; a gather's lanes clamped by one select each choose between two whole
+  addresses (`selects_outside`);
+- a comparison of index lanes is simplified as addresses are: lanes that read one node (a concatenation's guard)
+  are that scalar, and an op of scalars is one scalar op;
 - an ALU op the target has in vector form stays one vector op (a comparison makes a lane mask, which feeds Where
   and logic ops on values of its width); any other op is split into a Stack of its lanes;
 - a lane taken of a split vector folds into that lane;
@@ -103,11 +108,13 @@ class _Devectorizer:
     def alu(self, u: UOp, src: list[UOp]) -> UOp:
         n, op = width(u), u.op
         if op in _COMPARE and u.src[0].dtype == dtypes.index:  # a guard's lanes, simplified as addresses are
-            return _simplified(self.split(u, src), self.memo)
+            return _uniform(_simplified(self.split(u, src), self.memo))
         if n not in self.target.vectors:
             return self.split(u, src)
         if (form := _vector_form(u, src, self.target.vector_functions)) is not None:
             return self.within(form, src)
+        if op is Ops.WHERE and (load := _select_of_guarded(*src)) is not None:
+            return load
         values = src[1:] if op is Ops.WHERE else src
         dt = values[0].dtype
         if op in _COMPARE and not dt.is_bool:  # lane masks as wide as the lanes compared
@@ -180,8 +187,34 @@ class _Devectorizer:
                 return pair
             if self.storable(u.dtype, n) and not rest and (guarded := self.guarded(u, buf, addrs)) is not None:
                 return guarded
-        at = addrs or [src[0].src[1]] * n
+        at = self.selects_outside(addrs) if addrs is not None else [src[0].src[1]] * n
         return UOp(Ops.STACK, tuple(u.replace(src=(buf.index(at[i]), *(lane(s, i) for s in rest))) for i in range(n)))
+
+    def selects_outside(self, addrs: list[UOp]) -> list[UOp]:
+        """A gather's lane addresses whose index selects all test one condition c (a Pad's clamp, in every term it
+        reaches: `(c ? r*16 + k : 0) % 32` and `// 32`) as `c ? first : second`, each the address with every select
+        taking that choice, simplified: exact, since the selects all choose alike. Only where that makes every
+        lane's first and second the same sums plus constants and the lanes were not (a transposed piece of a
+        concatenation: lane k reads base + 64k), so the lanes share the arithmetic the selects kept apart (sixteen
+        selects, modulos and quotients per lane); the addresses as they were elsewhere (a padded convolution's
+        `(c ? r : 0)*3 + k` shares it already)."""
+        def shared(xs: list[UOp]) -> bool:
+            return len({frozenset(affine(x)[0].items()) for x in xs}) == 1
+
+        if shared(addrs):
+            return addrs
+        split: list[tuple[UOp, UOp, UOp]] = []
+        for a in addrs:
+            selects = {x: x.src for x in a.toposort() if x.op is Ops.WHERE and x.dtype == dtypes.index}
+            if len({c for c, _, _ in selects.values()}) != 1:
+                return addrs
+            firsts, seconds = ({x: srcs[i] for x, srcs in selects.items()} for i in (1, 2))
+            c = next(iter(selects.values()))[0]
+            first, second = (_simplified(a.substitute(choice), self.memo) for choice in (firsts, seconds))
+            split.append((c, first, second))
+        if any(c is not split[0][0] for c, _, _ in split) or not all(shared([x[i] for x in split]) for i in (1, 2)):
+            return addrs
+        return [c.where(first, second) for c, first, second in split]
 
     def every_other(self, u: UOp, buf: UOp, runs: Runs | None) -> UOp | None:
         """Lanes two elements apart (a stride-2 convolution's row): two vector loads, of the first n elements the
@@ -247,6 +280,8 @@ class _Devectorizer:
             return u.replace(src=tuple(src))
         if u.dtype == dtypes.index:
             return self.index(u, src)
+        if not any(s.shape for s in src):  # an op of scalars (each every lane of itself: `_uniform`) is one scalar
+            return u.replace(src=tuple(src))
         return self.alu(u, src)
 
     def index(self, u: UOp, src: list[UOp]) -> UOp:
@@ -283,6 +318,22 @@ class _Devectorizer:
         for u in sink.toposort():
             self.new[u] = self.node(u)
         return self.new[sink]
+
+
+def _select_of_guarded(c: UOp, a: UOp, b: UOp) -> UOp | None:
+    """c ? L : b for L a guarded load (`_Devectorizer.guarded`) gated on c itself, as L with b for its alternative:
+    L's gather serves the lanes where c fails, which this select discards (a Pad's select of a read whose index
+    it clamped: a concatenation's pieces), so it was loaded and thrown away. None for any other select."""
+    if a.op is not Ops.LOAD or len(a.src) != 3 or a.src[2] is not c or c.shape:
+        return None
+    return a.replace(src=(a.src[0], broadcast(b, width(a)), c))
+
+
+def _uniform(v: UOp) -> UOp:
+    """A Stack whose lanes are one node as that node (a scalar is every lane of itself), so its users take it
+    whole: a concatenation's guard `r2*16 + k < 256` reads `r2 < 16` in every lane, and a select on it stays one
+    vector select where sixteen lanes of one bool split it into scalar selects."""
+    return v.src[0] if v.op is Ops.STACK and all(x is v.src[0] for x in v.src) else v
 
 
 def _vector_form(u: UOp, src: list[UOp], functions: frozenset[Ops]) -> UOp | None:

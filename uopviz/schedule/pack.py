@@ -71,20 +71,21 @@ def pack(fn: UOp) -> UOp:
 
 def panels(x: UOp, width: int, axis: int = -1) -> UOp:
     """x (its axis `axis` N, the others in order R rows) read from a copy laid out as ceil(N/width) panels of R x
-    width, N padded with zeros to a multiple of width; the same shape and values as x."""
+    width, N padded with zeros to a multiple of width; the same shape and values as x. The copy keeps the rows'
+    axes apart (their product is the same layout): merged into one axis, a view's rows (attention's k, rows of
+    batch, head and head dim) read `r % 128 + (r // 128) * stride`, a loop no load moves along by one element, and
+    the copy gathered 16 loads a vector where its head dim is read as rows of vectors and transposed by shuffles
+    (codegen/transpose.py: the GPT step's E_L4_L1024_u16 10.9 -> 5.4 us on one core)."""
     axis %= len(x.shape)
     order = (*(i for i in range(len(x.shape)) if i != axis), axis)
     moved = x.permute(order) if axis != len(x.shape) - 1 else x
     *lead, n = moved.shape
-    rows, wide = prod(lead), -(-n // width) * width
-    flat = moved.reshape((rows, n))
+    r, wide = len(lead), -(-n // width) * width
+    padded = moved.pad((0,) * (r + 1), (*lead, wide)) if wide != n else moved
+    copy = UOp(Ops.CONTIGUOUS, (padded.reshape((*lead, wide // width, width)).permute((r, *range(r), r + 1)),))
+    back = copy.permute((*range(1, r + 1), 0, r + 1)).reshape((*lead, wide))
     if wide != n:
-        flat = flat.pad((0, 0), (rows, wide))
-    copy = UOp(Ops.CONTIGUOUS, (flat.reshape((rows, wide // width, width)).permute((1, 0, 2)),))
-    back = copy.permute((1, 0, 2)).reshape((rows, wide))
-    if wide != n:
-        back = back.shrink((0, 0), (rows, n))
-    back = back.reshape(moved.shape)
+        back = back.shrink((0,) * (r + 1), (*lead, n))
     return back.permute(tuple(order.index(i) for i in range(len(order)))) if moved is not x else back
 
 

@@ -243,6 +243,14 @@ def less_by_factor(x: UOp, c: UOp, u: UOp) -> UOp | None:
     return _source(u, _sum(x.dtype, [(t, k // g) for t, k in terms], 0) < -((const - cv) // g))
 
 
+def merge_mods(x: UOp, c: UOp, c2: UOp) -> UOp | None:
+    """x%c + ((x//c)%d)*c = x % (c·d) for c, d > 0 (a row index split into digits, as a head's (h, d) in a merged
+    axis): x = (x//c)·c + x%c and x//c = (x//(c·d))·d + (x//c)%d, so x = (x//(c·d))·(c·d) + [((x//c)%d)·c + x%c],
+    and the bracket lies in [0, c·d - 1]: it is the remainder by c·d. If c·d fits the dtype."""
+    cv, dv = c.arg.value, c2.arg.value
+    return x % (cv * dv) if cv > 0 and dv > 0 and cv * dv <= x.dtype.max else None
+
+
 def nested_idiv(x: UOp, a: UOp, b: UOp) -> UOp | None:
     """(x // a) // b = x // (a·b) for a, b > 0 (floor division composes), if a·b fits the dtype."""
     av, bv = a.arg.value, b.arg.value
@@ -292,6 +300,7 @@ _symbolic_rules: list[tuple[UPat, Callable[..., UOp | None]]] = [
     (_op(Ops.ADD, xi, xi), lambda x: x * 2),
     (_any_order(Ops.ADD, _op(Ops.MOD, xi, c), _op(Ops.MUL, _op(Ops.IDIV, xi, c), c)),  # x%c + (x//c)*c
      lambda x, c: None if _is(c, 0) else x),
+    (_any_order(Ops.ADD, _op(Ops.MOD, xi, c), _op(Ops.MUL, _op(Ops.MOD, _op(Ops.IDIV, xi, c), c2), c)), merge_mods),
     # ---- Mul
     (_op(Ops.MUL, x, c), lambda x, c: x if _is(c, 1) else None),  # exact for floats too (nan*1 is nan)
     (_op(Ops.MUL, xib, c, name="m"), lambda x, c, m: _const(m, 0) if _is(c, 0) else None),  # not floats: inf*0
