@@ -155,8 +155,8 @@ def siblings(chosen: list[UOp], every: set[UOp], pinned: Mapping[UOp, UOp], args
     writes: list[set[UOp]] = []  # per group, the pinned buffers it writes (which its members might also read)
     open_groups: dict[tuple[object, ...], list[int]] = {}
     for u in chosen:
-        leaves = _leaves(u, every)
-        fusable = _elementwise(u, every) and largest_size(u.shape) > 0
+        leaves, elementwise = _reads(u, every)
+        fusable = elementwise and largest_size(u.shape) > 0
         loads = set(leaves)
         own = {args[x.arg.slot] for x in leaves if x.op is Ops.PARAM}
         out = {pinned[u]} if u in pinned else set()
@@ -198,31 +198,27 @@ def _memory(x: UOp, args: tuple[UOp, ...]) -> UOp:
     return args[x.arg.slot] if x.op is Ops.PARAM else x
 
 
-def _leaves(u: UOp, chosen: set[UOp]) -> dict[UOp, bool]:
+def _reads(u: UOp, chosen: set[UOp]) -> tuple[dict[UOp, bool], bool]:
     """The materialized values and Params that u's kernel reads, each with whether every path from u to it keeps
-    the element index (elementwise ops and markers only). A call's output reads its function's arguments."""
+    the element index (elementwise ops and markers only), and whether the kernel is elementwise: no reduction, call,
+    copy or load (a Copy in a kernel is a Load), one element per output element, so it may share its loop with
+    other values of its shape. A call's output reads its function's arguments."""
     if _is_call_output(u):
-        return {a: False for a in u.src[0].src[1:] if a in chosen}
+        return {a: False for a in u.src[0].src[1:] if a in chosen}, False
     order = _walk(u, chosen)
     same: dict[UOp, bool] = {u: True}
+    elementwise = True
     for x in reversed(order):
         if x is not u and x in chosen:
             continue
+        elementwise = elementwise and x.op not in _NOT_ELEMENTWISE
         keeps = same.get(x, True) and (x.op in GroupOp.Elementwise or x.op in GroupOp.Marker)
         for s in x.src:
             same[s] = same.get(s, True) and keeps
-    return {x: same[x] for x in order if x is not u and (x in chosen or x.op is Ops.PARAM)}
+    return {x: same[x] for x in order if x is not u and (x in chosen or x.op is Ops.PARAM)}, elementwise
 
 
 _NOT_ELEMENTWISE = GroupOp.Reduce | GroupOp.Call | GroupOp.Load
-
-
-def _elementwise(u: UOp, chosen: set[UOp]) -> bool:
-    """Whether u's kernel computes no reduction, call or copy: one element per output element, so it may share its
-    loop with other values of its shape."""
-    if _is_call_output(u) or transfers(u):
-        return False
-    return not any(x.op in _NOT_ELEMENTWISE for x in _walk(u, chosen) if x is u or x not in chosen)
 
 
 def _kernel_call(values: list[UOp], bufs: list[UOp], chosen: set[UOp], written: Mapping[UOp, UOp],
