@@ -1,6 +1,6 @@
 """The kernel split: which values of a Function are stored to memory, and the kernel that computes each.
 
-A value is materialized (gets a buffer and a kernel of its own) when it is an output, when the program asks
+A value is materialized (gets a buffer, and a kernel that stores it) when it is an output, when the program asks
 (Contiguous), or when it is a Reduce whose result is used other than elementwise by its kernel's output: a
 reduction broadcast or moved before use would otherwise be recomputed for every element that reads it (unless
 the `fuse rows` pass tagged it a row reduction, computed once per row of its consumer's kernel: schedule/rows.py);
@@ -14,10 +14,14 @@ scheduled apart, once per signature (uopviz.pipeline.function_schedule).
 A Copy to another device is a step of its own too: its value is materialized on its device, and
 `Call(Copy(Param 1, device), buf, src)` copies the memory whole into a buffer on the Copy's device.
 
-The result is the command-buffer graph: `Sink(After(buf, Call(kernel, buf, *inputs, *binds)), ...)`, where each
-Call's kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params
-(slot 0 is written), its inputs are Buffers or the After nodes of the kernels that write them, and its binds give
-the values of the variables its sizes use: the kernel itself holds the unbound variables, so it is one kernel for
+Materialized values of one shape and device whose kernels are elementwise are siblings (`siblings`): one kernel
+stores them all, so an optimizer step is a launch per parameter shape, not three per parameter.
+
+The result is the command-buffer graph: `Sink(After(buf, Call(kernel, *bufs, *inputs, *binds)), ...)`, where each
+Call's kernel is `Sink(Store(out.index(flat(ranges)), Index(value, *ranges)).end(*ranges))` over its own Params, or
+for siblings `Sink(Group(Store(out0...), Store(out1...), ...).end(*ranges))`: slots 0..k-1 are written
+(`outputs_of`), its inputs are Buffers or the After nodes of the kernels that write them, and its binds give the
+values of the variables its sizes use: the kernel itself holds the unbound variables, so it is one kernel for
 every value (compiled once), and a buffer of symbolic size is allocated for the largest value.
 """
 
