@@ -27,7 +27,7 @@ from uopviz.runtime import device as devices
 from uopviz.runtime.device import Program
 from uopviz.schedule import pack, pads, reductions, rows
 from uopviz.schedule.inplace import writes_in_place
-from uopviz.schedule.split import largest_size, unbind
+from uopviz.schedule.split import largest_size, outputs_of, unbind
 from uopviz.search import policy
 from uopviz.search.policy import default_opts
 from uopviz.target import Kernel
@@ -54,6 +54,11 @@ class Launch(NamedTuple):
     vals: dict[str, int]
     key: tuple[UOp, str, tuple[Any, ...]] | None = None
     line: tuple[str, int, str] | None = None
+
+    @property
+    def outputs(self) -> int:
+        """How many of its buffers, the first ones, the launch writes (a kernel of siblings writes several)."""
+        return outputs_of(self.key[0]) if self.key is not None else 1
 
 
 _captures: list[list[Launch]] = []  # open capture() blocks, innermost last
@@ -156,7 +161,7 @@ def _key(call: KernelCall) -> tuple[UOp, str, tuple[Any, ...]]:
 
 def _run_concurrently(steps: list[tuple[Launch, tuple[int, ...]]], timed: bool) -> float:
     """Run steps (in dependency order) on each device's worker thread: a step waits for the last writer of each
-    buffer it reads and, for the buffer it writes, for its last writer and the readers since (memory the plan
+    buffer it reads and, for each buffer it writes, for its last writer and the readers since (memory the plan
     reuses). Steps reach each worker in order, so a step's dependencies are always queued before it. The
     workers are shared, so one graph is submitted and run at a time: two graphs' steps interleaved on two
     workers could each wait for a step queued behind the other."""
@@ -174,12 +179,13 @@ def _run_concurrently(steps: list[tuple[Launch, tuple[int, ...]]], timed: bool) 
     with _ONE_GRAPH_AT_A_TIME:
         try:
             for launch, vals in steps:
-                out, ins = launch.buffers[0], launch.buffers[1:]
-                deps = [writer[b] for b in (out, *ins) if b in writer] + readers.get(out, [])
+                outs, ins = launch.buffers[:launch.outputs], launch.buffers[launch.outputs:]
+                deps = [writer[b] for b in (*outs, *ins) if b in writer] + [r for o in outs for r in readers.get(o, [])]
                 handles = [buffers.handle(b) for b in launch.buffers]
-                f = _device_worker(out.arg.device).submit(run, deps, launch, handles, vals)
+                f = _device_worker(outs[0].arg.device).submit(run, deps, launch, handles, vals)
                 futures.append(f)
-                writer[out], readers[out] = f, []
+                for o in outs:
+                    writer[o], readers[o] = f, []
                 for b in ins:
                     readers.setdefault(b, []).append(f)
             return sum(f.result() for f in futures)

@@ -190,9 +190,9 @@ def test_memory_plan_reuses_dead_intermediates(device: str) -> None:
     x = np.random.default_rng(2).random((8, 13), dtype=np.float32)
     X = from_numpy(x, device).reshape((8, 13))
     y, want = X, x
-    for _ in range(5):  # each step materialized (Contiguous) and read only by the next
-        y = UOp(Ops.CONTIGUOUS, (y * 2.0 + 1.0,))
-        want = want * 2 + 1
+    for _ in range(5):  # each step materialized (Contiguous) and read only by the next, through a transpose (so
+        y = UOp(Ops.CONTIGUOUS, (y.permute((1, 0)) * 2.0 + 1.0,))  # no two share a kernel: split.siblings)
+        want = want.T * 2 + 1
     graph = schedule([y])
     kernels = kernels_of(graph)
     assert len(kernels) == 5

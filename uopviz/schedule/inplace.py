@@ -13,7 +13,12 @@ place is right when no kernel can read a target's old contents after its new one
   it (a reduction or a view would read other elements, which another thread or iteration may have written).
 
 A value may read another assigned value: that is its new contents by the graph's meaning, and the kernel split loads
-it from the buffer its kernel wrote.
+it from the buffer its kernel wrote, or, where both share a kernel (split.siblings: elementwise at the same index),
+computes it from that value's expression, whose loads of its own target are the very nodes its Store of that target
+depends on. So in a kernel of several targets every load of target t's element i feeds t's Store of element i and
+comes before it by data dependency, whatever order the lowering gives the independent Stores; a value that reads
+another target's old contents is not written in place (above), and the kernel split puts no value in a kernel with
+one that writes a buffer it loads.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ storage was overwritten). Outputs and the caller's buffers are never shared.
 
 from __future__ import annotations
 
+from uopviz.schedule.split import outputs_of
 from uopviz.uop.ops import Ops, UOp
 
 
@@ -18,8 +19,8 @@ def _buf(u: UOp) -> UOp:
 
 
 def _outputs(call: UOp) -> tuple[UOp, ...]:
-    """The buffers a Call writes: a kernel's one, or each output of a called function (Call(Function, *outs, ...))."""
-    return call.src[1:1 + len(call.src[0].src[0].src)] if call.src[0].op is Ops.FUNCTION else call.src[1:2]
+    """The buffers a Call writes, its first buffers (uopviz.schedule.split.outputs_of)."""
+    return tuple(_buf(b) for b in call.src[1:1 + outputs_of(call.src[0])])
 
 
 def plan_memory(graph: UOp) -> UOp:
@@ -28,35 +29,39 @@ def plan_memory(graph: UOp) -> UOp:
     outputs = {_buf(s) for s in graph.src}
     readers: dict[UOp, list[int]] = {}
     for i, c in enumerate(calls):
-        for s in dict.fromkeys(_buf(s) for s in c.src[2:]):
+        for s in dict.fromkeys(_buf(s) for s in c.src[1 + outputs_of(c.src[0]):]):
             readers.setdefault(s, []).append(i)
     last_read = {b: r[-1] for b, r in readers.items()}
     tenant: dict[UOp, UOp] = {}  # buffer -> the storage it uses
     before: dict[UOp, UOp] = {}  # buffer -> the storage's previous tenant
     free: list[tuple[UOp, UOp]] = []  # (storage, its last tenant)
     for i, c in enumerate(calls):
-        b = _buf(c.src[1])
-        if c.src[0].op is Ops.FUNCTION or b in outputs or b not in last_read:  # a function's outputs keep their own
+        if c.src[0].op is Ops.FUNCTION:  # a function's outputs keep their own
             continue
-        key = (b.arg.size, b.arg.dtype, b.arg.device)
-        for storage, prev in free:
-            if (storage.arg.size, storage.arg.dtype, storage.arg.device) == key and last_read[prev] < i:
-                free.remove((storage, prev))
-                tenant[b], before[b] = storage, prev
-                break
-        free.append((tenant.get(b, b), b))
+        for b in _outputs(c):
+            if b in outputs or b not in last_read:
+                continue
+            key = (b.arg.size, b.arg.dtype, b.arg.device)
+            for storage, prev in free:
+                if (storage.arg.size, storage.arg.dtype, storage.arg.device) == key and last_read[prev] < i:
+                    free.remove((storage, prev))
+                    tenant[b], before[b] = storage, prev
+                    break
+            free.append((tenant.get(b, b), b))
     if not tenant:
         return graph
     new: dict[UOp, UOp] = {}  # old After/Call -> rebuilt
     by_buffer: dict[UOp, UOp] = {}  # old buffer -> its rebuilt After (the writer)
     for c in calls:
-        out = _buf(c.src[1])
-        dst = tenant.get(out, out)
-        if out in tenant:  # wait for every reader of the storage's previous tenant
-            dst = dst.after(*(new[calls[j]] for j in readers[before[out]]))
-        srcs = [by_buffer.get(_buf(s), s) if s.op is Ops.AFTER else s for s in c.src[2:]]
-        call = new[c] = UOp(Ops.CALL, (c.src[0], dst, *srcs))
-        for w in _outputs(c):
+        outs = _outputs(c)
+        dsts = []
+        for out in outs:
+            dst = tenant.get(out, out)
+            if out in tenant:  # wait for every reader of the storage's previous tenant
+                dst = dst.after(*(new[calls[j]] for j in readers[before[out]]))
+            dsts.append(dst)
+        srcs = [by_buffer.get(_buf(s), s) if s.op is Ops.AFTER else s for s in c.src[1 + len(outs):]]
+        call = new[c] = UOp(Ops.CALL, (c.src[0], *dsts, *srcs))
+        for w in outs:
             by_buffer[w] = tenant.get(w, w).after(call)
     return UOp.sink(*(by_buffer[_buf(s)] for s in graph.src))
-

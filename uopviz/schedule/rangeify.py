@@ -474,14 +474,19 @@ def _data_indices(value: UOp) -> UOp:
     return new[value]
 
 
-def kernel_ast(value: UOp, out: UOp) -> UOp:
-    """The kernel that computes Tensor-level `value` into buffer param `out`, before rangeify (SpecError for a
-    value it could not lower: check_lowerable)."""
-    check_lowerable(value)
-    value = _data_indices(value)
-    ranges = output_ranges(value.shape)
-    store = out.index(flatten(ranges, value.shape)).store(_index(value, ranges))
-    return UOp.sink(store.end(*[r for r in ranges if r.op is Ops.RANGE]))
+def kernel_ast(values: Sequence[UOp], outs: Sequence[UOp]) -> UOp:
+    """The kernel that computes Tensor-level `values` (one shape) into buffer params `outs`, before rangeify: one
+    Store per value in one loop nest, Grouped where there are several (SpecError for a value it could not lower:
+    check_lowerable)."""
+    shape = values[0].shape
+    ranges = output_ranges(shape)
+    stores = []
+    for value, out in zip(values, outs, strict=True):
+        check_lowerable(value)
+        value = _data_indices(value)
+        stores.append(out.index(flatten(ranges, shape)).store(_index(value, ranges)))
+    body = stores[0] if len(stores) == 1 else UOp(Ops.GROUP, tuple(stores))
+    return UOp.sink(body.end(*[r for r in ranges if r.op is Ops.RANGE]))
 
 
 def range_start(ast: UOp) -> int:

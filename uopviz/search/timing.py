@@ -23,7 +23,7 @@ from uopviz.dtype import DType
 from uopviz.runtime import buffer as buffers
 from uopviz.runtime import device as devices
 from uopviz.runtime.device import CompileError, Program
-from uopviz.schedule.split import largest_size
+from uopviz.schedule.split import largest_size, outputs_of
 from uopviz.target import Kernel
 from uopviz.uop.ops import Ops, UOp
 
@@ -48,8 +48,9 @@ class Timing:
 class Workbench:
     """Fresh buffers for one kernel's Params, filled with random data, and the unoptimized kernel's output on them.
 
-    Slot 0 (the output) is also filled with random data and put back before every verifying run, so a candidate
-    that skips some outputs leaves wrong values there, and one that reads its output sees what the reference saw.
+    The outputs (the first slots: one, or a kernel of siblings' several) are also filled with random data and put
+    back before every verifying run, so a candidate that skips some output elements leaves wrong values there, and
+    one that reads its outputs sees what the reference saw; every output is checked.
     `values` are the kernel's variables' values for every run (default: `representative`); a buffer of symbolic
     size is made for the largest size its variables allow.
     """
@@ -66,7 +67,9 @@ class Workbench:
         for b, h, dt in zip(self.bufs, self.handles, self.dtypes, strict=True):
             host = self.runtime.copyout(h, b.arg.size, dt)  # the runtime's host form of this dtype
             self.runtime.copyin(h, _random(rng, host.dtype, dt, b.arg.size))
-        self.initial_output = self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0])
+        self.outputs = outputs_of(ast)
+        self.initial_outputs = [self.runtime.copyout(self.handles[k], self.bufs[k].arg.size, self.dtypes[k])
+                                for k in range(self.outputs)]
         prog = self.bind(*compile_kernel(ast, device, []))
         timed_run(prog, self.handles)  # warm-up
         _, self.reference = self.run_from_start(prog)
@@ -76,15 +79,23 @@ class Workbench:
         vals = tuple(self.values[v] for v in kernel.vars)
         return lambda handles, wait=False: prog(handles, vals, wait=wait)
 
-    def run_from_start(self, prog: Program) -> tuple[float, np.ndarray]:
-        """One run of prog from the initial contents: its time and slot 0's values after it."""
-        self.runtime.copyin(self.handles[0], self.initial_output)
+    def run_from_start(self, prog: Program) -> tuple[float, list[np.ndarray]]:
+        """One run of prog from the initial contents: its time and each output's values after it."""
+        for h, initial in zip(self.handles, self.initial_outputs, strict=False):
+            self.runtime.copyin(h, initial)
         t = timed_run(prog, self.handles)
-        return t, _values(self.runtime.copyout(self.handles[0], self.bufs[0].arg.size, self.dtypes[0]), self.dtypes[0])
+        return t, [_values(self.runtime.copyout(self.handles[k], self.bufs[k].arg.size, self.dtypes[k]), self.dtypes[k])
+                   for k in range(self.outputs)]
 
-    def mismatch(self, got: np.ndarray) -> str | None:
-        """Why got is not the reference output (None when it is, within float reordering error)."""
-        ref, dt = self.reference, self.dtypes[0]
+    def mismatch(self, got: Sequence[np.ndarray]) -> str | None:
+        """Why got (every output's values) is not the reference's (None when it is, within float reordering error)."""
+        for k, (g, ref) in enumerate(zip(got, self.reference, strict=True)):
+            if (err := self._differs(g, ref, self.dtypes[k])) is not None:
+                return f"output {k}: {err}" if self.outputs > 1 else err
+        return None
+
+    @staticmethod
+    def _differs(got: np.ndarray, ref: np.ndarray, dt: DType) -> str | None:
         if dt.is_float:
             rtol = 2e-2 if dt.bits <= 16 else 1e-3
             finite = np.abs(ref[np.isfinite(ref)])

@@ -283,7 +283,7 @@ def _capture(fn: Callable[..., Any], name: str, inputs: list[Tensor]) -> tuple[_
 def _check_outputs(launches: list[Launch], outs: Sequence[Tensor], inputs: list[Tensor], name: str) -> None:
     """Every output must be written by a captured launch: one computed before the capture (a closed-over
     Tensor, an input returned as it is) would not change on replay."""
-    written = {launch.buffers[0] for launch in launches}
+    written = {b for launch in launches for b in launch.buffers[:launch.outputs]}
     for k, o in enumerate(outs):
         if not set(multi.buffers_of(o.uop)) <= written:
             raise JitError(f"@jit {name}: output {k} is not computed by the function's kernels (it is an input or a "
