@@ -71,15 +71,22 @@ def test_padded_tile_loads_whole_vectors_and_gathers_only_the_last(device: str) 
         assert "?vload16(0,data2+" in src
 
 
+def _concatenated(device: str, seed: int, cols: int) -> str:
+    """The source of a (5, 32) block concatenated with a (5, cols) one along columns in 16-wide vectors, its values
+    checked against NumPy."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((5, 32), np.float32), rng.standard_normal((5, cols), np.float32)
+    got, src = run(lambda x, y: x.cat(y, dim=1), [a, b], device, upcast(1, 16))
+    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+    return src
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_concatenations_lanes_share_one_guard(device: str) -> None:
     # the gradient of a split: pieces of 32 and 16 columns padded out to 48 and added; 16-wide vectors never
     # straddle a piece, so every lane of one is guarded by the same `ridx < 2` (simplified as addresses are),
     # not by sixteen comparisons `ridx*16 + k < 32`
-    rng = np.random.default_rng(5)
-    a, b = rng.standard_normal((5, 32), np.float32), rng.standard_normal((5, 16), np.float32)
-    got, src = run(lambda x, y: x.cat(y, dim=1), [a, b], device, upcast(1, 16))
-    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+    src = _concatenated(device, 5, 16)
     if device != "PYTHON":
         assert "+1)<" not in src and "+15)<" not in src
 
@@ -88,10 +95,7 @@ def test_a_concatenations_lanes_share_one_guard(device: str) -> None:
 def test_a_concatenations_pieces_are_gated_vector_loads(device: str) -> None:
     # each piece of 32 columns is a vector load gated on its guard, zero elsewhere: the Pad's select of the load
     # takes the load's place, where the load's fallback gather (of the clamped lanes) was loaded and thrown away
-    rng = np.random.default_rng(6)
-    a, b = rng.standard_normal((5, 32), np.float32), rng.standard_normal((5, 32), np.float32)
-    got, src = run(lambda x, y: x.cat(y, dim=1), [a, b], device, upcast(1, 16))
-    np.testing.assert_array_equal(got, np.concatenate([a, b], axis=1))
+    src = _concatenated(device, 6, 32)
     if device == "CPU":
         assert src.count("?*(float16_u*)(data1+") == src.count("?*(float16_u*)(data2+") == 1
     if device == "CL":
